@@ -1,0 +1,125 @@
+// keel's configuration: plain data parsed from TOML, validated in one place (config/validate.cpp).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host/cpuset.h"
+
+namespace keel::config {
+
+// Where a value came from in the config file (1-based; 0 = not from the file, a default).
+struct Pos {
+  int line = 0;
+  int col = 0;
+};
+
+// One problem found in a config file. str() is "FILE:LINE:COL: message".
+struct Diagnostic {
+  std::string file;
+  Pos pos;
+  std::string message;
+  std::string str() const;
+};
+
+enum class Mode { observe, enforce };
+enum class Hierarchy { automatic, unified, cpu, cpuset };
+enum class WorkloadClass { critical, best_effort };
+enum class NumaPolicy { any, single };
+
+struct IntRange {
+  long long min = 0;
+  long long max = 0;
+  Pos pos;
+};
+
+struct Daemon {
+  Mode mode = Mode::observe;
+  std::chrono::nanoseconds period = std::chrono::seconds(1);
+  std::filesystem::path state_dir = "/var/lib/keel";
+  std::string metrics_listen = "127.0.0.1:9477";
+  Hierarchy hierarchy = Hierarchy::automatic;
+};
+
+struct HostSection {
+  CpuSet reserved_cpus;
+  Pos reserved_cpus_pos;
+};
+
+// How cgroups are matched to a workload. Exactly one selector is set.
+struct Match {
+  std::string cgroup;        // glob on the cgroup path from the hierarchy root: * within a level, ** across
+  std::string systemd_unit;  // unit name or glob: "redis-server.service", "docker-*.scope"
+  std::string docker;        // container name or id (or id prefix, >= 12 hex digits)
+  std::string pod;           // Kubernetes pod uid (dashes or underscores)
+  std::filesystem::path pid_file;  // a file holding a pid; its cgroup is matched
+  bool has_tasks = false;    // only cgroups that hold tasks right now
+  bool each = false;         // every matched cgroup is its own instance ("name/<leaf>")
+  Pos pos;
+};
+
+struct Slo {
+  std::optional<std::chrono::nanoseconds> runqueue_p99;
+  Pos pos;
+};
+
+struct Bounds {
+  std::optional<IntRange> cpus;          // number of CPUs the workload may hold
+  std::optional<CpuSet> cpu_pool;        // CPUs it may be given
+  Pos cpu_pool_pos;
+  NumaPolicy numa = NumaPolicy::any;
+  std::optional<IntRange> shares;        // cgroup v1 cpu.shares (v2 weight is mapped from it)
+  std::optional<IntRange> l3_ways;       // resctrl L3 ways
+  std::optional<IntRange> mba_percent;   // resctrl memory bandwidth percent
+};
+
+struct Workload {
+  std::string name;
+  Match match;
+  WorkloadClass klass = WorkloadClass::best_effort;
+  Slo slo;
+  Bounds bounds;
+  Pos pos;  // the [[workload]] header
+};
+
+struct Actuators {
+  bool cpuset = true;
+  bool cpu_weight = true;
+  bool resctrl = false;
+  bool steal_task = false;
+  bool irq_affinity = false;
+};
+
+struct Config {
+  std::filesystem::path file;
+  Daemon daemon;
+  HostSection host;
+  std::vector<Workload> workloads;
+  Actuators actuators;
+};
+
+// What the host can give, for checks that depend on the machine. Unknown facts skip their checks.
+struct HostFacts {
+  std::optional<CpuSet> cpus;            // CPUs that exist (online)
+  std::optional<unsigned> numa_nodes;
+  std::optional<unsigned> l3_ways;       // bits in resctrl info/L3/cbm_mask
+  std::optional<unsigned> min_cbm_bits;  // resctrl info/L3/min_cbm_bits
+  std::optional<unsigned> mba_min;       // resctrl info/MB/min_bandwidth
+};
+
+using Diagnostics = std::vector<Diagnostic>;
+
+// Parses and validates. On any problem returns every diagnostic found, in file order.
+std::expected<Config, Diagnostics> load_file(const std::filesystem::path& file, const HostFacts& facts);
+std::expected<Config, Diagnostics> load_string(std::string_view text, const std::string& file_name,
+                                               const HostFacts& facts);
+
+// "observe", "critical", ... for printing.
+const char* to_string(Mode m);
+const char* to_string(Hierarchy h);
+const char* to_string(WorkloadClass c);
+
+}  // namespace keel::config

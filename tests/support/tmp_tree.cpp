@@ -1,0 +1,64 @@
+#include "tests/support/tmp_tree.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace keel::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/keel-test-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void make_tree(const std::filesystem::path& root,
+               const std::vector<std::pair<std::string, std::string>>& files) {
+  for (const auto& [rel, content] : files) {
+    auto p = root / rel;
+    if (!rel.empty() && rel.back() == '/') {
+      std::filesystem::create_directories(p);
+      continue;
+    }
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+  }
+}
+
+std::string slurp(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool is_root() { return ::geteuid() == 0; }
+
+std::pair<int, std::string> run_command(const std::string& cmd) {
+  std::string full = cmd + " 2>&1";
+  FILE* p = ::popen(full.c_str(), "r");
+  if (p == nullptr) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+std::filesystem::path keel_binary() { return std::filesystem::path(KEEL_BINARY_DIR) / "cli" / "keel"; }
+std::filesystem::path source_dir() { return KEEL_SOURCE_DIR; }
+
+}  // namespace keel::testing

@@ -1,0 +1,48 @@
+// Test helpers: temporary directory trees that mirror kernel files, built in code (oomd style),
+// and small conveniences for privileged tests.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace keel::testing {
+
+// A fresh directory under $TMPDIR, removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes each (relative path, content) under root, creating parent directories.
+// A path ending in '/' creates an empty directory.
+void make_tree(const std::filesystem::path& root,
+               const std::vector<std::pair<std::string, std::string>>& files);
+
+std::string slurp(const std::filesystem::path& file);
+
+// True when running as root; otherwise prints why the caller skips.
+bool is_root();
+
+// Runs a shell command, returns {exit status, stdout+stderr}.
+std::pair<int, std::string> run_command(const std::string& cmd);
+
+// Path of the built keel binary (KEEL_BINARY_DIR/cli/keel) and of the source tree.
+std::filesystem::path keel_binary();
+std::filesystem::path source_dir();
+
+}  // namespace keel::testing
+
+// Skips a test that needs root, with the reason printed.
+#define KEEL_REQUIRE_ROOT()                                                      \
+  do {                                                                           \
+    if (!::keel::testing::is_root()) GTEST_SKIP() << "needs root (uid 0): " << __func__; \
+  } while (0)
