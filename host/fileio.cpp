@@ -54,7 +54,7 @@ Result<long long> read_int(const std::filesystem::path& path) {
 }
 
 Result<void> write_file(const std::filesystem::path& path, std::string_view value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) return fail_errno("cannot open for writing", path.string());
   ssize_t n;
   do {

@@ -1,0 +1,155 @@
+#include "bpf/features.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+#include "bpf/probe_shared.h"
+#include "probe.skel.h"
+
+namespace keel::bpf {
+
+namespace {
+
+// libbpf prints through one global callback; keep its recent lines so a failed load can say why,
+// instead of spraying warnings on stderr while probing.
+std::mutex g_log_mu;
+std::string g_log;
+
+int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_DEBUG) return 0;
+  char buf[1024];
+  int n = std::vsnprintf(buf, sizeof buf, fmt, args);
+  std::lock_guard lock(g_log_mu);
+  g_log += buf;
+  if (g_log.size() > 4096) g_log.erase(0, g_log.size() - 4096);
+  return n;
+}
+
+void install_log() {
+  static std::once_flag once;
+  std::call_once(once, [] { libbpf_set_print(libbpf_log); });
+  std::lock_guard lock(g_log_mu);
+  g_log.clear();
+}
+
+std::string last_log_line() {
+  std::lock_guard lock(g_log_mu);
+  std::string s = g_log;
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  auto nl = s.rfind('\n');
+  return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+Result<keel_probe*> load_attached(AttachKind kind) {
+  install_log();
+  keel_probe* skel = keel_probe__open();
+  if (skel == nullptr) return fail("cannot open the probe BPF object", "", errno);
+  bool btf = kind == AttachKind::tp_btf;
+  bpf_program__set_autoload(skel->progs.keel_probe_switch_btf, btf);
+  bpf_program__set_autoload(skel->progs.keel_probe_switch_raw, !btf);
+  int err = keel_probe__load(skel);
+  if (err == 0) err = keel_probe__attach(skel);
+  if (err != 0) {
+    std::string why = last_log_line();
+    keel_probe__destroy(skel);
+    return fail(std::string("cannot load/attach ") + to_string(kind) + " sched_switch program" +
+                    (why.empty() ? "" : " (" + why + ")"),
+                "", -err);
+  }
+  return skel;
+}
+
+// perf_event_open for the calling thread on any CPU: needs no privileges beyond perf_event_paranoid.
+Result<void> try_perf_event(uint32_t type, uint64_t config) {
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = type;
+  attr.config = config;
+  attr.disabled = 1;
+  attr.exclude_kernel = 1;
+  long fd = ::syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+  if (fd < 0) return fail("perf_event_open(type " + std::to_string(type) + ", config " +
+                              std::to_string(config) + ")", "", errno);
+  ::close(static_cast<int>(fd));
+  return {};
+}
+
+}  // namespace
+
+const char* to_string(AttachKind k) { return k == AttachKind::tp_btf ? "tp_btf" : "raw_tp"; }
+
+KernelFeatures probe_features(const SysRoots& roots) {
+  KernelFeatures f;
+  std::error_code ec;
+  f.btf = std::filesystem::exists(roots.sys / "kernel/btf/vmlinux", ec);
+  for (AttachKind kind : {AttachKind::tp_btf, AttachKind::raw_tp}) {
+    auto skel = load_attached(kind);
+    bool& ok = kind == AttachKind::tp_btf ? f.tp_btf : f.raw_tp;
+    std::string& why = kind == AttachKind::tp_btf ? f.tp_btf_error : f.raw_tp_error;
+    ok = skel.has_value();
+    if (skel) keel_probe__destroy(*skel);
+    else why = skel.error().message();
+  }
+  if (auto r = try_perf_event(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES); r) f.hw_pmu = true;
+  else f.hw_pmu_error = r.error().message();
+  if (auto r = try_perf_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK); r) f.sw_events = true;
+  else f.sw_events_error = r.error().message();
+  return f;
+}
+
+Result<SwitchCounter> SwitchCounter::open(AttachChoice choice) {
+  if (choice == AttachChoice::raw_tp) {
+    auto s = load_attached(AttachKind::raw_tp);
+    if (!s) return std::unexpected(s.error());
+    return SwitchCounter(*s, AttachKind::raw_tp);
+  }
+  auto s = load_attached(AttachKind::tp_btf);
+  if (s) return SwitchCounter(*s, AttachKind::tp_btf);
+  if (choice == AttachChoice::tp_btf) return std::unexpected(s.error());
+  auto r = load_attached(AttachKind::raw_tp);  // older kernel or no BTF: the raw_tp fallback
+  if (!r) return fail("neither tp_btf (" + s.error().message() + ") nor raw_tp (" +
+                      r.error().message() + ") loads");
+  return SwitchCounter(*r, AttachKind::raw_tp);
+}
+
+SwitchCounter::SwitchCounter(SwitchCounter&& o) noexcept : skel_(o.skel_), kind_(o.kind_) {
+  o.skel_ = nullptr;
+}
+
+SwitchCounter& SwitchCounter::operator=(SwitchCounter&& o) noexcept {
+  if (this != &o) {
+    if (skel_ != nullptr) keel_probe__destroy(skel_);
+    skel_ = o.skel_;
+    kind_ = o.kind_;
+    o.skel_ = nullptr;
+  }
+  return *this;
+}
+
+SwitchCounter::~SwitchCounter() {
+  if (skel_ != nullptr) keel_probe__destroy(skel_);
+}
+
+Result<uint64_t> SwitchCounter::switches() const {
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return fail("cannot count possible CPUs", "", -ncpu);
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
+  uint32_t key = KEEL_PROBE_SWITCHES;
+  if (bpf_map__lookup_elem(skel_->maps.counts, &key, sizeof key, per_cpu.data(),
+                           per_cpu.size() * sizeof(uint64_t), 0) != 0)
+    return fail("cannot read the probe's counts map", "", errno);
+  uint64_t sum = 0;
+  for (auto v : per_cpu) sum += v;
+  return sum;
+}
+
+}  // namespace keel::bpf
