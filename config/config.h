@@ -2,9 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <expected>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "host/cpuset.h"
@@ -33,7 +35,9 @@ enum class NumaPolicy { any, single };
 struct IntRange {
   long long min = 0;
   long long max = 0;
-  Pos pos;
+  Pos pos;  // the { min, max } table
+  Pos min_pos;
+  Pos max_pos;
 };
 
 struct Daemon {
@@ -42,6 +46,9 @@ struct Daemon {
   std::filesystem::path state_dir = "/var/lib/keel";
   std::string metrics_listen = "127.0.0.1:9477";
   Hierarchy hierarchy = Hierarchy::automatic;
+  Pos period_pos;
+  Pos state_dir_pos;
+  Pos metrics_listen_pos;
 };
 
 struct HostSection {
@@ -59,11 +66,13 @@ struct Match {
   bool has_tasks = false;    // only cgroups that hold tasks right now
   bool each = false;         // every matched cgroup is its own instance ("name/<leaf>")
   Pos pos;
+  Pos selector_pos;          // the value of the one selector
 };
 
 struct Slo {
   std::optional<std::chrono::nanoseconds> runqueue_p99;
   Pos pos;
+  Pos runqueue_p99_pos;
 };
 
 struct Bounds {
@@ -74,6 +83,8 @@ struct Bounds {
   std::optional<IntRange> shares;        // cgroup v1 cpu.shares (v2 weight is mapped from it)
   std::optional<IntRange> l3_ways;       // resctrl L3 ways
   std::optional<IntRange> mba_percent;   // resctrl memory bandwidth percent
+  Pos pos;
+  Pos numa_pos;
 };
 
 struct Workload {
@@ -83,6 +94,7 @@ struct Workload {
   Slo slo;
   Bounds bounds;
   Pos pos;  // the [[workload]] header
+  Pos name_pos;
 };
 
 struct Actuators {
@@ -117,9 +129,15 @@ std::expected<Config, Diagnostics> load_file(const std::filesystem::path& file, 
 std::expected<Config, Diagnostics> load_string(std::string_view text, const std::string& file_name,
                                                const HostFacts& facts);
 
-// "observe", "critical", ... for printing.
+// "observe", "critical", ... for printing (the spelling the config file uses).
 const char* to_string(Mode m);
 const char* to_string(Hierarchy h);
 const char* to_string(WorkloadClass c);
+const char* to_string(NumaPolicy n);
+
+// Durations as the config writes them: "1s", "200us", "1.5ms" (units ns, us, ms, s, m, h); > 0.
+std::expected<std::chrono::nanoseconds, std::string> parse_duration(std::string_view text);
+// The shortest exact form: 1500000ns -> "1500us", 2000000000ns -> "2s".
+std::string format_duration(std::chrono::nanoseconds d);
 
 }  // namespace keel::config

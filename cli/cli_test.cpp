@@ -1,0 +1,189 @@
+// The keel binary as users run it: exit codes, messages, and what it prints.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "tests/support/tmp_tree.h"
+
+namespace keel {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+
+std::string keel(const std::string& args) { return testing::keel_binary().string() + " " + args; }
+std::string src(const std::string& rel) { return (testing::source_dir() / rel).string(); }
+
+size_t count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+  return n;
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run_command(keel("")).first, 2);
+  auto [rc, out] = run_command(keel("frobnicate"));
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("unknown command 'frobnicate'"), std::string::npos) << out;
+  auto [rc2, out2] = run_command(keel("topology --jsn"));
+  EXPECT_EQ(rc2, 2);
+  EXPECT_NE(out2.find("unknown option --jsn"), std::string::npos) << out2;
+  EXPECT_EQ(run_command(keel("check-config")).first, 2);
+  auto [rc3, out3] = run_command(keel("help"));
+  EXPECT_EQ(rc3, 0);
+  EXPECT_NE(out3.find("check-config FILE"), std::string::npos);
+}
+
+TEST(Cli, TopologyOfSyntheticKunpengLikeHost) {
+  auto [rc, out] = run_command(keel("topology --synthetic 'pack:2 numa:2 l3:1 core:32 pu:2'"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("256 PUs"), std::string::npos) << out;
+  EXPECT_NE(out.find("4 NUMA nodes"), std::string::npos) << out;
+  auto [rcj, json] = run_command(keel("topology --json --synthetic 'pack:2 numa:2 l3:1 core:32 pu:2'"));
+  ASSERT_EQ(rcj, 0) << json;
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_EQ(count(json, "\"os\":"), 256u) << json.substr(0, 400);
+}
+
+TEST(Cli, BadSyntheticSpecIsUsageError) {
+  auto [rc, out] = run_command(keel("topology --synthetic 'bogus:3'"));
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("bogus:3"), std::string::npos) << out;
+}
+
+TEST(Cli, TopologyOfThisHostMatchesOnlineCpus) {
+  auto [rc, out] = run_command(keel("topology --json"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(count(out, "\"os\":"), static_cast<size_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+// Every file of the bad-config corpus: exit 2, and the first line is FILE:LINE:COL: message as
+// the file's "# expect:" header says.
+TEST(Cli, CheckConfigRejectsTheBadConfigCorpusWithExactPositions) {
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(testing::source_dir() / "tests/fixtures/bad_configs")) {
+    if (e.path().extension() != ".toml") continue;
+    std::ifstream in(e.path());
+    std::string header;
+    std::getline(in, header);
+    ASSERT_TRUE(header.starts_with("# expect: ")) << e.path();
+    std::string expected = e.path().string() + ":" + header.substr(10);
+    // A fixed synthetic host (32 CPUs, 2 nodes) and an 11-way resctrl, so the result does not
+    // depend on the machine the tests run on.
+    testing::TempDir rt;
+    testing::make_tree(rt.path(), {{"info/L3/cbm_mask", "7ff\n"}, {"info/L3/min_cbm_bits", "1\n"},
+                                   {"info/L3/num_closids", "16\n"}, {"info/MB/min_bandwidth", "10\n"},
+                                   {"info/MB/bandwidth_gran", "10\n"}});
+    auto [rc, out] = run_command(keel("check-config " + e.path().string() +
+                                      " --synthetic 'pack:2 numa:1 l3:1 core:16 pu:1' --resctrl " +
+                                      rt.path().string()));
+    EXPECT_EQ(rc, 2) << e.path() << "\n" << out;
+    EXPECT_EQ(out.substr(0, out.find('\n')), expected);
+    ++n;
+  }
+  EXPECT_GE(n, 25u);
+}
+
+struct Example {
+  const char* file;
+  const char* synthetic;
+  bool mpam;
+};
+
+TEST(Cli, ShippedExamplesPassOnTheirTargetHosts) {
+  testing::TempDir rt;  // Kunpeng 920 MPAM: 28 ways, MB in steps of 1 from 1
+  testing::make_tree(rt.path(), {{"info/L3/cbm_mask", "fffffff\n"}, {"info/L3/min_cbm_bits", "1\n"},
+                                 {"info/L3/num_closids", "32\n"}, {"info/MB/min_bandwidth", "1\n"},
+                                 {"info/MB/bandwidth_gran", "1\n"}});
+  for (auto ex : {Example{"config/examples/redis-nginx-vm.toml", "pack:1 numa:1 l3:1 core:16 pu:2", false},
+                  Example{"config/examples/k8s-guaranteed-pods.toml", "pack:2 numa:1 l3:1 core:16 pu:2", false},
+                  Example{"config/examples/mpam-two-vms.toml", "pack:2 numa:2 l3:1 core:32 pu:2", true}}) {
+    std::string cmd = keel("check-config " + src(ex.file) + " --synthetic '" + ex.synthetic + "'");
+    if (ex.mpam) cmd += " --resctrl " + rt.path().string();
+    auto [rc, out] = run_command(cmd);
+    EXPECT_EQ(rc, 0) << ex.file << "\n" << out;
+    EXPECT_NE(out.find(": ok ("), std::string::npos) << out;
+  }
+  // The same Kunpeng config is refused on an Intel box with 11 ways: the hardware cannot give 14.
+  testing::TempDir intel;
+  testing::make_tree(intel.path(), {{"info/L3/cbm_mask", "7ff\n"}, {"info/L3/min_cbm_bits", "1\n"},
+                                    {"info/L3/num_closids", "16\n"}, {"info/MB/min_bandwidth", "10\n"},
+                                    {"info/MB/bandwidth_gran", "10\n"}});
+  auto [rc, out] = run_command(keel("check-config " + src("config/examples/mpam-two-vms.toml") +
+                                    " --synthetic 'pack:2 numa:2 l3:1 core:32 pu:2' --resctrl " +
+                                    intel.path().string()));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("l3_ways"), std::string::npos) << out;
+  // And the 32-vCPU VM config does not fit this 2-CPU shape: CPUs outside the host.
+  auto [rc2, out2] = run_command(keel("check-config " + src("config/examples/redis-nginx-vm.toml") +
+                                      " --synthetic 'pack:1 numa:1 l3:1 core:2 pu:1'"));
+  EXPECT_EQ(rc2, 2) << out2;
+}
+
+TEST(Cli, DefaultConfigPassesOnThisHost) {
+  auto [rc, out] = run_command(keel("check-config " + src("config/keel.toml")));
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("ok (mode observe"), std::string::npos) << out;
+}
+
+// Real cgroup v1 (privileged): a cgroup with a process is listed with its inode and its workload.
+TEST(CliPriv, WorkloadsListsARealCgroupWithItsIdAndWorkload) {
+  KEEL_REQUIRE_ROOT();
+  const fs::path cpu_root = "/sys/fs/cgroup/cpu";
+  if (!fs::exists(cpu_root / "cgroup.procs")) GTEST_SKIP() << "no cgroup v1 cpu hierarchy at " << cpu_root;
+  const std::string name = "keel-cli-test-" + std::to_string(getpid());
+  const fs::path cg = cpu_root / name;
+  ASSERT_TRUE(fs::create_directory(cg));
+  struct stat st{};
+  ASSERT_EQ(stat(cg.c_str(), &st), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    for (;;) pause();
+  }
+  ASSERT_GT(child, 0);
+  std::ofstream(cg / "cgroup.procs") << child << std::flush;
+
+  testing::TempDir t;
+  testing::make_tree(t.path(), {{"k.toml", "[daemon]\nhierarchy = \"cpu\"\n[host]\nreserved_cpus = \"0\"\n"
+                                           "[[workload]]\nname = \"probe\"\nmatch = { cgroup = \"/" + name +
+                                               "\", has_tasks = true }\nclass = \"best-effort\"\n"}});
+  auto [rc, out] = run_command(keel("workloads --json --config " + (t.path() / "k.toml").string()));
+  auto [rct, text] = run_command(keel("workloads --config " + (t.path() / "k.toml").string()));
+
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  // The kernel empties the cgroup asynchronously after the reap; retry rmdir briefly.
+  for (int i = 0; i < 50 && !fs::remove(cg); ++i) usleep(20000);
+  EXPECT_FALSE(fs::exists(cg));
+
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_EQ(rct, 0) << text;
+  // The id BPF will see: the cgroup directory's inode.
+  EXPECT_NE(out.find(std::to_string(st.st_ino)), std::string::npos) << out;
+  EXPECT_NE(out.find("\"/" + name + "\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"probe\""), std::string::npos) << out;
+  EXPECT_NE(text.find("/" + name), std::string::npos) << text;
+  EXPECT_NE(text.find("probe"), std::string::npos) << text;
+}
+
+TEST(CliPriv, ProbeReportsThisKernel) {
+  KEEL_REQUIRE_ROOT();
+  auto [rc, out] = run_command(keel("probe --json"));
+  ASSERT_EQ(rc, 0) << out;
+  bool btf = fs::exists("/sys/kernel/btf/vmlinux");
+  EXPECT_NE(out.find(std::string("\"btf\":") + (btf ? "true" : "false")), std::string::npos) << out;
+  EXPECT_NE(out.find("\"cgroup_mode\":"), std::string::npos) << out;
+  auto [rct, text] = run_command(keel("probe"));
+  EXPECT_EQ(rct, 0);
+  EXPECT_NE(text.find("hardware PMU"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace keel

@@ -1,0 +1,44 @@
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/host_facts.h"
+#include "config/config.h"
+#include "host/workloads.h"
+
+namespace keel::cli {
+
+int cmd_workloads(const std::vector<std::string>& argv) {
+  auto args = parse_args(argv, {.switches = {"json"}, .with_value = {"config"}});
+  if (!args) return usage_error("workloads", args.error().message());
+  if (!args->positional.empty()) return usage_error("workloads", "takes no arguments (use --config FILE)");
+  const SysRoots roots = SysRoots::host();
+
+  // Without a config every cgroup is listed, none matched, in the hierarchy keel would choose.
+  std::vector<config::Workload> workloads;
+  config::Hierarchy hierarchy = config::Hierarchy::automatic;
+  if (auto file = args->value("config")) {
+    auto facts = gather_host_facts(roots, {});
+    if (!facts) {
+      std::fprintf(stderr, "keel workloads: cannot describe the host: %s\n", facts.error().message().c_str());
+      return kExitFailure;
+    }
+    auto cfg = config::load_file(*file, facts->facts);
+    if (!cfg) {
+      for (const auto& d : cfg.error()) std::fprintf(stderr, "%s\n", d.str().c_str());
+      return kExitUsage;
+    }
+    workloads = cfg->workloads;
+    hierarchy = cfg->daemon.hierarchy;
+  }
+  auto report = discover_workloads(workloads, hierarchy, roots);
+  if (!report) {
+    std::fprintf(stderr, "keel workloads: %s\n", report.error().message().c_str());
+    return kExitFailure;
+  }
+  std::fputs((args->has("json") ? format_workloads_json(*report) + "\n" : format_workloads_text(*report)).c_str(),
+             stdout);
+  return kExitOk;
+}
+
+}  // namespace keel::cli

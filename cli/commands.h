@@ -1,0 +1,22 @@
+// keel's subcommands. Each returns the process exit code: 0 ok, 1 runtime failure, 2 bad usage
+// or bad config. Thin: they only wire modules together and print.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace keel::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+int cmd_check_config(const std::vector<std::string>& argv);
+int cmd_topology(const std::vector<std::string>& argv);
+int cmd_workloads(const std::vector<std::string>& argv);
+int cmd_probe(const std::vector<std::string>& argv);
+
+// Prints "keel <cmd>: message" and the command's usage line to stderr; returns kExitUsage.
+int usage_error(const std::string& cmd, const std::string& message);
+
+}  // namespace keel::cli

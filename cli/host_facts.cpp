@@ -1,0 +1,42 @@
+#include "cli/host_facts.h"
+
+#include "host/resctrl_info.h"
+#include "host/topology.h"
+
+namespace keel::cli {
+
+Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource& src) {
+  GatheredFacts g;
+  auto topo = src.synthetic ? Topology::synthetic(*src.synthetic) : Topology::detect(roots);
+  if (!topo) return std::unexpected(topo.error());
+  g.facts.cpus = topo->online();
+  g.facts.numa_nodes = static_cast<unsigned>(topo->numa_nodes().size());
+
+  // A synthetic host has no resctrl unless one is named; the real host has whatever is mounted.
+  std::optional<std::filesystem::path> resctrl_root;
+  if (src.resctrl) resctrl_root = *src.resctrl;
+  else if (!src.synthetic) resctrl_root = roots.resctrl;
+  if (!resctrl_root) {
+    g.notes.push_back("no resctrl described (--resctrl DIR): l3_ways and mba_percent bounds not checked against hardware");
+    return g;
+  }
+  auto info = read_resctrl_info(*resctrl_root);
+  if (!info) return std::unexpected(info.error());
+  if (!info->has_value()) {
+    g.notes.push_back("resctrl is not mounted at " + resctrl_root->string() +
+                      ": l3_ways and mba_percent bounds not checked against hardware");
+    return g;
+  }
+  const ResctrlInfo& r = **info;
+  if (r.l3) {
+    g.facts.l3_ways = r.l3_ways;
+    g.facts.min_cbm_bits = r.min_cbm_bits;
+  } else {
+    g.notes.push_back("resctrl has no L3 allocation: l3_ways bounds not checked");
+  }
+  if (r.mb) g.facts.mba_min = r.min_bandwidth;
+  else g.notes.push_back("resctrl has no MB allocation: mba_percent bounds not checked");
+  return g;
+}
+
+}  // namespace keel::cli

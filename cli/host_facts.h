@@ -1,0 +1,27 @@
+// What the CLI tells the config validator about a host: this one, or one described by
+// --synthetic SPEC and --resctrl DIR (to check a config meant for another machine).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "host/error.h"
+#include "host/sys_roots.h"
+
+namespace keel::cli {
+
+struct FactsSource {
+  std::optional<std::string> synthetic;  // hwloc synthetic spec instead of this host
+  std::optional<std::string> resctrl;    // a resctrl root (real or a copy of one) to read info/ from
+};
+
+struct GatheredFacts {
+  config::HostFacts facts;
+  std::vector<std::string> notes;  // checks that could not run, and why
+};
+
+Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource& src);
+
+}  // namespace keel::cli

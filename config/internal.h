@@ -1,0 +1,39 @@
+// Shared by the config module's own files (reader, validator, loader); not a public interface.
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "config/config.h"
+
+namespace keel::config::detail {
+
+// Collects diagnostics for one file.
+class Report {
+ public:
+  explicit Report(std::string file) : file_(std::move(file)) {}
+  void error(Pos pos, std::string message) { diags_.push_back({file_, pos, std::move(message)}); }
+  bool empty() const { return diags_.empty(); }
+  // Every diagnostic, in file order (reading and validation find them in different orders).
+  Diagnostics take_sorted();
+
+ private:
+  std::string file_;
+  Diagnostics diags_;
+};
+
+// "workload 'redis': " when the name is usable in a message, else "workload #2: " (1-based).
+std::string workload_label(std::string_view name, size_t index);
+bool valid_workload_name(std::string_view name);
+
+// TOML document -> Config. Reports syntax-level problems: unknown keys, wrong types, missing
+// required keys, values that do not parse (durations, CPU lists, enum words).
+Config read_config(const toml::table& root, Report& report);
+
+// Every rule about what the values mean, in one place: ranges, cross-references, host limits.
+void validate(const Config& config, const HostFacts& facts, Report& report);
+
+}  // namespace keel::config::detail

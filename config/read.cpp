@@ -1,0 +1,395 @@
+// TOML -> Config. Only what is needed to build the structs is checked here; the meaning of the
+// values is checked in validate.cpp.
+#include <algorithm>
+#include <initializer_list>
+#include <optional>
+#include <vector>
+
+#include "config/internal.h"
+
+namespace keel::config::detail {
+namespace {
+
+using Keys = std::initializer_list<std::string_view>;
+
+template <class E>
+struct Word {
+  std::string_view text;
+  E value;
+};
+
+Pos pos_of(const toml::source_region& region, Pos fallback) {
+  if (region.begin.line == 0) return fallback;  // nodes created implicitly (dotted keys) have no source
+  return {static_cast<int>(region.begin.line), static_cast<int>(region.begin.column)};
+}
+
+std::string type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer " + std::to_string(n.as_integer()->get());
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::none: break;
+  }
+  return "nothing";
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known word closest to a typo, if it is close enough to be what was meant.
+std::optional<std::string_view> closest(std::string_view word, const std::vector<std::string_view>& known) {
+  std::optional<std::string_view> best;
+  size_t best_distance = 0;
+  for (auto k : known) {
+    size_t d = edit_distance(word, k);
+    if (!best || d < best_distance) best = k, best_distance = d;
+  }
+  size_t limit = std::max<size_t>(2, word.size() / 3);
+  if (best && best_distance <= limit && best_distance < word.size()) return best;
+  return std::nullopt;
+}
+
+std::string join(const std::vector<std::string_view>& words, std::string_view quote) {
+  std::string out;
+  for (auto w : words) {
+    if (!out.empty()) out += ", ";
+    out += std::string(quote) + std::string(w) + std::string(quote);
+  }
+  return out;
+}
+
+// One TOML table being read. Knows how to name itself and its keys in messages:
+// who = "" or "workload 'redis': ", path = "daemon." or "bounds.cpus.", where = "[daemon]" or "bounds.cpus".
+class Section {
+ public:
+  Section(const toml::table& table, Pos pos, std::string who, std::string path, std::string where,
+          Report& report)
+      : table_(table),
+        pos_(pos),
+        who_(std::move(who)),
+        path_(std::move(path)),
+        where_(std::move(where)),
+        report_(report) {}
+
+  Pos pos() const { return pos_; }
+  bool has(std::string_view key) const { return table_.contains(key); }
+  std::string name(std::string_view key) const { return path_ + std::string(key); }
+  void error(Pos pos, const std::string& message) const { report_.error(pos, who_ + message); }
+
+  void reject_unknown(Keys known_keys) {
+    std::vector<std::string_view> known(known_keys);
+    for (auto&& [key, value] : table_) {
+      if (std::ranges::find(known, key.str()) != known.end()) continue;
+      std::string message = "unknown key '" + std::string(key.str()) + "'";
+      message += where_.empty() ? " at the top level" : " in " + where_;
+      if (auto near = closest(key.str(), known)) {
+        message += " (did you mean '" + std::string(*near) + "'?)";
+        typo_fixes_.emplace_back(*near);
+      } else {
+        message += " (known keys: " + join(known, "") + ")";
+      }
+      error(pos_of(key.source(), pos_of(value.source(), pos_)), message);
+    }
+  }
+
+  // A key reported as missing right after its typo was reported would be the same mistake twice.
+  void missing(std::string_view key) {
+    if (std::ranges::find(typo_fixes_, key) != typo_fixes_.end()) return;
+    std::string message = "missing required key '" + std::string(key) + "'";
+    if (!where_.empty()) message += " in " + where_;
+    error(pos_, message);
+  }
+
+  // Each reader returns nullopt when the key is absent or its value is reported as bad,
+  // and stores the value's position in *at when asked to.
+  std::optional<std::string> string(std::string_view key, Pos* at = nullptr) const {
+    auto* n = find(key, at);
+    if (!n) return std::nullopt;
+    if (auto* s = n->as_string()) return s->get();
+    wrong_type(key, *n, "a string");
+    return std::nullopt;
+  }
+
+  std::optional<std::string> nonempty_string(std::string_view key, Pos* at = nullptr) const {
+    Pos p;
+    auto s = string(key, &p);
+    if (at) *at = p;
+    if (s && s->empty()) {
+      error(p, name(key) + " must not be empty");
+      return std::nullopt;
+    }
+    return s;
+  }
+
+  std::optional<bool> boolean(std::string_view key) const {
+    auto* n = find(key, nullptr);
+    if (!n) return std::nullopt;
+    if (auto* b = n->as_boolean()) return b->get();
+    wrong_type(key, *n, "a boolean (true or false)");
+    return std::nullopt;
+  }
+
+  std::optional<long long> integer(std::string_view key, Pos* at = nullptr) const {
+    auto* n = find(key, at);
+    if (!n) return std::nullopt;
+    if (auto* i = n->as_integer()) return i->get();
+    wrong_type(key, *n, "an integer");
+    return std::nullopt;
+  }
+
+  std::optional<std::chrono::nanoseconds> duration(std::string_view key, std::string_view example,
+                                                   Pos* at = nullptr) const {
+    auto* n = find(key, at);
+    if (!n) return std::nullopt;
+    auto* s = n->as_string();
+    if (!s) {
+      wrong_type(key, *n,
+                 "a duration string with a unit (ns, us, ms, s, m, h) like \"" + std::string(example) + "\"");
+      return std::nullopt;
+    }
+    auto d = parse_duration(s->get());
+    if (!d) error(value_pos(*n), name(key) + ": bad duration \"" + s->get() + "\": " + d.error());
+    return d ? std::optional(*d) : std::nullopt;
+  }
+
+  std::optional<CpuSet> cpu_list(std::string_view key, Pos* at = nullptr) const {
+    Pos p;
+    auto text = string(key, &p);
+    if (at) *at = p;
+    if (!text) return std::nullopt;
+    auto set = CpuSet::parse_list(*text);
+    if (!set) error(p, name(key) + " is not a valid CPU list: " + set.error().message());
+    return set ? std::optional(*set) : std::nullopt;
+  }
+
+  template <class E>
+  std::optional<E> word(std::string_view key, std::initializer_list<Word<E>> words, Pos* at = nullptr) const {
+    Pos p;
+    auto text = string(key, &p);
+    if (at) *at = p;
+    if (!text) return std::nullopt;
+    std::vector<std::string_view> known;
+    for (auto& w : words) {
+      if (w.text == *text) return w.value;
+      known.push_back(w.text);
+    }
+    std::string message = name(key) + " must be one of " + join(known, "\"") + "; got \"" + *text + "\"";
+    if (auto near = closest(*text, known)) message += " (did you mean \"" + std::string(*near) + "\"?)";
+    error(p, message);
+    return std::nullopt;
+  }
+
+  std::optional<Section> table(std::string_view key) const {
+    auto* n = find(key, nullptr);
+    if (!n) return std::nullopt;
+    auto* t = n->as_table();
+    if (!t) {
+      wrong_type(key, *n, "a table");
+      return std::nullopt;
+    }
+    return Section(*t, value_pos(*n), who_, name(key) + ".", name(key), report_);
+  }
+
+  std::optional<IntRange> range(std::string_view key) const {
+    auto sub = table(key);
+    if (!sub) return std::nullopt;
+    sub->reject_unknown({"min", "max"});
+    IntRange r;
+    r.pos = sub->pos();
+    auto lo = sub->integer("min", &r.min_pos);
+    auto hi = sub->integer("max", &r.max_pos);
+    for (auto bound : {"min", "max"})
+      if (!sub->has(bound)) sub->missing(bound);
+    if (!lo || !hi) return std::nullopt;
+    r.min = *lo;
+    r.max = *hi;
+    return r;
+  }
+
+ private:
+  const toml::node* find(std::string_view key, Pos* at) const {
+    auto* n = table_.get(key);
+    if (n && at) *at = value_pos(*n);
+    return n;
+  }
+
+  Pos value_pos(const toml::node& n) const { return pos_of(n.source(), pos_); }
+
+  void wrong_type(std::string_view key, const toml::node& n, const std::string& expected) const {
+    error(value_pos(n), name(key) + " must be " + expected + ", got " + type_name(n));
+  }
+
+  const toml::table& table_;
+  Pos pos_;
+  std::string who_, path_, where_;
+  Report& report_;
+  std::vector<std::string> typo_fixes_;
+};
+
+Section top_section(const toml::table& t, std::string_view name, Report& report) {
+  return Section(t, pos_of(t.source(), {1, 1}), "", std::string(name) + ".", "[" + std::string(name) + "]",
+                 report);
+}
+
+Daemon read_daemon(Section& s) {
+  s.reject_unknown({"mode", "period", "state_dir", "metrics_listen", "hierarchy"});
+  Daemon d;
+  if (auto v = s.word<Mode>("mode", {{"observe", Mode::observe}, {"enforce", Mode::enforce}})) d.mode = *v;
+  if (auto v = s.duration("period", "1s", &d.period_pos)) d.period = *v;
+  if (auto v = s.string("state_dir", &d.state_dir_pos)) d.state_dir = *v;
+  if (auto v = s.string("metrics_listen", &d.metrics_listen_pos)) d.metrics_listen = *v;
+  if (auto v = s.word<Hierarchy>("hierarchy", {{"auto", Hierarchy::automatic},
+                                               {"unified", Hierarchy::unified},
+                                               {"cpu", Hierarchy::cpu},
+                                               {"cpuset", Hierarchy::cpuset}}))
+    d.hierarchy = *v;
+  return d;
+}
+
+HostSection read_host(Section& s) {
+  s.reject_unknown({"reserved_cpus"});
+  HostSection h;
+  if (auto v = s.cpu_list("reserved_cpus", &h.reserved_cpus_pos)) h.reserved_cpus = *v;
+  return h;
+}
+
+Actuators read_actuators(Section& s) {
+  s.reject_unknown({"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity"});
+  Actuators a;
+  if (auto v = s.boolean("cpuset")) a.cpuset = *v;
+  if (auto v = s.boolean("cpu_weight")) a.cpu_weight = *v;
+  if (auto v = s.boolean("resctrl")) a.resctrl = *v;
+  if (auto v = s.boolean("steal_task")) a.steal_task = *v;
+  if (auto v = s.boolean("irq_affinity")) a.irq_affinity = *v;
+  return a;
+}
+
+void read_selector(const Section& s, std::string_view key, Match& m) {
+  auto value = s.nonempty_string(key, &m.selector_pos);
+  if (!value) return;
+  if (key == "cgroup") m.cgroup = *value;
+  if (key == "systemd_unit") m.systemd_unit = *value;
+  if (key == "docker") m.docker = *value;
+  if (key == "pod") m.pod = *value;
+  if (key == "pid_file") m.pid_file = *value;
+}
+
+Match read_match(Section& s) {
+  static const std::vector<std::string_view> kSelectors = {"cgroup", "systemd_unit", "docker", "pod",
+                                                           "pid_file"};
+  s.reject_unknown({"cgroup", "systemd_unit", "docker", "pod", "pid_file", "has_tasks", "each"});
+  Match m;
+  m.pos = s.pos();
+  std::vector<std::string_view> present;
+  for (auto key : kSelectors)
+    if (s.has(key)) present.push_back(key);
+  if (present.empty())
+    s.error(m.pos, "match needs one selector: " + join(kSelectors, ""));
+  else if (present.size() > 1)
+    s.error(m.pos, "match has several selectors (" + join(present, "") + "); use exactly one");
+  else
+    read_selector(s, present.front(), m);
+  if (auto v = s.boolean("has_tasks")) m.has_tasks = *v;
+  if (auto v = s.boolean("each")) m.each = *v;
+  return m;
+}
+
+Slo read_slo(Section& s) {
+  s.reject_unknown({"runqueue_p99"});
+  Slo slo;
+  slo.pos = s.pos();
+  slo.runqueue_p99 = s.duration("runqueue_p99", "200us", &slo.runqueue_p99_pos);
+  return slo;
+}
+
+Bounds read_bounds(Section& s) {
+  s.reject_unknown({"cpus", "cpu_pool", "numa", "shares", "l3_ways", "mba_percent"});
+  Bounds b;
+  b.pos = s.pos();
+  b.cpus = s.range("cpus");
+  b.cpu_pool = s.cpu_list("cpu_pool", &b.cpu_pool_pos);
+  if (auto v =
+          s.word<NumaPolicy>("numa", {{"any", NumaPolicy::any}, {"single", NumaPolicy::single}}, &b.numa_pos))
+    b.numa = *v;
+  b.shares = s.range("shares");
+  b.l3_ways = s.range("l3_ways");
+  b.mba_percent = s.range("mba_percent");
+  return b;
+}
+
+Workload read_workload(const toml::table& t, Pos pos, size_t index, Report& report) {
+  auto* name_node = t.get_as<std::string>("name");
+  Section s(t, pos, workload_label(name_node ? name_node->get() : "", index), "", "[[workload]]", report);
+  s.reject_unknown({"name", "match", "class", "slo", "bounds"});
+  Workload w;
+  w.pos = pos;
+  w.name_pos = pos;
+  if (auto v = s.nonempty_string("name", &w.name_pos)) w.name = *v;
+  if (auto m = s.table("match")) w.match = read_match(*m);
+  if (auto v = s.word<WorkloadClass>(
+          "class", {{"critical", WorkloadClass::critical}, {"best-effort", WorkloadClass::best_effort}}))
+    w.klass = *v;
+  if (auto slo = s.table("slo")) w.slo = read_slo(*slo);
+  if (auto bounds = s.table("bounds")) w.bounds = read_bounds(*bounds);
+  for (auto key : {"name", "match"})
+    if (!s.has(key)) s.missing(key);
+  return w;
+}
+
+std::vector<Workload> read_workloads(const toml::node& n, Pos fallback, Report& report) {
+  std::vector<Workload> out;
+  auto* array = n.as_array();
+  if (!array) {
+    report.error(pos_of(n.source(), fallback),
+                 "workload must be an array of tables (write [[workload]]), got " + type_name(n));
+    return out;
+  }
+  for (size_t i = 0; i < array->size(); ++i) {
+    const toml::node& element = *array->get(i);
+    Pos pos = pos_of(element.source(), fallback);
+    if (auto* t = element.as_table())
+      out.push_back(read_workload(*t, pos, i, report));
+    else
+      report.error(pos, "workload #" + std::to_string(i + 1) + " must be a table, got " + type_name(element));
+  }
+  return out;
+}
+
+}  // namespace
+
+Config read_config(const toml::table& root, Report& report) {
+  Section top(root, {1, 1}, "", "", "", report);
+  top.reject_unknown({"daemon", "host", "workload", "actuators"});
+  Config c;
+  auto section = [&](std::string_view key) -> std::optional<Section> {
+    auto* t = root.get_as<toml::table>(key);
+    if (t) return top_section(*t, key, report);
+    if (root.contains(key)) top.table(key);  // reports the wrong type
+    return std::nullopt;
+  };
+  if (auto s = section("daemon")) c.daemon = read_daemon(*s);
+  if (auto s = section("host")) c.host = read_host(*s);
+  if (auto* w = root.get("workload")) c.workloads = read_workloads(*w, {1, 1}, report);
+  if (auto s = section("actuators")) c.actuators = read_actuators(*s);
+  return c;
+}
+
+}  // namespace keel::config::detail

@@ -1,0 +1,484 @@
+#include "host/cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <optional>
+#include <utility>
+
+#include "host/fileio.h"
+
+namespace keel {
+namespace {
+
+// Splits at `sep`, keeping empty pieces.
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  for (;;) {
+    size_t at = s.find(sep);
+    out.push_back(s.substr(0, at));
+    if (at == std::string_view::npos) return out;
+    s.remove_prefix(at + 1);
+  }
+}
+
+// Splits at runs of spaces and tabs, dropping empty pieces.
+std::vector<std::string_view> split_blanks(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    size_t start = i;
+    while (i < s.size() && s[i] != ' ' && s[i] != '\t') ++i;
+    if (i > start) out.push_back(s.substr(start, i - start));
+  }
+  return out;
+}
+
+template <class T>
+std::optional<T> parse_uint(std::string_view s) {
+  T v{};
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::string line_error(size_t line_no, std::string_view what, std::string_view line) {
+  return "line " + std::to_string(line_no) + ": " + std::string(what) + ": '" + std::string(line) + "'";
+}
+
+// Calls parse_line on each non-empty line; the first failure names its line number.
+template <class T, class F>
+Result<std::vector<T>> parse_lines(std::string_view text, F parse_line) {
+  std::vector<T> out;
+  size_t line_no = 0;
+  for (std::string_view line : split(text, '\n')) {
+    ++line_no;
+    if (trim(line).empty()) continue;
+    auto item = parse_line(line);
+    if (!item) return fail(line_error(line_no, item.error().what, line));
+    if (*item) out.push_back(std::move(**item));
+  }
+  return out;
+}
+
+bool is_octal(char c) { return c >= '0' && c <= '7'; }
+
+}  // namespace
+
+// ---- Parsers ----
+
+std::string unescape_mount_field(std::string_view field) {
+  std::string out;
+  out.reserve(field.size());
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() && is_octal(field[i + 1]) && is_octal(field[i + 2]) &&
+        is_octal(field[i + 3])) {
+      int v = (field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0');
+      out += static_cast<char>(v);
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
+Result<MountInfo> parse_mountinfo_line(std::string_view line) {
+  std::vector<std::string_view> f = split(trim(line), ' ');
+  // id parent major:minor root mount-point options [optional fields...] - fstype source super-options
+  auto dash = std::find(f.begin() + std::min<ptrdiff_t>(6, std::ssize(f)), f.end(), "-");
+  if (f.size() < 10 || dash == f.end() || f.end() - dash != 4)
+    return fail("not a mountinfo line (want 'ID PARENT DEV ROOT MOUNT OPTS ... - TYPE SOURCE SUPEROPTS')");
+  MountInfo m;
+  m.root = unescape_mount_field(f[3]);
+  m.mount_point = unescape_mount_field(f[4]);
+  m.fs_type = unescape_mount_field(dash[1]);
+  for (std::string_view opt : split(dash[3], ',')) m.super_options.emplace_back(opt);
+  return m;
+}
+
+Result<std::vector<MountInfo>> parse_mountinfo(std::string_view text) {
+  return parse_lines<MountInfo>(text, [](std::string_view line) -> Result<std::optional<MountInfo>> {
+    auto m = parse_mountinfo_line(line);
+    if (!m) return std::unexpected(m.error());
+    return std::optional<MountInfo>(std::move(*m));
+  });
+}
+
+std::vector<std::string> v1_mount_controllers(const MountInfo& mount) {
+  static constexpr std::array<std::string_view, 13> kFlags = {
+      "rw", "ro", "sync", "dirsync", "mand", "lazytime", "none", "all", "noprefix",
+      "clone_children", "cpuset_v2_mode", "xattr", "favordynmods"};
+  std::vector<std::string> out;
+  for (const std::string& opt : mount.super_options) {
+    if (opt.empty() || std::ranges::find(kFlags, opt) != kFlags.end()) continue;
+    if (opt == "nofavordynmods" || opt.starts_with("release_agent=")) continue;
+    out.push_back(opt);
+  }
+  return out;
+}
+
+Result<std::vector<ProcCgroupsEntry>> parse_proc_cgroups(std::string_view text) {
+  using Line = Result<std::optional<ProcCgroupsEntry>>;
+  return parse_lines<ProcCgroupsEntry>(text, [](std::string_view line) -> Line {
+    if (trim(line).starts_with('#')) return std::nullopt;  // the header
+    auto f = split_blanks(line);
+    if (f.size() != 4) return fail("want 'SUBSYS HIERARCHY NUM_CGROUPS ENABLED'");
+    auto hierarchy = parse_uint<uint32_t>(f[1]);
+    auto num = parse_uint<uint64_t>(f[2]);
+    auto enabled = parse_uint<unsigned>(f[3]);
+    if (!hierarchy || !num || !enabled) return fail("not a number");
+    return ProcCgroupsEntry{std::string(f[0]), *hierarchy, *num, *enabled != 0};
+  });
+}
+
+Result<std::vector<ProcessCgroup>> parse_process_cgroups(std::string_view text) {
+  using Line = Result<std::optional<ProcessCgroup>>;
+  return parse_lines<ProcessCgroup>(text, [](std::string_view line) -> Line {
+    line = trim(line);
+    size_t c1 = line.find(':');
+    size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) return fail("want 'HIERARCHY:CONTROLLERS:PATH'");
+    auto hierarchy = parse_uint<uint32_t>(line.substr(0, c1));
+    if (!hierarchy) return fail("bad hierarchy id");
+    ProcessCgroup pc;
+    pc.hierarchy = *hierarchy;
+    std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    if (!controllers.empty())
+      for (std::string_view c : split(controllers, ',')) pc.controllers.emplace_back(c);
+    pc.path = std::string(line.substr(c2 + 1));
+    return std::optional<ProcessCgroup>(std::move(pc));
+  });
+}
+
+// ---- Hierarchies ----
+
+const char* to_string(CgroupMode mode) {
+  switch (mode) {
+    case CgroupMode::v1: return "v1";
+    case CgroupMode::v2: return "v2";
+    case CgroupMode::hybrid: return "hybrid";
+  }
+  return "?";
+}
+
+bool CgroupHierarchy::has(std::string_view controller) const {
+  return std::ranges::find(controllers, controller) != controllers.end();
+}
+
+std::string CgroupHierarchy::name() const {
+  if (unified) return "unified";
+  std::string out;
+  for (const std::string& c : controllers) out += (out.empty() ? "" : ",") + c;
+  return out;
+}
+
+const CgroupHierarchy* CgroupLayout::unified() const {
+  auto it = std::ranges::find_if(hierarchies, [](const CgroupHierarchy& h) { return h.unified; });
+  return it == hierarchies.end() ? nullptr : &*it;
+}
+
+const CgroupHierarchy* CgroupLayout::v1_with(std::string_view controller) const {
+  auto it = std::ranges::find_if(
+      hierarchies, [&](const CgroupHierarchy& h) { return !h.unified && h.has(controller); });
+  return it == hierarchies.end() ? nullptr : &*it;
+}
+
+const CgroupHierarchy* CgroupLayout::by_id(uint32_t id) const {
+  auto it = std::ranges::find_if(hierarchies, [&](const CgroupHierarchy& h) { return h.id == id; });
+  return it == hierarchies.end() ? nullptr : &*it;
+}
+
+namespace {
+
+template <class T, class Parse>
+Result<T> read_parsed(const std::filesystem::path& path, Parse parse) {
+  auto text = read_file(path);
+  if (!text) return std::unexpected(text.error());
+  auto parsed = parse(*text);
+  if (!parsed) return fail(parsed.error().what, path.string());
+  return std::move(*parsed);
+}
+
+// The mount point seen by the kernel, moved from the host's cgroup root onto roots.cgroup;
+// nullopt for mounts outside the host's cgroup root.
+std::optional<std::filesystem::path> rebase_mount(const std::string& mount_point, const SysRoots& roots) {
+  const std::string host_root = SysRoots::host().cgroup.string();
+  if (mount_point == host_root) return roots.cgroup;
+  if (!mount_point.starts_with(host_root + "/")) return std::nullopt;
+  return roots.cgroup / mount_point.substr(host_root.size() + 1);
+}
+
+Result<CgroupHierarchy> unified_hierarchy(const MountInfo& m, const std::filesystem::path& dir) {
+  auto text = read_file(dir / "cgroup.controllers");
+  if (!text) return std::unexpected(text.error());
+  CgroupHierarchy h;
+  h.unified = true;
+  for (std::string_view c : split_blanks(trim(*text))) h.controllers.emplace_back(c);
+  h.mount = dir;
+  h.mount_root = m.root;
+  return h;
+}
+
+// A named hierarchy (name=systemd) has no line in /proc/cgroups; /proc/self/cgroup has its id.
+std::optional<uint32_t> named_hierarchy_id(const SysRoots& roots, const std::string& name_option) {
+  auto lines = read_parsed<std::vector<ProcessCgroup>>(roots.proc / "self/cgroup", parse_process_cgroups);
+  if (!lines) return std::nullopt;
+  for (const ProcessCgroup& pc : *lines)
+    if (std::ranges::find(pc.controllers, name_option) != pc.controllers.end()) return pc.hierarchy;
+  return std::nullopt;
+}
+
+// The v1 hierarchy a mount shows, or nullopt when it carries nothing keel can identify.
+Result<std::optional<CgroupHierarchy>> v1_hierarchy(const MountInfo& m, const std::filesystem::path& dir,
+                                                    const std::vector<ProcCgroupsEntry>& subsystems,
+                                                    const SysRoots& roots) {
+  CgroupHierarchy h;
+  h.mount = dir;
+  h.mount_root = m.root;
+  std::optional<uint32_t> id;
+  for (std::string& c : v1_mount_controllers(m)) {
+    if (c.starts_with("name=")) {
+      if (!id) id = named_hierarchy_id(roots, c);
+      h.controllers.push_back(std::move(c));
+      continue;
+    }
+    auto sub = std::ranges::find(subsystems, c, &ProcCgroupsEntry::subsys);
+    if (sub == subsystems.end()) continue;  // an option this parser does not know, not a controller
+    if (sub->hierarchy == 0)
+      return fail("controller " + c + " is mounted at " + dir.string() + " but /proc/cgroups puts it in no hierarchy",
+                  (roots.proc / "cgroups").string());
+    id = sub->hierarchy;
+    h.controllers.push_back(std::move(c));
+  }
+  if (!id || h.controllers.empty()) return std::nullopt;
+  h.id = *id;
+  return std::optional<CgroupHierarchy>(std::move(h));
+}
+
+// A second mount of a hierarchy replaces the first only when it shows the whole hierarchy.
+void add_hierarchy(std::vector<CgroupHierarchy>& hs, CgroupHierarchy h) {
+  auto same = std::ranges::find_if(hs, [&](const CgroupHierarchy& o) {
+    return o.unified == h.unified && o.id == h.id;
+  });
+  if (same == hs.end()) {
+    hs.push_back(std::move(h));
+  } else if (same->mount_root != "/" && h.mount_root == "/") {
+    *same = std::move(h);
+  }
+}
+
+CgroupMode mode_of(const std::vector<CgroupHierarchy>& hs) {
+  bool v2 = false, v1 = false;
+  for (const CgroupHierarchy& h : hs) {
+    if (h.unified) {
+      v2 = true;
+      continue;
+    }
+    for (const std::string& c : h.controllers) v1 = v1 || !c.starts_with("name=");
+  }
+  if (v1 && v2) return CgroupMode::hybrid;
+  return v2 ? CgroupMode::v2 : CgroupMode::v1;
+}
+
+}  // namespace
+
+Result<CgroupLayout> discover(const SysRoots& roots) {
+  const auto mountinfo_path = roots.proc / "self/mountinfo";
+  auto mounts = read_parsed<std::vector<MountInfo>>(mountinfo_path, parse_mountinfo);
+  if (!mounts) return std::unexpected(mounts.error());
+  auto subsystems = read_parsed<std::vector<ProcCgroupsEntry>>(roots.proc / "cgroups", parse_proc_cgroups);
+  if (!subsystems) return std::unexpected(subsystems.error());
+
+  std::vector<CgroupHierarchy> v1, v2;
+  for (const MountInfo& m : *mounts) {
+    if (m.fs_type != "cgroup" && m.fs_type != "cgroup2") continue;
+    auto dir = rebase_mount(m.mount_point, roots);
+    if (!dir) continue;
+    if (m.fs_type == "cgroup2") {
+      auto h = unified_hierarchy(m, *dir);
+      if (!h) return std::unexpected(h.error());
+      add_hierarchy(v2, std::move(*h));
+    } else {
+      auto h = v1_hierarchy(m, *dir, *subsystems, roots);
+      if (!h) return std::unexpected(h.error());
+      if (*h) add_hierarchy(v1, std::move(**h));
+    }
+  }
+  if (v1.empty() && v2.empty())
+    return fail("no cgroup hierarchy is mounted under " + SysRoots::host().cgroup.string(),
+                mountinfo_path.string());
+  CgroupLayout layout;
+  layout.hierarchies = std::move(v1);
+  for (CgroupHierarchy& h : v2) layout.hierarchies.push_back(std::move(h));
+  layout.mode = mode_of(layout.hierarchies);
+  return layout;
+}
+
+// ---- Cgroups ----
+
+std::string CgroupId::str() const { return std::to_string(hierarchy) + ":" + std::to_string(inode); }
+
+namespace {
+
+// A cgroup removed while we look at it shows as ENOENT (gone from its parent) or ENODEV (its
+// files were opened before the removal).
+bool vanished(int err) { return err == ENOENT || err == ENODEV; }
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Lines of `dirfd`/cgroup.procs, or -errno.
+long long count_procs(int dirfd) {
+  Fd fd(::openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return -errno;
+  char buf[4096];
+  long long lines = 0;
+  char last = '\n';
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -errno;
+    if (n == 0) break;
+    lines += std::count(buf, buf + n, '\n');
+    last = buf[n - 1];
+  }
+  return lines + (last != '\n' ? 1 : 0);
+}
+
+// Depth-first walk over directory fds, reusing the output's storage; one path buffer for all levels.
+class Walker {
+ public:
+  Walker(const CgroupHierarchy& h, std::vector<Cgroup>& out) : h_(h), out_(out) {}
+
+  Result<void> run() {
+    Fd root(::open(h_.mount.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root.get() < 0) {
+      const int err = errno;
+      return fail("cannot open cgroup hierarchy root", h_.mount.string(), err);
+    }
+    auto r = visit(root.get(), /*is_root=*/true);
+    out_.resize(used_);
+    return r;
+  }
+
+ private:
+  Result<void> visit(int dirfd, bool is_root) {
+    struct stat st;
+    if (::fstat(dirfd, &st) != 0) {
+      const int err = errno;
+      return fail("cannot stat cgroup", where(), err);
+    }
+    long long procs = count_procs(dirfd);
+    if (procs < 0 && vanished(static_cast<int>(-procs)) && !is_root) return {};
+    // Threaded v2 cgroups refuse to list processes; their domain's cgroup.procs counts them.
+    if (procs == -EOPNOTSUPP) procs = 0;
+    if (procs < 0) return fail("cannot read cgroup.procs", where(), static_cast<int>(-procs));
+    emit(st.st_ino, static_cast<unsigned>(procs));
+    return visit_children(dirfd);
+  }
+
+  Result<void> visit_children(int dirfd) {
+    alignas(struct dirent64) char buf[4096];
+    for (;;) {
+      const ssize_t n = ::getdents64(dirfd, buf, sizeof buf);
+      const int err = errno;
+      if (n < 0 && vanished(err)) return {};
+      if (n < 0) return fail("cannot list cgroup", where(), err);
+      if (n == 0) return {};
+      for (ssize_t off = 0; off < n;) {
+        const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
+        off += d->d_reclen;
+        const std::string_view name = d->d_name;
+        if ((d->d_type == DT_DIR || d->d_type == DT_UNKNOWN) && name != "." && name != "..") {
+          if (auto r = visit_child(dirfd, d->d_name); !r) return r;
+        }
+      }
+    }
+  }
+
+  Result<void> visit_child(int dirfd, const char* name) {
+    const size_t parent_len = path_.size();
+    path_ += '/';
+    path_ += name;
+    Fd child(::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    const int err = errno;
+    Result<void> r;
+    if (child.get() >= 0) {
+      r = visit(child.get(), false);
+    } else if (!vanished(err) && err != ENOTDIR && err != ELOOP) {  // ENOTDIR/ELOOP: not a cgroup
+      r = fail("cannot open cgroup", where(), err);
+    }
+    path_.resize(parent_len);
+    return r;
+  }
+
+  void emit(ino_t inode, unsigned procs) {
+    if (used_ == out_.size()) out_.emplace_back();
+    Cgroup& c = out_[used_++];
+    if (path_.empty()) {
+      c.path.assign("/");
+    } else {
+      c.path.assign(path_);
+    }
+    c.id = CgroupId{h_.id, static_cast<uint64_t>(inode)};
+    c.nr_procs = procs;
+  }
+
+  std::string where() const { return path_.empty() ? h_.mount.string() : (h_.mount / path_.substr(1)).string(); }
+
+  const CgroupHierarchy& h_;
+  std::vector<Cgroup>& out_;
+  size_t used_ = 0;
+  std::string path_;  // "" at the root, "/a/b" below
+};
+
+}  // namespace
+
+Result<void> enumerate_cgroups(const CgroupHierarchy& hierarchy, std::vector<Cgroup>& out) {
+  auto r = Walker(hierarchy, out).run();
+  if (!r) return r;
+  std::ranges::sort(out, {}, &Cgroup::path);
+  return {};
+}
+
+Result<std::vector<Cgroup>> enumerate_cgroups(const CgroupHierarchy& hierarchy) {
+  std::vector<Cgroup> out;
+  auto r = enumerate_cgroups(hierarchy, out);
+  if (!r) return std::unexpected(r.error());
+  return out;
+}
+
+Result<std::string> process_cgroup_path(const SysRoots& roots, pid_t pid, const CgroupHierarchy& hierarchy) {
+  const auto file = roots.proc / std::to_string(pid) / "cgroup";
+  auto lines = read_parsed<std::vector<ProcessCgroup>>(file, parse_process_cgroups);
+  if (!lines) return std::unexpected(lines.error());
+  auto line = std::ranges::find_if(*lines, [&](const ProcessCgroup& pc) {
+    return hierarchy.unified ? pc.hierarchy == 0 && pc.controllers.empty() : pc.hierarchy == hierarchy.id;
+  });
+  if (line == lines->end()) return fail("no line for hierarchy " + hierarchy.name(), file.string());
+  const std::string& root = hierarchy.mount_root;
+  if (root == "/") return std::move(line->path);
+  if (line->path == root) return std::string("/");
+  if (line->path.starts_with(root + "/")) return line->path.substr(root.size());
+  return fail("cgroup " + line->path + " is outside the mounted subtree " + root, file.string());
+}
+
+}  // namespace keel

@@ -1,0 +1,111 @@
+// cgroup hierarchies (v1, v2, hybrid) as mounted on the host, and the cgroups of one hierarchy.
+// A cgroup's id is (hierarchy, inode): inodes are unique only within one hierarchy, and the inode of
+// a cgroup directory is the kernfs id BPF programs read (kn->id).
+#pragma once
+
+#include <sys/types.h>
+
+#include <compare>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "host/error.h"
+#include "host/sys_roots.h"
+
+namespace keel {
+
+// ---- Parsers of the kernel's text files (pure) ----
+
+// One line of /proc/<pid>/mountinfo, the fields cgroup discovery needs.
+struct MountInfo {
+  std::string root;                        // field 4: the directory of the filesystem the mount shows
+  std::string mount_point;                 // field 5, octal escapes (\040) decoded
+  std::string fs_type;                     // after " - ": "cgroup", "cgroup2", "tmpfs", ...
+  std::vector<std::string> super_options;  // last field split at ',': "rw", "cpu", "name=systemd"
+};
+
+Result<MountInfo> parse_mountinfo_line(std::string_view line);
+// Every mount; an error names the 1-based line.
+Result<std::vector<MountInfo>> parse_mountinfo(std::string_view text);
+// "\040" -> " ": mountinfo escapes space, tab, newline and backslash as 3-digit octal.
+std::string unescape_mount_field(std::string_view field);
+// The controllers (and "name=X") a v1 cgroup mount carries: its super options minus mount flags
+// ("rw", "noprefix", "xattr", "clone_children", "release_agent=...", ...).
+std::vector<std::string> v1_mount_controllers(const MountInfo& mount);
+
+// One line of /proc/cgroups.
+struct ProcCgroupsEntry {
+  std::string subsys;
+  uint32_t hierarchy = 0;  // 0: not bound to a v1 hierarchy (free for v2, or unused)
+  uint64_t num_cgroups = 0;
+  bool enabled = false;
+};
+Result<std::vector<ProcCgroupsEntry>> parse_proc_cgroups(std::string_view text);
+
+// One line of /proc/<pid>/cgroup: "4:cpu,cpuacct:/a/b", or "0::/a/b" for the unified hierarchy.
+struct ProcessCgroup {
+  uint32_t hierarchy = 0;
+  std::vector<std::string> controllers;  // empty for the unified hierarchy
+  std::string path;
+};
+Result<std::vector<ProcessCgroup>> parse_process_cgroups(std::string_view text);
+
+// ---- Hierarchies ----
+
+enum class CgroupMode { v1, v2, hybrid };  // hybrid: controllers on v1 and a cgroup2 mount beside them
+const char* to_string(CgroupMode mode);
+
+struct CgroupHierarchy {
+  uint32_t id = 0;        // column 2 of /proc/cgroups; 0 is the unified (v2) hierarchy
+  bool unified = false;
+  // v1: the mount's controllers ("cpu", "cpuacct") or "name=systemd"; v2: cgroup.controllers of its root.
+  std::vector<std::string> controllers;
+  std::filesystem::path mount;    // its root directory, under SysRoots::cgroup
+  std::string mount_root = "/";   // the cgroup the mount shows; "/" unless only a subtree is mounted
+
+  bool has(std::string_view controller) const;
+  std::string name() const;       // "cpu,cpuacct", "name=systemd", "unified"
+};
+
+struct CgroupLayout {
+  CgroupMode mode = CgroupMode::v1;
+  std::vector<CgroupHierarchy> hierarchies;  // v1 ones in mount order, then the unified one if mounted
+
+  const CgroupHierarchy* unified() const;
+  const CgroupHierarchy* v1_with(std::string_view controller) const;
+  const CgroupHierarchy* by_id(uint32_t id) const;
+};
+
+// Reads <proc>/self/mountinfo, <proc>/cgroups (and <proc>/self/cgroup for named v1 hierarchies) and
+// the unified root's cgroup.controllers. Mounts outside the host's cgroup root and second mounts of a
+// hierarchy are left out.
+Result<CgroupLayout> discover(const SysRoots& roots);
+
+// ---- Cgroups ----
+
+struct CgroupId {
+  uint32_t hierarchy = 0;
+  uint64_t inode = 0;
+  auto operator<=>(const CgroupId&) const = default;
+  std::string str() const;  // "1:4026531835"
+};
+
+struct Cgroup {
+  std::string path;    // from the hierarchy root: "/", "/system.slice/redis.service"
+  CgroupId id;
+  unsigned nr_procs = 0;  // lines of cgroup.procs
+};
+
+// Every cgroup of the hierarchy, sorted by path. Cgroups that vanish during the walk are left out.
+// The overload with `out` reuses its elements' storage, for callers that enumerate every tick.
+Result<std::vector<Cgroup>> enumerate_cgroups(const CgroupHierarchy& hierarchy);
+Result<void> enumerate_cgroups(const CgroupHierarchy& hierarchy, std::vector<Cgroup>& out);
+
+// The path of process `pid`'s cgroup in `hierarchy`, from <proc>/<pid>/cgroup, relative to the
+// hierarchy's mount. Fails with ENOENT when the process is gone.
+Result<std::string> process_cgroup_path(const SysRoots& roots, pid_t pid, const CgroupHierarchy& hierarchy);
+
+}  // namespace keel

@@ -1,0 +1,71 @@
+// resctrl info/ against temporary trees with the kernel's exact file formats (no resctrl here).
+#include "host/resctrl_info.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/tmp_tree.h"
+
+namespace keel {
+namespace {
+
+TEST(ResctrlInfoTempTree, IntelRdtElevenWays) {
+  testing::TempDir t;
+  testing::make_tree(t.path(), {{"info/L3/cbm_mask", "7ff\n"},
+                                {"info/L3/min_cbm_bits", "1\n"},
+                                {"info/L3/num_closids", "16\n"},
+                                {"info/L3/shareable_bits", "600\n"},
+                                {"info/L3/sparse_masks", "0\n"},
+                                {"info/MB/min_bandwidth", "10\n"},
+                                {"info/MB/bandwidth_gran", "10\n"},
+                                {"schemata", "L3:0=7ff\nMB:0=100\n"}});
+  auto r = read_resctrl_info(t.path());
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_TRUE(r->has_value());
+  const auto& i = **r;
+  EXPECT_TRUE(i.l3);
+  EXPECT_FALSE(i.cdp);
+  EXPECT_EQ(i.l3_ways, 11u);
+  EXPECT_EQ(i.cbm_mask, 0x7ffu);
+  EXPECT_EQ(i.shareable_bits, 0x600u);
+  EXPECT_EQ(i.num_closids, 16u);
+  EXPECT_FALSE(i.sparse_masks);
+  EXPECT_TRUE(i.mb);
+  EXPECT_EQ(i.min_bandwidth, 10u);
+  EXPECT_EQ(i.bandwidth_gran, 10u);
+}
+
+TEST(ResctrlInfoTempTree, KunpengMpamTwentyEightWaysWithCdpLayout) {
+  testing::TempDir t;
+  testing::make_tree(t.path(), {{"info/L3CODE/cbm_mask", "fffffff\n"},
+                                {"info/L3CODE/min_cbm_bits", "1\n"},
+                                {"info/L3CODE/num_closids", "32\n"},
+                                {"info/L3DATA/cbm_mask", "fffffff\n"},
+                                {"info/L3DATA/min_cbm_bits", "1\n"},
+                                {"info/L3DATA/num_closids", "32\n"},
+                                {"info/MB/min_bandwidth", "1\n"},
+                                {"info/MB/bandwidth_gran", "1\n"}});
+  auto r = read_resctrl_info(t.path());
+  ASSERT_TRUE(r && r->has_value());
+  EXPECT_TRUE((*r)->cdp);
+  EXPECT_EQ((*r)->l3_ways, 28u);
+  EXPECT_EQ((*r)->min_bandwidth, 1u);
+}
+
+TEST(ResctrlInfoTempTree, NotMountedIsNotAnError) {
+  testing::TempDir t;
+  auto r = read_resctrl_info(t.path() / "resctrl");
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->has_value());
+}
+
+TEST(ResctrlInfoTempTree, GarbageIsAnErrorWithPath) {
+  testing::TempDir t;
+  testing::make_tree(t.path(), {{"info/L3/cbm_mask", "xyz\n"}, {"info/L3/min_cbm_bits", "1\n"},
+                                {"info/L3/num_closids", "16\n"}});
+  auto r = read_resctrl_info(t.path());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(), (t.path() / "info/L3/cbm_mask").string() + ": not a hex mask: 'xyz'");
+}
+
+}  // namespace
+}  // namespace keel

@@ -1,0 +1,438 @@
+#include "host/topology.h"
+
+#include <hwloc.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <iterator>
+#include <map>
+#include <memory>
+
+#include "host/fileio.h"
+#include "host/json.h"
+
+namespace keel {
+
+// ---------------------------------------------------------------------------------------------
+// Building from a list of PUs
+
+namespace {
+
+template <class Field>
+Result<unsigned> count_dense_ids(const std::vector<Pu>& pus, Field field, const char* what) {
+  unsigned n = 0;
+  for (const Pu& p : pus) {
+    if (field(p) >= pus.size())  // dense ids never exceed the number of PUs
+      return fail(std::string(what) + " id " + std::to_string(field(p)) + " of CPU " + std::to_string(p.os) +
+                  " is out of range for " + std::to_string(pus.size()) + " PUs");
+    n = std::max(n, field(p) + 1);
+  }
+  std::vector<bool> used(n, false);
+  for (const Pu& p : pus) used[field(p)] = true;
+  for (unsigned i = 0; i < n; ++i)
+    if (!used[i])
+      return fail(std::string(what) + " ids must be 0.." + std::to_string(n - 1) + " without gaps, but no PU is in " +
+                  what + " " + std::to_string(i));
+  return n;
+}
+
+Result<void> check_core_consistent(const Core& core, const Pu& p) {
+  auto mismatch = [&](const char* what, unsigned a, unsigned b) {
+    return fail("core " + std::to_string(core.id) + " has PUs in different " + what + "s (CPU " +
+                std::to_string(core.cpus.first()) + " in " + std::to_string(a) + ", CPU " + std::to_string(p.os) +
+                " in " + std::to_string(b) + ")");
+  };
+  if (core.l3 != p.l3) return mismatch("L3 domain", core.l3, p.l3);
+  if (core.numa != p.numa) return mismatch("NUMA node", core.numa, p.numa);
+  if (core.package != p.package) return mismatch("package", core.package, p.package);
+  return {};
+}
+
+}  // namespace
+
+Result<Topology> Topology::from_pus(std::vector<Pu> pus) {
+  if (pus.empty()) return fail("a topology needs at least one PU");
+  std::sort(pus.begin(), pus.end(), [](const Pu& a, const Pu& b) { return a.os < b.os; });
+  for (size_t i = 1; i < pus.size(); ++i)
+    if (pus[i].os == pus[i - 1].os) return fail("CPU " + std::to_string(pus[i].os) + " is listed twice");
+  for (const Pu& p : pus)
+    if (p.os >= CpuSet::kMaxCpu) return fail("CPU " + std::to_string(p.os) + " is beyond the largest CPU number");
+
+  auto n_cores = count_dense_ids(pus, [](const Pu& p) { return p.core; }, "core");
+  auto n_l3 = count_dense_ids(pus, [](const Pu& p) { return p.l3; }, "L3 domain");
+  auto n_numa = count_dense_ids(pus, [](const Pu& p) { return p.numa; }, "NUMA node");
+  auto n_pkg = count_dense_ids(pus, [](const Pu& p) { return p.package; }, "package");
+  for (auto* n : {&n_cores, &n_l3, &n_numa, &n_pkg})
+    if (!*n) return std::unexpected(n->error());
+
+  Topology t;
+  t.cores_.resize(*n_cores);
+  t.l3_.resize(*n_l3);
+  t.numa_.resize(*n_numa);
+  t.packages_.resize(*n_pkg);
+  std::vector<bool> core_seen(*n_cores, false);
+  for (const Pu& p : pus) {
+    Core& c = t.cores_[p.core];
+    if (!core_seen[p.core]) {
+      c = Core{p.core, p.l3, p.numa, p.package, {}};
+      core_seen[p.core] = true;
+    } else if (auto ok = check_core_consistent(c, p); !ok) {
+      return std::unexpected(ok.error());
+    }
+    c.cpus.add(p.os);
+    t.l3_[p.l3].cpus.add(p.os);
+    t.numa_[p.numa].cpus.add(p.os);
+    t.packages_[p.package].cpus.add(p.os);
+    t.online_.add(p.os);
+  }
+  for (unsigned i = 0; i < t.l3_.size(); ++i) t.l3_[i].id = i;
+  for (unsigned i = 0; i < t.numa_.size(); ++i) t.numa_[i].id = t.numa_[i].os_index = i;
+  for (unsigned i = 0; i < t.packages_.size(); ++i) t.packages_[i].id = i;
+  for (const Core& c : t.cores_) {
+    t.l3_[c.l3].cores.push_back(c.id);
+    t.numa_[c.numa].cores.push_back(c.id);
+    t.packages_[c.package].cores.push_back(c.id);
+  }
+  t.pus_ = std::move(pus);
+  return t;
+}
+
+const Pu* Topology::find_pu(unsigned os) const {
+  auto it = std::lower_bound(pus_.begin(), pus_.end(), os, [](const Pu& p, unsigned v) { return p.os < v; });
+  return it != pus_.end() && it->os == os ? &*it : nullptr;
+}
+
+CpuSet Topology::siblings(unsigned os) const {
+  const Pu* p = find_pu(os);
+  return p ? cores_[p->core].cpus : CpuSet{};
+}
+
+unsigned Topology::smt_width() const {
+  unsigned w = 0;
+  for (const Core& c : cores_) w = std::max(w, c.cpus.count());
+  return w;
+}
+
+unsigned Topology::min_smt_width() const {
+  unsigned w = cores_.empty() ? 0 : cores_.front().cpus.count();
+  for (const Core& c : cores_) w = std::min(w, c.cpus.count());
+  return w;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building from hwloc
+
+namespace {
+
+using HwlocHandle = std::unique_ptr<hwloc_topology, decltype(&hwloc_topology_destroy)>;
+
+Result<HwlocHandle> new_hwloc_topology() {
+  hwloc_topology_t t = nullptr;
+  if (hwloc_topology_init(&t) != 0) return fail("hwloc_topology_init failed", "", errno);
+  return HwlocHandle(t, &hwloc_topology_destroy);
+}
+
+// Hands out 0, 1, 2, ... to hwloc objects in the order they are first seen.
+class DenseIds {
+ public:
+  unsigned id(hwloc_obj_t obj) {
+    auto [it, added] = ids_.try_emplace(obj, static_cast<unsigned>(objs_.size()));
+    if (added) objs_.push_back(obj);
+    return it->second;
+  }
+  const std::vector<hwloc_obj_t>& objects() const { return objs_; }
+
+ private:
+  std::map<hwloc_obj_t, unsigned> ids_;
+  std::vector<hwloc_obj_t> objs_;
+};
+
+// A PU's NUMA node: the smallest node whose cpuset holds it. CPU-less nodes (CXL, HBM) attach higher
+// in hwloc's tree with wider cpusets, so the smallest one is where the CPU really sits.
+hwloc_obj_t numa_node_of(hwloc_topology_t topo, hwloc_obj_t pu) {
+  hwloc_obj_t best = nullptr;
+  int best_weight = 0;
+  for (hwloc_obj_t n = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr); n != nullptr;
+       n = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, n)) {
+    if (n->cpuset == nullptr || !hwloc_bitmap_isset(n->cpuset, pu->os_index)) continue;
+    int w = hwloc_bitmap_weight(n->cpuset);
+    if (best == nullptr || w < best_weight) {
+      best = n;
+      best_weight = w;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+Result<Topology> Topology::from_hwloc(hwloc_topology* topo) {
+  DenseIds cores, l3s, nodes, packages;
+  std::vector<Pu> pus;
+  for (hwloc_obj_t pu = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, nullptr); pu != nullptr;
+       pu = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, pu)) {
+    hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, pu);
+    hwloc_obj_t l3 = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_L3CACHE, pu);
+    hwloc_obj_t node = numa_node_of(topo, pu);
+    hwloc_obj_t package = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pu);
+    Pu p;
+    p.os = pu->os_index;
+    p.core = cores.id(core ? core : pu);  // no core level: each PU is its own core
+    p.numa = nodes.id(node);
+    // No L3 reported (some VMs): one domain per NUMA node keeps the planner's locality order meaningful.
+    p.l3 = l3s.id(l3 ? l3 : node);
+    p.package = packages.id(package);
+    pus.push_back(p);
+  }
+  auto t = from_pus(std::move(pus));
+  if (!t) return t;
+  for (unsigned i = 0; i < t->l3_.size(); ++i) {
+    hwloc_obj_t obj = l3s.objects()[i];
+    if (obj != nullptr && obj->type == HWLOC_OBJ_L3CACHE) t->l3_[i].size_bytes = obj->attr->cache.size;
+  }
+  for (unsigned i = 0; i < t->numa_.size(); ++i) {
+    hwloc_obj_t obj = nodes.objects()[i];
+    if (obj == nullptr) continue;
+    t->numa_[i].os_index = obj->os_index;
+    t->numa_[i].memory_bytes = obj->attr->numanode.local_memory;
+  }
+  return t;
+}
+
+Result<Topology> Topology::detect(const SysRoots& roots) {
+  std::string sys = roots.sys.lexically_normal().string();
+  if (sys != "/sys" && sys != "/sys/")
+    return fail("topology detection reads the running host through hwloc, which cannot be pointed at "
+                "another sys root; use a synthetic topology instead",
+                roots.sys.string());
+  auto topo = new_hwloc_topology();
+  if (!topo) return std::unexpected(topo.error());
+  // keel places workloads on the whole host, not only inside its own cpuset.
+  if (hwloc_topology_set_flags(topo->get(), HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) != 0)
+    return fail("hwloc_topology_set_flags failed", "", errno);
+  if (hwloc_topology_load(topo->get()) != 0) return fail("hwloc could not read the host topology", "", errno);
+  return from_hwloc(topo->get());
+}
+
+namespace {
+
+// hwloc explains a bad synthetic string only on stderr, so find the likely culprit ourselves.
+std::vector<std::string> synthetic_levels(std::string_view spec, std::string& problem) {
+  std::vector<std::string> levels;
+  std::string cur;
+  int depth = 0;
+  for (char c : spec) {
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (depth == 0 && (c == ' ' || c == '\t' || c == '\n')) {
+      if (!cur.empty()) levels.push_back(std::move(cur));
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  if (!cur.empty()) levels.push_back(std::move(cur));
+  if (depth != 0) problem = "unbalanced parentheses";
+  return levels;
+}
+
+std::string synthetic_problem(std::string_view spec) {
+  std::string problem;
+  auto levels = synthetic_levels(spec, problem);
+  if (!problem.empty()) return problem;
+  std::string last_type;
+  for (const std::string& level : levels) {
+    bool memory = level.starts_with('[');
+    std::string head = level.substr(memory ? 1 : 0, level.find_first_of("()]") - (memory ? 1 : 0));
+    size_t colon = head.find(':');
+    std::string type = colon == std::string::npos ? (memory ? head : "") : head.substr(0, colon);
+    std::string count = colon == std::string::npos ? (memory ? "1" : head) : head.substr(colon + 1);
+    hwloc_obj_type_t parsed;
+    if (!type.empty() && hwloc_type_sscanf(type.c_str(), &parsed, nullptr, 0) != 0)
+      return "unknown level type '" + type + "' in '" + level + "' (known: pack, numa, l3, l2, core, pu, group, ...)";
+    if (count.empty() || count.find_first_not_of("0123456789") != std::string::npos)
+      return "'" + level + "' does not give a number of objects";
+    if (std::stoul(count) == 0) return "'" + level + "' asks for 0 objects";
+    if (!memory) last_type = type;
+  }
+  if (!last_type.empty()) {
+    hwloc_obj_type_t parsed;
+    if (hwloc_type_sscanf(last_type.c_str(), &parsed, nullptr, 0) == 0 && parsed != HWLOC_OBJ_PU)
+      return "the last level must be pu, not '" + last_type + "'";
+  }
+  return "hwloc rejected it (unknown attribute or bad attribute value?)";
+}
+
+}  // namespace
+
+Result<Topology> Topology::synthetic(std::string_view spec) {
+  if (trim(spec).empty())
+    return fail("empty synthetic topology; expected levels like \"pack:2 numa:2 l3:1 core:32 pu:2\"");
+  auto topo = new_hwloc_topology();
+  if (!topo) return std::unexpected(topo.error());
+  std::string text(spec);
+  if (hwloc_topology_set_synthetic(topo->get(), text.c_str()) != 0) {
+    int err = errno;
+    return fail("bad synthetic topology \"" + text + "\": " + synthetic_problem(text), "", err);
+  }
+  if (hwloc_topology_load(topo->get()) != 0)
+    return fail("hwloc could not build synthetic topology \"" + text + "\"", "", errno);
+  return from_hwloc(topo->get());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Printing
+
+namespace {
+
+std::string bytes_text(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  unsigned u = 0;
+  uint64_t scale = 1;
+  while (u + 1 < std::size(kUnits) && bytes >= scale * 1024) {
+    scale *= 1024;
+    ++u;
+  }
+  if (bytes % scale == 0) return std::to_string(bytes / scale) + " " + kUnits[u];
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", static_cast<double>(bytes) / static_cast<double>(scale), kUnits[u]);
+  return buf;
+}
+
+std::string id_list(const std::vector<unsigned>& ids) {
+  CpuSet s;  // same compact "0-3,8" form as CPU lists
+  for (unsigned id : ids) s.add(id);
+  return s.to_list();
+}
+
+std::string plural(unsigned n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string smt_text(const Topology& topo) {
+  unsigned lo = topo.min_smt_width(), hi = topo.smt_width();
+  return lo == hi ? "SMT " + std::to_string(hi) : "SMT " + std::to_string(lo) + "-" + std::to_string(hi);
+}
+
+std::string summary_line(const Topology& topo) {
+  return plural(static_cast<unsigned>(topo.pus().size()), "PU", "PUs") + ", " +
+         plural(static_cast<unsigned>(topo.cores().size()), "core", "cores") + ", " +
+         plural(static_cast<unsigned>(topo.numa_nodes().size()), "NUMA node", "NUMA nodes") + ", " +
+         plural(static_cast<unsigned>(topo.l3_domains().size()), "L3 domain", "L3 domains") + ", " +
+         plural(static_cast<unsigned>(topo.packages().size()), "package", "packages") + ", " + smt_text(topo);
+}
+
+std::string sibling_group(const CpuSet& cpus) {
+  std::string s = "(";
+  for (unsigned c : cpus.cpus()) s += (s.size() > 1 ? "," : "") + std::to_string(c);
+  return s + ")";
+}
+
+// "32 cores 0-31, siblings (0,128) (1,129) ... (31,159)"; long lists keep their ends only.
+std::string cores_line(const Topology& topo, const std::vector<unsigned>& core_ids) {
+  constexpr size_t kHead = 8, kTail = 2;
+  std::string line = plural(static_cast<unsigned>(core_ids.size()), "core ", "cores ") + id_list(core_ids);
+  if (topo.smt_width() <= 1) return line + ", 1 PU each";
+  line += ", siblings";
+  for (size_t i = 0; i < core_ids.size(); ++i) {
+    bool elide = core_ids.size() > kHead + kTail + 2 && i >= kHead && i < core_ids.size() - kTail;
+    if (elide) {
+      if (i == kHead) line += " ...";
+      continue;
+    }
+    line += " " + sibling_group(topo.cores()[core_ids[i]].cpus);
+  }
+  return line;
+}
+
+void append_l3(std::string& out, const Topology& topo, const NumaNode& node, const L3Domain& l3) {
+  CpuSet here = l3.cpus & node.cpus;
+  out += "    L3 domain " + std::to_string(l3.id);
+  if (l3.size_bytes != 0) out += " (" + bytes_text(l3.size_bytes) + ")";
+  out += ": CPUs " + here.to_list();
+  std::vector<unsigned> sharing;  // e.g. Intel sub-NUMA clustering: one L3 over several nodes
+  for (const NumaNode& other : topo.numa_nodes())
+    if (other.id != node.id && other.cpus.intersects(l3.cpus)) sharing.push_back(other.id);
+  if (!sharing.empty()) out += " (shared with NUMA " + std::string(sharing.size() == 1 ? "node " : "nodes ") + id_list(sharing) + ")";
+  out += "\n";
+  std::vector<unsigned> core_ids;
+  for (unsigned c : l3.cores)
+    if (topo.cores()[c].numa == node.id) core_ids.push_back(c);
+  out += "      " + cores_line(topo, core_ids) + "\n";
+}
+
+void append_node(std::string& out, const Topology& topo, const NumaNode& node) {
+  out += "  NUMA node " + std::to_string(node.id);
+  if (node.os_index != node.id) out += " (kernel node " + std::to_string(node.os_index) + ")";
+  out += ": CPUs " + node.cpus.to_list();
+  if (node.memory_bytes != 0) out += ", " + bytes_text(node.memory_bytes) + " memory";
+  out += "\n";
+  for (const L3Domain& l3 : topo.l3_domains())
+    if (l3.cpus.intersects(node.cpus)) append_l3(out, topo, node, l3);
+}
+
+}  // namespace
+
+std::string format_text(const Topology& topo) {
+  std::string out = summary_line(topo) + "\n";
+  for (const Package& pkg : topo.packages()) {
+    out += "package " + std::to_string(pkg.id) + ": CPUs " + pkg.cpus.to_list() + "\n";
+    for (const NumaNode& node : topo.numa_nodes())
+      if (node.cpus.intersects(pkg.cpus)) append_node(out, topo, node);
+  }
+  return out;
+}
+
+namespace {
+
+template <class Domain>
+void write_domains(JsonWriter& w, std::string_view key, const std::vector<Domain>& domains,
+                   void (*extra)(JsonWriter&, const Domain&)) {
+  w.key(key).begin_array();
+  for (const Domain& d : domains) {
+    w.begin_object().field("id", d.id).field("cpus", d.cpus.to_list());
+    if (extra) extra(w, d);
+    w.key("cores").begin_array();
+    for (unsigned c : d.cores) w.value(c);
+    w.end_array().end_object();
+  }
+  w.end_array();
+}
+
+}  // namespace
+
+std::string format_json(const Topology& topo) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("summary").begin_object()
+      .field("pus", topo.pus().size())
+      .field("cores", topo.cores().size())
+      .field("numa_nodes", topo.numa_nodes().size())
+      .field("l3_domains", topo.l3_domains().size())
+      .field("packages", topo.packages().size())
+      .field("smt", topo.smt_width())
+      .end_object();
+  w.field("online", topo.online().to_list());
+  write_domains<Package>(w, "packages", topo.packages(), nullptr);
+  write_domains<NumaNode>(w, "numa_nodes", topo.numa_nodes(), [](JsonWriter& jw, const NumaNode& n) {
+    jw.field("os_index", n.os_index).field("memory_bytes", static_cast<unsigned long long>(n.memory_bytes));
+  });
+  write_domains<L3Domain>(w, "l3_domains", topo.l3_domains(), [](JsonWriter& jw, const L3Domain& l3) {
+    jw.field("size_bytes", static_cast<unsigned long long>(l3.size_bytes));
+  });
+  w.key("cores").begin_array();
+  for (const Core& c : topo.cores())
+    w.begin_object().field("id", c.id).field("cpus", c.cpus.to_list()).field("l3", c.l3).field("numa", c.numa)
+        .field("package", c.package).end_object();
+  w.end_array();
+  w.key("pus").begin_array();
+  for (const Pu& p : topo.pus())
+    w.begin_object().field("os", p.os).field("core", p.core).field("l3", p.l3).field("numa", p.numa)
+        .field("package", p.package).end_object();
+  w.end_array();
+  w.end_object();
+  return w.str();
+}
+
+}  // namespace keel

@@ -1,0 +1,489 @@
+#include "host/workloads.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <optional>
+#include <system_error>
+#include <utility>
+
+#include "host/fileio.h"
+#include "host/json.h"
+
+namespace keel {
+
+// ---- Hierarchy choice ----
+
+namespace {
+
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string mounted_list(const CgroupLayout& layout) {
+  std::string out;
+  for (const CgroupHierarchy& h : layout.hierarchies) {
+    out += out.empty() ? "" : " ";
+    out += h.unified ? "unified[" + join(h.controllers, ",") + "]" : h.name();
+  }
+  return "mounted: " + (out.empty() ? std::string("none") : out);
+}
+
+Result<CgroupHierarchy> v1_or_fail(const CgroupLayout& layout, const char* controller) {
+  if (const CgroupHierarchy* h = layout.v1_with(controller)) return *h;
+  std::string hint;
+  if (const CgroupHierarchy* u = layout.unified(); u && u->has(controller))
+    hint = "; the unified hierarchy has it: use hierarchy = \"unified\" or \"auto\"";
+  return fail(std::string("hierarchy = \"") + controller + "\", but no cgroup v1 hierarchy has the " + controller +
+              " controller (" + mounted_list(layout) + ")" + hint);
+}
+
+}  // namespace
+
+Result<CgroupHierarchy> choose_hierarchy(const CgroupLayout& layout, config::Hierarchy choice) {
+  const CgroupHierarchy* unified = layout.unified();
+  switch (choice) {
+    case config::Hierarchy::unified:
+      if (unified) return *unified;
+      return fail("hierarchy = \"unified\", but no cgroup2 hierarchy is mounted (" + mounted_list(layout) + ")");
+    case config::Hierarchy::cpu:
+      return v1_or_fail(layout, "cpu");
+    case config::Hierarchy::cpuset:
+      return v1_or_fail(layout, "cpuset");
+    case config::Hierarchy::automatic:
+      break;
+  }
+  if (unified && unified->has("cpu")) return *unified;
+  if (const CgroupHierarchy* h = layout.v1_with("cpu")) return *h;
+  if (const CgroupHierarchy* h = layout.v1_with("cpuset")) return *h;
+  return fail("no cgroup hierarchy has the cpu or cpuset controller (" + mounted_list(layout) + ")");
+}
+
+// ---- Glob ----
+
+namespace {
+
+// Length of the bracket expression at the start of p (p[0] == '['), 0 when it is not closed.
+size_t class_length(std::string_view p) {
+  size_t i = 1;
+  if (i < p.size() && (p[i] == '!' || p[i] == '^')) ++i;
+  if (i < p.size() && p[i] == ']') ++i;  // a leading ']' is a member
+  while (i < p.size() && p[i] != ']') ++i;
+  return i < p.size() ? i + 1 : 0;
+}
+
+// `members` is the expression between the brackets.
+bool class_matches(std::string_view members, char c) {
+  bool negate = !members.empty() && (members[0] == '!' || members[0] == '^');
+  if (negate) members.remove_prefix(1);
+  bool hit = false;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (i + 2 < members.size() && members[i + 1] == '-') {
+      hit = hit || (members[i] <= c && c <= members[i + 2]);
+      i += 2;
+    } else {
+      hit = hit || members[i] == c;
+    }
+  }
+  return hit != negate;
+}
+
+bool glob(std::string_view p, std::string_view s, bool level_start);
+
+// `rest` is what follows "**".
+bool globstar(std::string_view rest, std::string_view s, bool level_start) {
+  if (rest.empty()) return !s.empty();  // a trailing ** needs at least one more level
+  if (level_start && rest[0] == '/' && glob(rest.substr(1), s, true)) return true;  // zero levels
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (glob(rest, s.substr(i), i == 0 ? level_start : s[i - 1] == '/')) return true;
+  return false;
+}
+
+bool star(std::string_view rest, std::string_view s) {
+  for (size_t i = 0;; ++i) {
+    if (glob(rest, s.substr(i), false)) return true;
+    if (i == s.size() || s[i] == '/') return false;
+  }
+}
+
+bool glob(std::string_view p, std::string_view s, bool level_start) {
+  while (!p.empty()) {
+    if (p.starts_with("**")) return globstar(p.substr(2), s, level_start);
+    if (p[0] == '*') return star(p.substr(1), s);
+    size_t consumed = 1;
+    bool ok = false;
+    if (p[0] == '?') {
+      ok = !s.empty() && s[0] != '/';
+    } else if (size_t n = p[0] == '[' ? class_length(p) : 0; n > 0) {
+      ok = !s.empty() && s[0] != '/' && class_matches(p.substr(1, n - 2), s[0]);
+      consumed = n;
+    } else {
+      if (p[0] == '\\' && p.size() > 1) p.remove_prefix(1);
+      ok = !s.empty() && s[0] == p[0];
+    }
+    if (!ok) return false;
+    level_start = s[0] == '/';
+    p.remove_prefix(consumed);
+    s.remove_prefix(1);
+  }
+  return s.empty();
+}
+
+}  // namespace
+
+bool glob_match(std::string_view pattern, std::string_view path) { return glob(pattern, path, true); }
+
+// ---- Path shapes of containers and pods ----
+
+namespace {
+
+bool is_hex(std::string_view s) {
+  return std::ranges::all_of(s, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+bool is_container_id(std::string_view s) { return s.size() == 64 && is_hex(s); }
+
+// The last `n`-th path element (0 = leaf); empty when the path is not that deep.
+std::string_view element_from_end(std::string_view path, int n) {
+  for (;;) {
+    size_t slash = path.rfind('/');
+    if (slash == std::string_view::npos) return {};
+    if (n-- == 0) return path.substr(slash + 1);
+    path = path.substr(0, slash);
+  }
+}
+
+std::string_view leaf(std::string_view path) { return element_from_end(path, 0); }
+
+bool strip(std::string_view& s, std::string_view prefix, std::string_view suffix = {}) {
+  if (s.size() < prefix.size() + suffix.size() || !s.starts_with(prefix) || !s.ends_with(suffix)) return false;
+  s = s.substr(prefix.size(), s.size() - prefix.size() - suffix.size());
+  return true;
+}
+
+// Pod uids compare equal whether written with dashes (cgroupfs) or underscores (systemd).
+bool same_pod_uid(std::string_view a, std::string_view b) {
+  auto norm = [](char c) {
+    if (c == '_') return '-';
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  };
+  return !a.empty() && std::ranges::equal(a, b, {}, norm, norm);
+}
+
+}  // namespace
+
+std::string_view docker_container_id(std::string_view cgroup_path) {
+  std::string_view name = leaf(cgroup_path);
+  if (strip(name, "docker-", ".scope")) return is_container_id(name) ? name : std::string_view{};
+  if (is_container_id(name) && element_from_end(cgroup_path, 1) == "docker") return name;
+  return {};
+}
+
+std::string_view kubepods_pod_uid(std::string_view cgroup_path) {
+  std::string_view name = leaf(cgroup_path);
+  if (strip(name, "kubepods-", ".slice")) {  // systemd: kubepods-[burstable-|besteffort-]pod<uid_>.slice
+    if (!strip(name, "burstable-")) strip(name, "besteffort-");
+    return strip(name, "pod") ? name : std::string_view{};
+  }
+  if (!strip(name, "pod") || name.empty()) return {};
+  std::string_view parent = element_from_end(cgroup_path, 1);
+  if (parent == "kubepods") return name;  // Guaranteed
+  if ((parent == "burstable" || parent == "besteffort") && element_from_end(cgroup_path, 2) == "kubepods")
+    return name;
+  return {};
+}
+
+// ---- Matching ----
+
+const char* to_string(Selector s) {
+  switch (s) {
+    case Selector::none: return "none";
+    case Selector::cgroup: return "cgroup";
+    case Selector::systemd_unit: return "systemd_unit";
+    case Selector::docker: return "docker";
+    case Selector::pod: return "pod";
+    case Selector::pid_file: return "pid_file";
+  }
+  return "?";
+}
+
+namespace {
+
+struct DockerContainer {
+  std::string id;
+  std::string name;  // without the leading '/'
+};
+
+struct DockerContainers {
+  std::vector<DockerContainer> list;
+  std::string error;  // why the state directory could not be read
+};
+
+// The container name in config.v2.json: the first "Name" whose value starts with '/' (volume
+// mount points also have a "Name", without the slash).
+std::string_view container_name(std::string_view json) {
+  static constexpr std::string_view kKey = "\"Name\":";
+  for (size_t at = json.find(kKey); at != std::string_view::npos; at = json.find(kKey, at + 1)) {
+    std::string_view v = json.substr(at + kKey.size());
+    while (!v.empty() && v[0] == ' ') v.remove_prefix(1);
+    if (!v.starts_with("\"/")) continue;
+    v.remove_prefix(2);
+    return v.substr(0, v.find('"'));
+  }
+  return {};
+}
+
+DockerContainers read_docker_containers(const SysRoots& roots) {
+  DockerContainers out;
+  const auto dir = roots.docker_state / "containers";
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    std::string id = it->path().filename().string();
+    if (!is_container_id(id)) continue;
+    auto json = read_file(it->path() / "config.v2.json");
+    if (!json) continue;  // removed meanwhile, or being created
+    out.list.push_back({std::move(id), std::string(container_name(*json))});
+  }
+  if (ec) out.error = dir.string() + ": " + ec.message();
+  return out;
+}
+
+// A workload's match rule with what it refers to on the host resolved for this discovery.
+struct Rule {
+  const config::Workload* workload = nullptr;
+  Selector selector = Selector::none;
+  std::vector<std::string> docker_ids;    // containers named match.docker
+  std::string docker_prefix;              // match.docker when it can be an id (prefix)
+  std::optional<std::string> pid_cgroup;  // the cgroup of the pid file's process
+  std::string note;
+};
+
+Selector primary_selector(const config::Match& m) {
+  if (!m.cgroup.empty()) return Selector::cgroup;
+  if (!m.systemd_unit.empty()) return Selector::systemd_unit;
+  if (!m.docker.empty()) return Selector::docker;
+  if (!m.pod.empty()) return Selector::pod;
+  if (!m.pid_file.empty()) return Selector::pid_file;
+  return Selector::none;
+}
+
+void resolve_docker(Rule& rule, const DockerContainers& containers, const SysRoots& roots) {
+  std::string_view wanted = rule.workload->match.docker;
+  if (wanted.starts_with('/')) wanted.remove_prefix(1);
+  if (wanted.size() >= 12 && wanted.size() <= 64 && is_hex(wanted)) rule.docker_prefix = wanted;
+  for (const DockerContainer& c : containers.list)
+    if (c.name == wanted) rule.docker_ids.push_back(c.id);
+  if (!rule.docker_ids.empty() || !rule.docker_prefix.empty()) return;
+  rule.note = !containers.error.empty()
+                  ? "docker '" + std::string(wanted) + "': cannot list containers: " + containers.error
+                  : "docker '" + std::string(wanted) + "': no container by that name in " +
+                        (roots.docker_state / "containers").string();
+}
+
+void resolve_pid_file(Rule& rule, const CgroupHierarchy& hierarchy, const SysRoots& roots) {
+  const std::filesystem::path& file = rule.workload->match.pid_file;
+  auto text = read_line(file);
+  if (!text) {
+    rule.note = "pid file " + text.error().message();
+    return;
+  }
+  pid_t pid = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), pid);
+  if (ec != std::errc() || end != text->data() + text->size() || pid <= 0) {
+    rule.note = "pid file " + file.string() + ": not a pid: '" + *text + "'";
+    return;
+  }
+  auto path = process_cgroup_path(roots, pid, hierarchy);
+  if (path) {
+    rule.pid_cgroup = std::move(*path);
+  } else if (path.error().err == ENOENT) {
+    rule.note = "pid " + std::to_string(pid) + " from " + file.string() + " is not running";
+  } else {
+    rule.note = "pid " + std::to_string(pid) + " from " + file.string() + ": " + path.error().message();
+  }
+}
+
+std::vector<Rule> resolve_rules(const std::vector<config::Workload>& workloads, const CgroupHierarchy& hierarchy,
+                                const SysRoots& roots) {
+  std::optional<DockerContainers> containers;  // read once, and only when a rule names a container
+  std::vector<Rule> rules;
+  for (const config::Workload& w : workloads) {
+    Rule& r = rules.emplace_back(Rule{&w, primary_selector(w.match), {}, {}, {}, {}});
+    if (!w.match.docker.empty()) {
+      if (!containers) containers = read_docker_containers(roots);
+      resolve_docker(r, *containers, roots);
+    }
+    if (!w.match.pid_file.empty()) resolve_pid_file(r, hierarchy, roots);
+    if (r.selector == Selector::none) r.note = "no match rule";
+  }
+  return rules;
+}
+
+// Exact equality first: systemd escapes ('\x2d') in unit names would read as glob quoting.
+bool name_matches(const std::string& pattern, std::string_view name) {
+  return pattern == name || glob_match(pattern, name);
+}
+
+bool docker_matches(const Rule& r, std::string_view path) {
+  std::string_view id = docker_container_id(path);
+  if (id.empty()) return false;
+  if (!r.docker_prefix.empty() && id.starts_with(r.docker_prefix)) return true;
+  return std::ranges::find(r.docker_ids, id) != r.docker_ids.end();
+}
+
+// Every selector that is set must match (the validator allows only one).
+bool rule_matches(const Rule& r, const Cgroup& c) {
+  const config::Match& m = r.workload->match;
+  if (r.selector == Selector::none || (m.has_tasks && c.nr_procs == 0)) return false;
+  if (!m.cgroup.empty() && !name_matches(m.cgroup, c.path)) return false;
+  if (!m.systemd_unit.empty() && !name_matches(m.systemd_unit, leaf(c.path))) return false;
+  if (!m.docker.empty() && !docker_matches(r, c.path)) return false;
+  if (!m.pod.empty() && !same_pod_uid(m.pod, kubepods_pod_uid(c.path))) return false;
+  if (!m.pid_file.empty() && r.pid_cgroup != c.path) return false;
+  return true;
+}
+
+std::string instance_name(const config::Workload& w, std::string_view path) {
+  if (!w.match.each || path == "/") return w.name;
+  return w.name + "/" + std::string(leaf(path));
+}
+
+}  // namespace
+
+WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads, const CgroupHierarchy& hierarchy,
+                                const std::vector<Cgroup>& cgroups, const SysRoots& roots) {
+  std::vector<Rule> rules = resolve_rules(workloads, hierarchy, roots);
+  WorkloadMatches out;
+  for (const Rule& r : rules) out.workloads.push_back({r.workload->name, 0, 0, r.note});
+  out.cgroups.reserve(cgroups.size());
+  for (const Cgroup& c : cgroups) {
+    WorkloadMatch& row = out.cgroups.emplace_back(WorkloadMatch{c.path, c.id, c.nr_procs, {}, {}, Selector::none});
+    auto rule = std::ranges::find_if(rules, [&](const Rule& r) { return rule_matches(r, c); });
+    if (rule == rules.end()) continue;
+    row.workload = rule->workload->name;
+    row.instance = instance_name(*rule->workload, c.path);
+    row.selector = rule->selector;
+    WorkloadSummary& sum = out.workloads[static_cast<size_t>(rule - rules.begin())];
+    sum.cgroups++;
+    sum.procs += c.nr_procs;
+  }
+  return out;
+}
+
+Result<WorkloadReport> discover_workloads(const std::vector<config::Workload>& workloads,
+                                          config::Hierarchy choice, const SysRoots& roots) {
+  auto layout = discover(roots);
+  if (!layout) return std::unexpected(layout.error());
+  auto hierarchy = choose_hierarchy(*layout, choice);
+  if (!hierarchy) return std::unexpected(hierarchy.error());
+  auto cgroups = enumerate_cgroups(*hierarchy);
+  if (!cgroups) return std::unexpected(cgroups.error());
+  WorkloadReport report{layout->mode, *hierarchy, {}};
+  report.matches = match_workloads(workloads, *hierarchy, *cgroups, roots);
+  return report;
+}
+
+// ---- Printing ----
+
+namespace {
+
+std::string describe(const CgroupHierarchy& h) {
+  if (h.unified) {
+    std::string controllers = join(h.controllers, " ");
+    return "unified (cgroup v2, controllers: " + (controllers.empty() ? std::string("none") : controllers) +
+           ") at " + h.mount.string();
+  }
+  return h.name() + " (cgroup v1, hierarchy " + std::to_string(h.id) + ") at " + h.mount.string();
+}
+
+void append_padded(std::string& out, std::string_view s, size_t width) {
+  out += s;
+  out.append(width > s.size() ? width - s.size() : 0, ' ');
+}
+
+std::string count_of(unsigned long long n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+}  // namespace
+
+std::string format_workloads_text(const WorkloadReport& report) {
+  const auto& rows = report.matches.cgroups;
+  std::vector<std::string> ids;
+  std::array<size_t, 4> width = {6, 2, 5, 8};  // CGROUP ID PROCS WORKLOAD
+  for (const WorkloadMatch& r : rows) {
+    ids.push_back(r.id.str());
+    width[0] = std::max(width[0], r.path.size());
+    width[1] = std::max(width[1], ids.back().size());
+    width[2] = std::max(width[2], std::to_string(r.nr_procs).size());
+    width[3] = std::max(width[3], r.instance.empty() ? 1 : r.instance.size());
+  }
+  std::string out = "hierarchy: " + describe(report.hierarchy) + "; cgroup mode " + to_string(report.mode) + "\n";
+  auto line = [&](std::string_view a, std::string_view b, std::string_view c, std::string_view d, std::string_view e) {
+    append_padded(out, a, width[0] + 2);
+    append_padded(out, b, width[1] + 2);
+    append_padded(out, c, width[2] + 2);
+    append_padded(out, d, width[3] + 2);
+    out += e;
+    while (out.ends_with(' ')) out.pop_back();
+    out += '\n';
+  };
+  line("CGROUP", "ID", "PROCS", "WORKLOAD", "MATCHED BY");
+  size_t matched = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const WorkloadMatch& r = rows[i];
+    bool hit = !r.workload.empty();
+    matched += hit ? 1 : 0;
+    line(r.path, ids[i], std::to_string(r.nr_procs), hit ? r.instance : "-", hit ? to_string(r.selector) : "");
+  }
+  out += "\n" + count_of(rows.size(), "cgroup", "cgroups") + ", " + std::to_string(matched) + " matched\n";
+  for (const WorkloadSummary& w : report.matches.workloads) {
+    out += "workload " + w.name + ": ";
+    if (w.cgroups > 0) {
+      out += count_of(w.cgroups, "cgroup", "cgroups") + ", " + count_of(w.procs, "process", "processes") + "\n";
+    } else {
+      out += "matched nothing" + (w.note.empty() ? std::string() : " (" + w.note + ")") + "\n";
+    }
+  }
+  return out;
+}
+
+std::string format_workloads_json(const WorkloadReport& report) {
+  const CgroupHierarchy& h = report.hierarchy;
+  JsonWriter j;
+  j.begin_object().field("mode", to_string(report.mode));
+  j.key("hierarchy").begin_object();
+  j.field("name", h.name()).field("id", h.id).field("unified", h.unified).field("mount", h.mount.string());
+  j.key("controllers").begin_array();
+  for (const std::string& c : h.controllers) j.value(c);
+  j.end_array().end_object();
+  j.key("cgroups").begin_array();
+  for (const WorkloadMatch& r : report.matches.cgroups) {
+    j.begin_object().field("path", r.path).field("id", r.id.str());
+    j.field("hierarchy", r.id.hierarchy).field("inode", static_cast<unsigned long long>(r.id.inode));
+    j.field("procs", r.nr_procs);
+    if (r.workload.empty()) {
+      j.key("workload").null().key("instance").null().key("selector").null();
+    } else {
+      j.field("workload", r.workload).field("instance", r.instance).field("selector", to_string(r.selector));
+    }
+    j.end_object();
+  }
+  j.end_array();
+  j.key("workloads").begin_array();
+  for (const WorkloadSummary& w : report.matches.workloads) {
+    j.begin_object().field("name", w.name).field("cgroups", w.cgroups).field("procs", w.procs);
+    if (w.note.empty()) {
+      j.key("note").null();
+    } else {
+      j.field("note", w.note);
+    }
+    j.end_object();
+  }
+  j.end_array().end_object();
+  return j.str();
+}
+
+}  // namespace keel

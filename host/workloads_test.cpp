@@ -1,0 +1,438 @@
+#include "host/workloads.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/support/tmp_tree.h"
+
+namespace keel {
+namespace {
+
+namespace fs = std::filesystem;
+using ::keel::testing::make_tree;
+using ::keel::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// ---- Glob ----
+
+struct GlobCase {
+  const char* pattern;
+  const char* path;
+  bool match;
+};
+
+TEST(Glob, Cases) {
+  const GlobCase cases[] = {
+      {"/redis*", "/redis", true},
+      {"/redis*", "/redis-1", true},
+      {"/redis*", "/redis/child", false},
+      {"/redis*", "/rediscover", true},
+      {"/system.slice/**", "/system.slice/a.service", true},
+      {"/system.slice/**", "/system.slice/a.slice/b.service", true},
+      {"/system.slice/**", "/system.slice", false},
+      {"/system.slice/**", "/user.slice/x", false},
+      {"/**", "/", false},
+      {"/**", "/a", true},
+      {"/a/**/b", "/a/b", true},
+      {"/a/**/b", "/a/x/y/b", true},
+      {"/a/**/b", "/a/xb", false},
+      {"/**/redis.service", "/system.slice/redis.service", true},
+      {"**.service", "/system.slice/redis.service", true},
+      {"/docker/*", "/docker/abc", true},
+      {"/docker/*", "/docker/abc/def", false},
+      {"/a?c", "/abc", true},
+      {"/a?c", "/a/c", false},
+      {"/a?c", "/ac", false},
+      {"/pod[0-9]", "/pod7", true},
+      {"/pod[0-9]", "/podx", false},
+      {"/pod[!0-9]", "/podx", true},
+      {"/pod[^0-9]", "/pod7", false},
+      {"/x[]]", "/x]", true},
+      {"/x[ab-]", "/x-", true},
+      {"/x[a/]", "/x/", false},
+      {"/x[", "/x[", true},  // unclosed bracket is literal
+      {"/a\\*", "/a*", true},
+      {"/a\\*", "/ab", false},
+      {"/", "/", true},
+      {"", "", true},
+      {"/*", "/", true},
+      {"/a*b*c", "/aXbYc", true},
+      {"/a*b*c", "/aXbY", false},
+  };
+  for (const GlobCase& c : cases)
+    EXPECT_EQ(glob_match(c.pattern, c.path), c.match) << c.pattern << " vs " << c.path;
+}
+
+// ---- Container and pod path shapes ----
+
+const std::string kId = "4f3c2b1a09e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2918070605040302010ab";
+const std::string kId2 = "aaaa2b1a09e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2918070605040302010ab";
+const std::string kUid = "3f1c2d4e-1234-4678-9abc-def012345678";
+const std::string kUidUnderscore = "3f1c2d4e_1234_4678_9abc_def012345678";
+
+TEST(PathShapes, DockerContainerId) {
+  EXPECT_EQ(docker_container_id("/docker/" + kId), kId);
+  EXPECT_EQ(docker_container_id("/system.slice/docker-" + kId + ".scope"), kId);
+  EXPECT_EQ(docker_container_id("/kubepods/burstable/pod" + kUid + "/docker-" + kId + ".scope"), kId);
+  EXPECT_EQ(docker_container_id("/other/" + kId), "");
+  EXPECT_EQ(docker_container_id("/docker"), "");
+  EXPECT_EQ(docker_container_id("/docker/abc"), "");
+  EXPECT_EQ(docker_container_id("/system.slice/docker.service"), "");
+  EXPECT_EQ(docker_container_id("/system.slice/docker-" + kId.substr(1) + ".scope"), "");
+}
+
+const std::vector<std::string>& pod_layouts() {
+  static const std::vector<std::string> paths = {
+      "/kubepods/pod" + kUid,
+      "/kubepods/burstable/pod" + kUid,
+      "/kubepods/besteffort/pod" + kUid,
+      "/kubepods.slice/kubepods-pod" + kUidUnderscore + ".slice",
+      "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUidUnderscore + ".slice",
+      "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + kUidUnderscore + ".slice",
+  };
+  return paths;
+}
+
+TEST(PathShapes, KubepodsPodUid) {
+  for (size_t i = 0; i < pod_layouts().size(); ++i)
+    EXPECT_EQ(kubepods_pod_uid(pod_layouts()[i]), i < 3 ? kUid : kUidUnderscore) << pod_layouts()[i];
+  EXPECT_EQ(kubepods_pod_uid("/kubepods"), "");
+  EXPECT_EQ(kubepods_pod_uid("/kubepods/burstable"), "");
+  EXPECT_EQ(kubepods_pod_uid("/kubepods.slice/kubepods-burstable.slice"), "");
+  EXPECT_EQ(kubepods_pod_uid("/kubepods/burstable/pod" + kUid + "/" + kId), "");
+  EXPECT_EQ(kubepods_pod_uid("/other/pod" + kUid), "");
+  EXPECT_EQ(kubepods_pod_uid("/burstable/pod" + kUid), "");
+}
+
+// ---- Matching ----
+
+config::Workload workload(std::string name, config::Match match) {
+  config::Workload w;
+  w.name = std::move(name);
+  w.match = std::move(match);
+  return w;
+}
+
+// One selector each (designated initializers would leave fields out, which -Wextra rejects).
+config::Match by_cgroup(std::string glob) {
+  config::Match m;
+  m.cgroup = std::move(glob);
+  return m;
+}
+config::Match by_unit(std::string unit) {
+  config::Match m;
+  m.systemd_unit = std::move(unit);
+  return m;
+}
+config::Match by_docker(std::string container) {
+  config::Match m;
+  m.docker = std::move(container);
+  return m;
+}
+config::Match by_pod(std::string uid) {
+  config::Match m;
+  m.pod = std::move(uid);
+  return m;
+}
+config::Match by_pid_file(fs::path file) {
+  config::Match m;
+  m.pid_file = std::move(file);
+  return m;
+}
+config::Match with_tasks(config::Match m) {
+  m.has_tasks = true;
+  return m;
+}
+config::Match each(config::Match m) {
+  m.each = true;
+  return m;
+}
+
+CgroupHierarchy cpu_hierarchy() {
+  CgroupHierarchy h;
+  h.id = 1;
+  h.controllers = {"cpu"};
+  return h;
+}
+
+std::vector<Cgroup> cgroups_at(const std::vector<std::pair<std::string, unsigned>>& paths_and_procs) {
+  std::vector<Cgroup> out;
+  uint64_t inode = 100;
+  for (const auto& [path, procs] : paths_and_procs) out.push_back(Cgroup{path, CgroupId{1, inode++}, procs});
+  return out;
+}
+
+// workload name (or "-") per cgroup, in order.
+std::vector<std::string> owners(const WorkloadMatches& m) {
+  std::vector<std::string> out;
+  for (const WorkloadMatch& r : m.cgroups) out.push_back(r.workload.empty() ? "-" : r.workload);
+  return out;
+}
+
+TEST(MatchWorkloads, CgroupGlobFirstMatchWins) {
+  auto cgroups = cgroups_at({{"/", 5}, {"/redis", 1}, {"/redis-1", 1}, {"/system.slice", 0}, {"/system.slice/a.service", 2}});
+  std::vector<config::Workload> ws = {workload("redis", by_cgroup("/redis*")),
+                                      workload("everything", by_cgroup("/**")),
+                                      workload("never", by_cgroup("/nothing"))};
+  WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent"));
+  EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "redis", "redis", "everything", "everything"));
+  EXPECT_EQ(m.cgroups[1].selector, Selector::cgroup);
+  EXPECT_EQ(m.cgroups[1].instance, "redis");
+  EXPECT_EQ(m.cgroups[1].id, (CgroupId{1, 101}));
+  ASSERT_EQ(m.workloads.size(), 3u);
+  EXPECT_EQ(m.workloads[0].cgroups, 2u);
+  EXPECT_EQ(m.workloads[0].procs, 2u);
+  EXPECT_EQ(m.workloads[1].cgroups, 2u);
+  EXPECT_EQ(m.workloads[2].cgroups, 0u);
+}
+
+TEST(MatchWorkloads, HasTasksAndEach) {
+  auto cgroups = cgroups_at({{"/system.slice", 0}, {"/system.slice/a.service", 2}, {"/system.slice/b.service", 0},
+                             {"/system.slice/c.slice/d.service", 1}});
+  std::vector<config::Workload> ws = {
+      workload("services", each(with_tasks(by_cgroup("/system.slice/**"))))};
+  WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent"));
+  EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "services", "-", "services"));
+  EXPECT_EQ(m.cgroups[1].instance, "services/a.service");
+  EXPECT_EQ(m.cgroups[3].instance, "services/d.service");
+  EXPECT_EQ(m.workloads[0].cgroups, 2u);
+  EXPECT_EQ(m.workloads[0].procs, 3u);
+}
+
+TEST(MatchWorkloads, SystemdUnitByNameOrGlob) {
+  auto cgroups = cgroups_at({{"/system.slice/redis-server.service", 1},
+                             {"/system.slice/docker-" + kId + ".scope", 1},
+                             {"/system.slice/redis-server.service.d", 0},
+                             {"/system.slice/dev-disk-by\\x2duuid.swap", 0}});
+  std::vector<config::Workload> ws = {workload("redis", by_unit("redis-server.service")),
+                                      workload("containers", by_unit("docker-*.scope")),
+                                      workload("swap", by_unit("dev-disk-by\\x2duuid.swap"))};
+  WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent"));
+  EXPECT_THAT(owners(m), ::testing::ElementsAre("redis", "containers", "-", "swap"));
+  EXPECT_EQ(m.cgroups[0].selector, Selector::systemd_unit);
+}
+
+// A docker state directory with containers `redis` (kId) and `nginx` (kId2).
+SysRoots docker_host(const TempDir& tmp) {
+  auto config_json = [](const std::string& id, const std::string& name) {
+    return R"({"State":{"Running":true},"ID":")" + id + R"(","Config":{"Hostname":"x"},"Name":"/)" + name +
+           R"(","MountPoints":{"/data":{"Name":"volume1","Destination":"/data"}}})";
+  };
+  make_tree(tmp.path(), {{"var/lib/docker/containers/" + kId + "/config.v2.json", config_json(kId, "redis")},
+                         {"var/lib/docker/containers/" + kId2 + "/config.v2.json", config_json(kId2, "nginx")},
+                         {"var/lib/docker/containers/not-an-id/config.v2.json", config_json(kId, "evil")}});
+  return SysRoots::under(tmp.path());
+}
+
+TEST(MatchWorkloads, DockerByNameBothDrivers) {
+  TempDir tmp;
+  const SysRoots roots = docker_host(tmp);
+  auto cgroups = cgroups_at({{"/docker/" + kId, 1}, {"/system.slice/docker-" + kId + ".scope", 1},
+                             {"/docker/" + kId2, 1}, {"/docker", 0}});
+  std::vector<config::Workload> ws = {workload("cache", by_docker("redis")), workload("web", by_docker("/nginx")),
+                                      workload("evil", by_docker("evil")), workload("volume", by_docker("volume1"))};
+  WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, roots);
+  EXPECT_THAT(owners(m), ::testing::ElementsAre("cache", "cache", "web", "-"));
+  EXPECT_EQ(m.cgroups[0].selector, Selector::docker);
+  EXPECT_THAT(m.workloads[2].note, HasSubstr("no container by that name"));
+  EXPECT_THAT(m.workloads[3].note, HasSubstr("'volume1'"));
+}
+
+TEST(MatchWorkloads, DockerNamesReResolveEachDiscovery) {
+  TempDir tmp;
+  const SysRoots roots = docker_host(tmp);
+  auto cgroups = cgroups_at({{"/docker/" + kId, 1}, {"/docker/" + kId2, 1}});
+  std::vector<config::Workload> ws = {workload("cache", by_docker("redis"))};
+  EXPECT_THAT(owners(match_workloads(ws, cpu_hierarchy(), cgroups, roots)), ::testing::ElementsAre("cache", "-"));
+  // redis restarted as a new container (the id of the former nginx), nginx is gone.
+  fs::remove_all(roots.docker_state / "containers" / kId);
+  make_tree(roots.docker_state, {{"containers/" + kId2 + "/config.v2.json", R"({"Name":"/redis"})"}});
+  EXPECT_THAT(owners(match_workloads(ws, cpu_hierarchy(), cgroups, roots)), ::testing::ElementsAre("-", "cache"));
+}
+
+TEST(MatchWorkloads, DockerByIdOrPrefix) {
+  auto cgroups = cgroups_at({{"/docker/" + kId, 1}, {"/system.slice/docker-" + kId2 + ".scope", 1}});
+  const SysRoots nowhere = SysRoots::under("/nonexistent");
+  std::vector<config::Workload> full = {workload("a", by_docker(kId))};
+  EXPECT_THAT(owners(match_workloads(full, cpu_hierarchy(), cgroups, nowhere)), ::testing::ElementsAre("a", "-"));
+  std::vector<config::Workload> prefix = {workload("b", by_docker(kId2.substr(0, 12)))};
+  EXPECT_THAT(owners(match_workloads(prefix, cpu_hierarchy(), cgroups, nowhere)), ::testing::ElementsAre("-", "b"));
+  // Shorter than 12 hex digits: a name, which no container has here.
+  std::vector<config::Workload> short_prefix = {workload("c", by_docker(kId2.substr(0, 11)))};
+  WorkloadMatches m = match_workloads(short_prefix, cpu_hierarchy(), cgroups, nowhere);
+  EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "-"));
+  EXPECT_THAT(m.workloads[0].note, HasSubstr("cannot list containers"));
+}
+
+TEST(MatchWorkloads, PodUidInEveryKubepodsLayout) {
+  std::vector<std::pair<std::string, unsigned>> paths = {{"/kubepods", 0}, {"/kubepods/burstable", 0}};
+  for (const std::string& p : pod_layouts()) paths.emplace_back(p, 1);
+  paths.emplace_back("/kubepods/burstable/pod" + kUid + "/" + kId, 1);  // a container of the pod
+  auto cgroups = cgroups_at(paths);
+  for (const std::string& uid : {kUid, kUidUnderscore}) {
+    std::vector<config::Workload> ws = {workload("pod", by_pod(uid))};
+    WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent"));
+    EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "-", "pod", "pod", "pod", "pod", "pod", "pod", "-")) << uid;
+    EXPECT_EQ(m.cgroups[2].selector, Selector::pod);
+  }
+  std::vector<config::Workload> other = {workload("pod", by_pod("00000000-1234-4678-9abc-def012345678"))};
+  EXPECT_EQ(match_workloads(other, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent")).workloads[0].cgroups, 0u);
+}
+
+TEST(MatchWorkloads, PidFile) {
+  TempDir tmp;
+  make_tree(tmp.path(), {{"run/redis.pid", "4242\n"},
+                         {"run/dead.pid", "999\n"},
+                         {"run/garbage.pid", "abc\n"},
+                         {"proc/4242/cgroup", "3:cpuset:/\n1:cpu:/system.slice/redis.service\n0::/\n"}});
+  const SysRoots roots = SysRoots::under(tmp.path());
+  auto cgroups = cgroups_at({{"/", 10}, {"/system.slice", 0}, {"/system.slice/redis.service", 1}});
+  std::vector<config::Workload> ws = {workload("redis", by_pid_file(tmp.path() / "run/redis.pid")),
+                                      workload("dead", by_pid_file(tmp.path() / "run/dead.pid")),
+                                      workload("missing", by_pid_file(tmp.path() / "run/missing.pid")),
+                                      workload("garbage", by_pid_file(tmp.path() / "run/garbage.pid"))};
+  WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, roots);
+  EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "-", "redis"));
+  EXPECT_EQ(m.cgroups[2].selector, Selector::pid_file);
+  EXPECT_THAT(m.workloads[1].note, HasSubstr("pid 999"));
+  EXPECT_THAT(m.workloads[1].note, HasSubstr("is not running"));
+  EXPECT_THAT(m.workloads[2].note, HasSubstr("missing.pid"));
+  EXPECT_THAT(m.workloads[3].note, HasSubstr("not a pid"));
+}
+
+TEST(MatchWorkloads, NoSelectorMatchesNothing) {
+  auto cgroups = cgroups_at({{"/", 1}});
+  std::vector<config::Workload> ws = {workload("empty", with_tasks(config::Match{}))};
+  WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent"));
+  EXPECT_THAT(owners(m), ::testing::ElementsAre("-"));
+  EXPECT_EQ(m.workloads[0].note, "no match rule");
+}
+
+// ---- Hierarchy choice ----
+
+CgroupHierarchy hierarchy(uint32_t id, std::vector<std::string> controllers, bool unified = false) {
+  CgroupHierarchy h;
+  h.id = id;
+  h.unified = unified;
+  h.controllers = std::move(controllers);
+  return h;
+}
+
+TEST(ChooseHierarchy, Automatic) {
+  CgroupLayout hybrid{CgroupMode::hybrid, {hierarchy(1, {"cpu"}), hierarchy(3, {"cpuset"}), hierarchy(0, {"hugetlb"}, true)}};
+  EXPECT_EQ(choose_hierarchy(hybrid, config::Hierarchy::automatic)->id, 1u);
+  CgroupLayout v2{CgroupMode::v2, {hierarchy(0, {"cpuset", "cpu"}, true)}};
+  EXPECT_TRUE(choose_hierarchy(v2, config::Hierarchy::automatic)->unified);
+  CgroupLayout cpuset_only{CgroupMode::v1, {hierarchy(3, {"cpuset"}), hierarchy(0, {}, true)}};
+  EXPECT_EQ(choose_hierarchy(cpuset_only, config::Hierarchy::automatic)->id, 3u);
+  CgroupLayout neither{CgroupMode::v1, {hierarchy(4, {"memory"})}};
+  auto r = choose_hierarchy(neither, config::Hierarchy::automatic);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message(), HasSubstr("no cgroup hierarchy has the cpu or cpuset controller"));
+  EXPECT_THAT(r.error().message(), HasSubstr("mounted: memory"));
+}
+
+TEST(ChooseHierarchy, ExplicitChoices) {
+  CgroupLayout hybrid{CgroupMode::hybrid, {hierarchy(2, {"cpu", "cpuacct"}), hierarchy(3, {"cpuset"}), hierarchy(0, {}, true)}};
+  EXPECT_EQ(choose_hierarchy(hybrid, config::Hierarchy::cpu)->id, 2u);
+  EXPECT_EQ(choose_hierarchy(hybrid, config::Hierarchy::cpuset)->id, 3u);
+  EXPECT_TRUE(choose_hierarchy(hybrid, config::Hierarchy::unified)->unified);
+
+  CgroupLayout v1{CgroupMode::v1, {hierarchy(2, {"cpu", "cpuacct"})}};
+  auto no_unified = choose_hierarchy(v1, config::Hierarchy::unified);
+  ASSERT_FALSE(no_unified);
+  EXPECT_THAT(no_unified.error().message(), HasSubstr("no cgroup2 hierarchy is mounted"));
+  auto no_cpuset = choose_hierarchy(v1, config::Hierarchy::cpuset);
+  ASSERT_FALSE(no_cpuset);
+  EXPECT_THAT(no_cpuset.error().message(), HasSubstr("no cgroup v1 hierarchy has the cpuset controller"));
+
+  CgroupLayout v2{CgroupMode::v2, {hierarchy(0, {"cpu"}, true)}};
+  auto cpu_on_v2 = choose_hierarchy(v2, config::Hierarchy::cpu);
+  ASSERT_FALSE(cpu_on_v2);
+  EXPECT_THAT(cpu_on_v2.error().message(), HasSubstr("use hierarchy = \"unified\""));
+}
+
+// ---- End to end on a temporary hybrid host, and printing ----
+
+constexpr const char* kMountinfo =
+    "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+    "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+    "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n"
+    "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+
+SysRoots hybrid_host(const TempDir& tmp) {
+  make_tree(tmp.path(), {{"proc/self/mountinfo", kMountinfo},
+                         {"proc/cgroups", "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\ncpu\t1\t3\t1\n"},
+                         {"sys/fs/cgroup/cpu/cgroup.procs", "1\n2\n"},
+                         {"sys/fs/cgroup/cpu/redis/cgroup.procs", "10\n11\n"},
+                         {"sys/fs/cgroup/cpu/batch/cgroup.procs", ""},
+                         {"sys/fs/cgroup/cpuset/cgroup.procs", "1\n"},
+                         {"sys/fs/cgroup/unified/cgroup.procs", "1\n"},
+                         {"sys/fs/cgroup/unified/cgroup.controllers", ""}});
+  return SysRoots::under(tmp.path());
+}
+
+TEST(DiscoverWorkloads, HybridTreeEndToEnd) {
+  TempDir tmp;
+  const SysRoots roots = hybrid_host(tmp);
+  std::vector<config::Workload> ws = {workload("redis", by_cgroup("/redis*")),
+                                      workload("batch", with_tasks(by_cgroup("/batch")))};
+  auto report = discover_workloads(ws, config::Hierarchy::automatic, roots);
+  ASSERT_TRUE(report) << report.error().message();
+  EXPECT_EQ(report->mode, CgroupMode::hybrid);
+  EXPECT_EQ(report->hierarchy.id, 1u);
+  EXPECT_EQ(report->hierarchy.mount, roots.cgroup / "cpu");
+  EXPECT_THAT(owners(report->matches), ::testing::ElementsAre("-", "-", "redis"));
+
+  auto cpuset = discover_workloads(ws, config::Hierarchy::cpuset, roots);
+  ASSERT_TRUE(cpuset) << cpuset.error().message();
+  EXPECT_EQ(cpuset->hierarchy.id, 3u);
+  EXPECT_EQ(cpuset->matches.cgroups.size(), 1u);
+}
+
+TEST(FormatWorkloads, TextTableAndFooter) {
+  TempDir tmp;
+  const SysRoots roots = hybrid_host(tmp);
+  std::vector<config::Workload> ws = {workload("redis", by_cgroup("/redis*")),
+                                      workload("batch", with_tasks(by_cgroup("/batch"))),
+                                      workload("web", by_docker("nginx"))};
+  auto report = discover_workloads(ws, config::Hierarchy::automatic, roots);
+  ASSERT_TRUE(report) << report.error().message();
+  const std::string text = format_workloads_text(*report);
+  const std::string redis_id = report->matches.cgroups[2].id.str();
+  EXPECT_THAT(text, HasSubstr("hierarchy: cpu (cgroup v1, hierarchy 1)"));
+  EXPECT_THAT(text, HasSubstr("cgroup mode hybrid"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("CGROUP +ID +PROCS +WORKLOAD +MATCHED BY\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\n/redis +" + redis_id + " +2 +redis +cgroup\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\n/batch +1:[0-9]+ +0 +-\n"));
+  EXPECT_THAT(text, HasSubstr("3 cgroups, 1 matched\n"));
+  EXPECT_THAT(text, HasSubstr("workload redis: 1 cgroup, 2 processes\n"));
+  EXPECT_THAT(text, HasSubstr("workload batch: matched nothing\n"));
+  EXPECT_THAT(text, HasSubstr("workload web: matched nothing (docker 'nginx': cannot list containers: "));
+}
+
+TEST(FormatWorkloads, Json) {
+  TempDir tmp;
+  const SysRoots roots = hybrid_host(tmp);
+  std::vector<config::Workload> ws = {workload("redis", each(by_cgroup("/redis*")))};
+  auto report = discover_workloads(ws, config::Hierarchy::automatic, roots);
+  ASSERT_TRUE(report) << report.error().message();
+  const std::string json = format_workloads_json(*report);
+  const WorkloadMatch& redis = report->matches.cgroups[2];
+  EXPECT_THAT(json, HasSubstr(R"({"mode":"hybrid","hierarchy":{"name":"cpu","id":1,"unified":false,"mount":")"));
+  EXPECT_THAT(json, HasSubstr(R"("controllers":["cpu"]})"));
+  EXPECT_THAT(json, HasSubstr(R"({"path":"/redis","id":")" + redis.id.str() + R"(","hierarchy":1,"inode":)" +
+                              std::to_string(redis.id.inode) +
+                              R"(,"procs":2,"workload":"redis","instance":"redis/redis","selector":"cgroup"})"));
+  EXPECT_THAT(json, HasSubstr(R"("procs":0,"workload":null,"instance":null,"selector":null})"));
+  EXPECT_THAT(json, HasSubstr(R"("workloads":[{"name":"redis","cgroups":1,"procs":2,"note":null}]})"));
+  EXPECT_THAT(json, Not(HasSubstr("\n")));
+}
+
+}  // namespace
+}  // namespace keel

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, builds twice (release, and ASan+UBSan) and runs
+# every test in both. Privileged tests (real cgroups, real BPF) run as root and skip with a printed
+# reason otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+status=0
+for kind in release asan; do
+  bash scripts/build.sh "$kind"
+  dir=build; [[ $kind == asan ]] && dir=build-asan
+  echo "=== tests ($kind) ==="
+  # Serial: BPF and cgroup tests observe the whole host and must not see each other.
+  (cd "$dir" && ctest --output-on-failure --timeout 600) || status=1
+done
+exit $status
