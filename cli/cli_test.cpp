@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -171,6 +173,50 @@ TEST(CliPriv, WorkloadsListsARealCgroupWithItsIdAndWorkload) {
   EXPECT_NE(out.find("\"probe\""), std::string::npos) << out;
   EXPECT_NE(text.find("/" + name), std::string::npos) << text;
   EXPECT_NE(text.find("probe"), std::string::npos) << text;
+}
+
+TEST(Cli, TopRejectsBadIntervalAndCount) {
+  EXPECT_EQ(run_command(keel("top --interval 0")).first, 2);
+  EXPECT_EQ(run_command(keel("top --interval abc")).first, 2);
+  EXPECT_EQ(run_command(keel("top --count 0")).first, 2);
+}
+
+// keel top on the real kernel: a 1 ms sleeper in its own cgroup shows up as a row of its own with
+// about 1000 waits/s, fields named with their units, and MPKI null (no PMU data), never 0.
+TEST(CliPriv, TopShowsARealCgroupWithItsWaits) {
+  KEEL_REQUIRE_ROOT();
+  const fs::path cpu_root = "/sys/fs/cgroup/cpu";
+  if (!fs::exists(cpu_root / "cgroup.procs")) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy";
+  const std::string name = "keel-top-test-" + std::to_string(getpid());
+  const fs::path cg = cpu_root / name;
+  ASSERT_TRUE(fs::create_directory(cg));
+  pid_t child = fork();
+  if (child == 0) {
+    for (;;) {
+      timespec ts{0, 1'000'000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  ASSERT_GT(child, 0);
+  std::ofstream(cg / "cgroup.procs") << child << std::flush;
+  auto [rc, out] = run_command(keel("top --json --count 2 --interval 0.5"));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  for (int i = 0; i < 50 && !fs::remove(cg); ++i) usleep(20000);
+  EXPECT_FALSE(fs::exists(cg));
+
+  ASSERT_EQ(rc, 0) << out;
+  auto last_line = out.substr(out.rfind('{', out.rfind("\"rows\"")));
+  auto row = last_line.find("\"cgroup\":\"/" + name + "\"");
+  ASSERT_NE(row, std::string::npos) << out;
+  std::smatch m;
+  std::string rest = last_line.substr(row);
+  ASSERT_TRUE(std::regex_search(rest, m, std::regex("\"rq_waits_per_s\":([0-9.e+]+)"))) << rest;
+  double waits = std::stod(m[1]);
+  EXPECT_GT(waits, 300.0) << rest;   // ~1000 wakeups/s, less on a slow VM timer
+  EXPECT_LT(waits, 1500.0) << rest;
+  EXPECT_NE(rest.find("\"rq_p99_us\":"), std::string::npos);
+  EXPECT_NE(rest.find("\"mpki\":null"), std::string::npos) << rest;
 }
 
 TEST(CliPriv, ProbeReportsThisKernel) {

@@ -18,6 +18,8 @@ commands:
   workloads [--config FILE] [--json]
                       discovered cgroups, their ids and the workload each matches
   probe [--json]      what this kernel offers keel: BTF, tp_btf/raw_tp, PMU, cgroups, resctrl
+  top [--interval S] [--count N] [--json] [--config FILE]
+                      live per-cgroup (or per-workload) run-queue latency, migrations, CPU (root)
   help                this text
 
 exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad config
@@ -33,6 +35,7 @@ constexpr Command kCommands[] = {
     {"topology", keel::cli::cmd_topology},
     {"workloads", keel::cli::cmd_workloads},
     {"probe", keel::cli::cmd_probe},
+    {"top", keel::cli::cmd_top},
 };
 
 }  // namespace

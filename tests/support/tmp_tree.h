@@ -2,6 +2,8 @@
 // and small conveniences for privileged tests.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -42,7 +44,9 @@ std::filesystem::path source_dir();
 }  // namespace keel::testing
 
 // Skips a test that needs root, with the reason printed.
-#define KEEL_REQUIRE_ROOT()                                                      \
-  do {                                                                           \
-    if (!::keel::testing::is_root()) GTEST_SKIP() << "needs root (uid 0): " << __func__; \
+#define KEEL_REQUIRE_ROOT()                                                                  \
+  do {                                                                                       \
+    if (!::keel::testing::is_root())                                                         \
+      GTEST_SKIP() << "skipped: needs root (uid 0) for real cgroups/BPF; running as uid "    \
+                   << ::geteuid();                                                           \
   } while (0)

@@ -1,0 +1,57 @@
+/* The kernel types keel's BPF programs read, declared by hand with CO-RE relocations
+ * (preserve_access_index): libbpf matches them to the running kernel's BTF by name at load time, so
+ * the objects build without the build machine's BTF and for any architecture. Only the fields keel
+ * reads are listed. */
+#ifndef KEEL_CORE_H
+#define KEEL_CORE_H
+
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+struct kernfs_node {
+  __u64 id; /* 5.5+: the inode number user space sees */
+};
+
+struct cgroup {
+  struct kernfs_node *kn;
+};
+
+struct cgroup_subsys_state {
+  struct cgroup *cgroup;
+};
+
+struct css_set {
+  struct cgroup_subsys_state *subsys[16];
+  struct cgroup *dfl_cgrp;
+};
+
+struct thread_info {
+  unsigned int cpu; /* 5.16+ (and before 5.3) with CONFIG_THREAD_INFO_IN_TASK */
+};
+
+struct task_struct {
+  struct thread_info thread_info;
+  int pid;
+  int tgid;
+  unsigned int __state;
+  struct css_set *cgroups;
+};
+
+/* 5.3 - 5.15: the CPU lived in task_struct itself. */
+struct task_struct___cpu {
+  unsigned int cpu;
+};
+
+/* Before 5.14 the state field was `long state`. */
+struct task_struct___pre514 {
+  long state;
+};
+
+#pragma clang attribute pop
+
+enum cgroup_subsys_id {
+  cpuset_cgrp_id = 0,
+  cpu_cgrp_id = 1,
+  cpuacct_cgrp_id = 2,
+};
+
+#endif

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per-cgroup scheduling signals: run-queue latency (wakeup or preemption to running) as a
+ * log-linear histogram, and migrations (all, cross-LLC, cross-NUMA). Latency is charged to the task
+ * that waited (`p` at wakeup, `next` at switch), never to `current`. Counters are cumulative: user
+ * space diffs two reads, so nothing is lost or counted twice between reads.
+ */
+#include <stdbool.h>
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "keel_core.h"
+#include "sched_shared.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by the loader before load. */
+const volatile __u32 hierarchy_id = 0; /* key's hierarchy: /proc/cgroups id, 0 = v2 */
+const volatile int v1_controller = 0;  /* KEEL_V1_NONE: v2 (dfl_cgrp); else the v1 controller's hierarchy */
+const volatile __u16 llc_of_cpu[KEEL_MAX_CPUS] = {};
+const volatile __u16 node_of_cpu[KEEL_MAX_CPUS] = {};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, struct keel_cg_key);
+  __type(value, struct keel_cg_stats);
+} cg_stats SEC(".maps");
+
+/* Wakeup/preemption stamps by pid. LRU: a stamp of a task that never runs again ages out. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 32768);
+  __type(key, __u32);
+  __type(value, __u64);
+} stamps SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, KEEL_ERR_NSLOTS);
+  __type(key, __u32);
+  __type(value, __u64);
+} errors SEC(".maps");
+
+static const struct keel_cg_stats zero_stats;
+
+static __always_inline void count_error(__u32 slot) {
+  __u64 *v = bpf_map_lookup_elem(&errors, &slot);
+  if (v) *v += 1;
+}
+
+static __always_inline __u64 task_cgroup_id(struct task_struct *t) {
+  struct cgroup *cg;
+  if (v1_controller == KEEL_V1_NONE) {
+    cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+  } else {
+    /* The subsystem's index depends on the kernel's config: relocated from its BTF. */
+    int idx;
+    if (v1_controller == KEEL_V1_CPUSET) idx = bpf_core_enum_value(enum cgroup_subsys_id, cpuset_cgrp_id);
+    else if (v1_controller == KEEL_V1_CPUACCT) idx = bpf_core_enum_value(enum cgroup_subsys_id, cpuacct_cgrp_id);
+    else idx = bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
+    struct css_set *cs = BPF_CORE_READ(t, cgroups);
+    struct cgroup_subsys_state *css = 0;
+    bpf_core_read(&css, sizeof(css), &cs->subsys[idx & 15]);
+    cg = BPF_CORE_READ(css, cgroup);
+  }
+  return BPF_CORE_READ(cg, kn, id);
+}
+
+static __always_inline struct keel_cg_stats *stats_of(struct task_struct *t) {
+  struct keel_cg_key key = {.hierarchy = hierarchy_id, .pad = 0, .cgroup_id = task_cgroup_id(t)};
+  struct keel_cg_stats *s = bpf_map_lookup_elem(&cg_stats, &key);
+  if (s) return s;
+  if (bpf_map_update_elem(&cg_stats, &key, &zero_stats, BPF_NOEXIST) != 0) {
+    s = bpf_map_lookup_elem(&cg_stats, &key); /* lost a race with another CPU: fine */
+    if (!s) count_error(KEEL_ERR_CG_MAP_FULL);
+    return s;
+  }
+  return bpf_map_lookup_elem(&cg_stats, &key);
+}
+
+static __always_inline __u32 log2_u64(__u64 v) {
+  __u32 r = 0, shift;
+  shift = (v > 0xFFFFFFFFULL) << 5; v >>= shift; r |= shift;
+  shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
+  shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+  shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+  shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+  r |= (v >> 1);
+  return r;
+}
+
+static __always_inline __u32 hist_bucket(__u64 delta_ns) {
+  __u64 us = delta_ns / 1000;
+  if (us < KEEL_HIST_SUB) return (__u32)us;
+  __u32 p = log2_u64(us);
+  if (p >= KEEL_HIST_MAX_POW) return KEEL_HIST_BUCKETS - 1;
+  __u32 sub = (__u32)(us >> (p - KEEL_HIST_SUB_BITS)) & (KEEL_HIST_SUB - 1);
+  return KEEL_HIST_SUB + (p - KEEL_HIST_SUB_BITS) * KEEL_HIST_SUB + sub;
+}
+
+static __always_inline void stamp(struct task_struct *t) {
+  __u32 pid = BPF_CORE_READ(t, pid);
+  if (pid == 0) return; /* idle */
+  __u64 now = bpf_ktime_get_ns();
+  if (bpf_map_update_elem(&stamps, &pid, &now, BPF_ANY) != 0) count_error(KEEL_ERR_STAMP_FULL);
+}
+
+static __always_inline unsigned int task_state(struct task_struct *t) {
+  if (bpf_core_field_exists(t->__state)) return BPF_CORE_READ(t, __state);
+  struct task_struct___pre514 *old = (void *)t;
+  return (unsigned int)BPF_CORE_READ(old, state);
+}
+
+static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next) {
+  /* prev goes back to the run queue when preempted or still runnable: it waits from now. */
+  if (preempt || task_state(prev) == 0) stamp(prev);
+  __u32 pid = BPF_CORE_READ(next, pid);
+  if (pid == 0) return 0;
+  __u64 *ts = bpf_map_lookup_elem(&stamps, &pid);
+  if (!ts) return 0;
+  __u64 now = bpf_ktime_get_ns();
+  __u64 delta = now > *ts ? now - *ts : 0;
+  bpf_map_delete_elem(&stamps, &pid);
+  struct keel_cg_stats *s = stats_of(next);
+  if (!s) return 0;
+  __u32 b = hist_bucket(delta);
+  /* The mask is what the verifier can follow through the compiler's register moves. */
+  __sync_fetch_and_add(&s->rq_hist[b & (KEEL_HIST_SLOTS - 1)], 1);
+  __sync_fetch_and_add(&s->rq_count, 1);
+  __sync_fetch_and_add(&s->rq_sum_ns, delta);
+  return 0;
+}
+
+static __always_inline int on_migrate(struct task_struct *p, int dest_cpu) {
+  __u32 src;
+  struct task_struct___cpu *old = (void *)p;
+  if (bpf_core_field_exists(old->cpu)) src = BPF_CORE_READ(old, cpu);
+  else src = BPF_CORE_READ(p, thread_info.cpu);
+  __u32 dst = (__u32)dest_cpu;
+  if (src == dst) return 0;
+  struct keel_cg_stats *s = stats_of(p);
+  if (!s) return 0;
+  __sync_fetch_and_add(&s->migrations, 1);
+  if (src < KEEL_MAX_CPUS && dst < KEEL_MAX_CPUS) {
+    /* Masks the verifier can follow; the barrier stops clang from dropping them as redundant. */
+    __u32 a = src, b = dst;
+    asm volatile("" : "+r"(a), "+r"(b));
+    a &= KEEL_MAX_CPUS - 1;
+    b &= KEEL_MAX_CPUS - 1;
+    if (llc_of_cpu[a] != llc_of_cpu[b]) __sync_fetch_and_add(&s->cross_llc, 1);
+    if (node_of_cpu[a] != node_of_cpu[b]) __sync_fetch_and_add(&s->cross_numa, 1);
+  }
+  return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(keel_wakeup_btf, struct task_struct *p) { stamp(p); return 0; }
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(keel_wakeup_new_btf, struct task_struct *p) { stamp(p); return 0; }
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(keel_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next) {
+  return on_switch(preempt, prev, next);
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(keel_migrate_btf, struct task_struct *p, int dest_cpu) { return on_migrate(p, dest_cpu); }
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(keel_wakeup_raw, struct task_struct *p) { stamp(p); return 0; }
+
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(keel_wakeup_new_raw, struct task_struct *p) { stamp(p); return 0; }
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(keel_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next) {
+  return on_switch(preempt, prev, next);
+}
+
+SEC("raw_tp/sched_migrate_task")
+int BPF_PROG(keel_migrate_raw, struct task_struct *p, int dest_cpu) { return on_migrate(p, dest_cpu); }

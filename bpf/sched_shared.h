@@ -1,0 +1,52 @@
+/* Shared by sched.bpf.c and the C++ sensor: per-cgroup scheduling statistics. Plain C types. */
+#ifndef KEEL_SCHED_SHARED_H
+#define KEEL_SCHED_SHARED_H
+
+#ifdef __cplusplus
+#include <cstdint>
+typedef uint32_t keel_u32;
+typedef uint64_t keel_u64;
+#else
+typedef __u32 keel_u32;
+typedef __u64 keel_u64;
+#endif
+
+/* Run-queue latency histogram, log-linear in microseconds: values below 8 us have a bucket each;
+ * above, every power of two is split into 8 sub-buckets (each at most 12.5% wide), up to 2^26 us
+ * (~67 s); larger values land in the last bucket. */
+#define KEEL_HIST_SUB_BITS 3
+#define KEEL_HIST_SUB (1 << KEEL_HIST_SUB_BITS)
+#define KEEL_HIST_MAX_POW 26
+#define KEEL_HIST_BUCKETS (KEEL_HIST_SUB + (KEEL_HIST_MAX_POW - KEEL_HIST_SUB_BITS) * KEEL_HIST_SUB)
+/* Storage rounded up to a power of two so the BPF side can bound the index with a mask. */
+#define KEEL_HIST_SLOTS 256
+
+/* CPUs the .rodata topology tables cover. */
+#define KEEL_MAX_CPUS 1024
+
+/* Which hierarchy the cgroup key comes from. */
+enum keel_v1_controller { KEEL_V1_NONE = 0, KEEL_V1_CPU = 1, KEEL_V1_CPUSET = 2, KEEL_V1_CPUACCT = 3 };
+
+struct keel_cg_key {
+  keel_u32 hierarchy; /* /proc/cgroups hierarchy id; 0 = unified (v2) */
+  keel_u32 pad;
+  keel_u64 cgroup_id; /* kernfs id = inode of the cgroup directory */
+};
+
+struct keel_cg_stats {
+  keel_u64 rq_hist[KEEL_HIST_SLOTS]; /* [KEEL_HIST_BUCKETS..] stay 0 */
+  keel_u64 rq_count;       /* run-queue waits recorded */
+  keel_u64 rq_sum_ns;
+  keel_u64 migrations;     /* all */
+  keel_u64 cross_llc;
+  keel_u64 cross_numa;
+};
+
+/* Slots of the global per-CPU `errors` array: what could not be recorded, never silently. */
+enum keel_sched_error {
+  KEEL_ERR_CG_MAP_FULL = 0, /* a cgroup had no entry and the stats map was full */
+  KEEL_ERR_STAMP_FULL = 1,  /* a wakeup stamp could not be stored */
+  KEEL_ERR_NSLOTS = 2,
+};
+
+#endif
