@@ -12,6 +12,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <thread>
 
 #include "host/cgroup.h"
@@ -176,6 +178,68 @@ TEST_F(CpuCgroups, RunQueueLatencyIsChargedToTheWaiterAndDropsWhenItMoves) {
               static_cast<unsigned long long>(as ? as->rq.count : 0));
   EXPECT_GT(p99_shared, 1000.0);
   EXPECT_GT(p99_shared, 2 * p99_alone);
+}
+
+// runqlat's log2 histogram ("lo -> hi : count") as (lo, hi, count) rows.
+std::vector<std::array<double, 3>> parse_runqlat(const std::string& out) {
+  std::vector<std::array<double, 3>> rows;
+  std::regex re(R"(^\s*(\d+) -> (\d+)\s*: (\d+))");
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) rows.push_back({std::stod(m[1]), std::stod(m[2]), std::stod(m[3])});
+  }
+  return rows;
+}
+
+// The log2 bucket [lo, hi+1) that holds runqlat's q-quantile.
+std::pair<double, double> runqlat_quantile(const std::vector<std::array<double, 3>>& rows, double q) {
+  double total = 0;
+  for (const auto& r : rows) total += r[2];
+  double cum = 0;
+  for (const auto& r : rows) {
+    cum += r[2];
+    if (cum >= q * total && r[2] > 0) return {r[0], r[1] + 1};
+  }
+  return {0, 0};
+}
+
+// Accuracy against an independent tool on the same run: a single-task cgroup waking every 1 ms
+// next to hogs; keel's p50/p99 must fall in runqlat's log2 bucket, give or take one keel bucket.
+TEST_F(CpuCgroups, QuantilesAgreeWithRunqlatOnTheSameRun) {
+  if (!fs::exists("/usr/sbin/runqlat")) GTEST_SKIP() << "skipped: libbpf-tools runqlat not installed";
+  fs::path a = make("hog"), b = make("one");
+  auto sensor = SchedSensor::open(config());
+  ASSERT_TRUE(sensor) << sensor.error().message();
+  start(true, a, 1);
+  pid_t sleeper = start(false, b, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // runqlat needs a moment to attach
+  ASSERT_TRUE(sensor->read());
+  // runqlat prints one 3 s histogram; keel reads over the same 3 s (its attach takes ~0.3 s: start
+  // it first and read keel after it ends, so keel's window covers runqlat's).
+  std::string cmd = "/usr/sbin/runqlat -p " + std::to_string(sleeper) + " 3 1";
+  std::pair<int, std::string> result;
+  std::thread t([&] { result = testing::run_command(cmd); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(sensor->read());  // keel's window starts after runqlat has attached
+  t.join();
+  auto d = sensor->read();
+  ASSERT_TRUE(d);
+  ASSERT_EQ(result.first, 0) << result.second;
+  auto rows = parse_runqlat(result.second);
+  ASSERT_FALSE(rows.empty()) << result.second;
+  const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(b)});
+  ASSERT_NE(s, nullptr);
+  ASSERT_GT(s->rq.count, 500u);
+  for (double q : {0.5, 0.99}) {
+    auto [lo, hi] = runqlat_quantile(rows, q);
+    double k = s->rq.quantile_us(q);
+    unsigned kb = RqHistogram::bucket_of_us(k);
+    double k_lo = RqHistogram::bucket_lower_us(kb > 0 ? kb - 1 : 0), k_hi = RqHistogram::bucket_upper_us(kb + 1);
+    std::printf("q%.2f: keel %.1f us, runqlat bucket %.0f-%.0f us\n", q, k, lo, hi);
+    EXPECT_TRUE(k_hi >= lo && k_lo <= hi) << "q" << q << ": keel " << k << " us vs runqlat [" << lo << ", "
+                                           << hi << ") us\n" << result.second;
+  }
 }
 
 // Flipping a busy task's affinity K times migrates it K times; the scopes follow the tables.

@@ -12,6 +12,8 @@
 #include <regex>
 #include <sstream>
 
+#include "host/cgroup.h"
+#include "host/sys_roots.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -22,6 +24,14 @@ using testing::run_command;
 
 std::string keel(const std::string& args) { return testing::keel_binary().string() + " " + args; }
 std::string src(const std::string& rel) { return (testing::source_dir() / rel).string(); }
+
+// The real host's v1 cpu hierarchy, found the way keel finds it; empty when there is none.
+fs::path v1_cpu_mount() {
+  auto layout = discover(SysRoots::host());
+  if (!layout) return {};
+  const CgroupHierarchy* h = layout->v1_with("cpu");
+  return h ? h->mount : fs::path{};
+}
 
 size_t count(const std::string& hay, const std::string& needle) {
   size_t n = 0;
@@ -129,6 +139,16 @@ TEST(Cli, ShippedExamplesPassOnTheirTargetHosts) {
   EXPECT_EQ(rc2, 2) << out2;
 }
 
+TEST(Cli, CheckConfigHostDescriptionErrorsAreUsageErrors) {
+  auto [rc, out] = run_command(keel("check-config " + src("config/keel.toml") + " --synthetic bogus:1"));
+  EXPECT_EQ(rc, 2) << out;
+  testing::TempDir t;  // exists, but is no resctrl tree: a typo must not silently skip the checks
+  auto [rc2, out2] = run_command(keel("check-config " + src("config/keel.toml") +
+                                      " --synthetic pu:4 --resctrl " + (t.path() / "typo").string()));
+  EXPECT_EQ(rc2, 2) << out2;
+  EXPECT_NE(out2.find("no resctrl info/ directory"), std::string::npos) << out2;
+}
+
 TEST(Cli, DefaultConfigPassesOnThisHost) {
   auto [rc, out] = run_command(keel("check-config " + src("config/keel.toml")));
   EXPECT_EQ(rc, 0) << out;
@@ -138,8 +158,8 @@ TEST(Cli, DefaultConfigPassesOnThisHost) {
 // Real cgroup v1 (privileged): a cgroup with a process is listed with its inode and its workload.
 TEST(CliPriv, WorkloadsListsARealCgroupWithItsIdAndWorkload) {
   KEEL_REQUIRE_ROOT();
-  const fs::path cpu_root = "/sys/fs/cgroup/cpu";
-  if (!fs::exists(cpu_root / "cgroup.procs")) GTEST_SKIP() << "no cgroup v1 cpu hierarchy at " << cpu_root;
+  const fs::path cpu_root = v1_cpu_mount();
+  if (cpu_root.empty()) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy on this host";
   const std::string name = "keel-cli-test-" + std::to_string(getpid());
   const fs::path cg = cpu_root / name;
   ASSERT_TRUE(fs::create_directory(cg));
@@ -185,8 +205,8 @@ TEST(Cli, TopRejectsBadIntervalAndCount) {
 // about 1000 waits/s, fields named with their units, and MPKI null (no PMU data), never 0.
 TEST(CliPriv, TopShowsARealCgroupWithItsWaits) {
   KEEL_REQUIRE_ROOT();
-  const fs::path cpu_root = "/sys/fs/cgroup/cpu";
-  if (!fs::exists(cpu_root / "cgroup.procs")) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy";
+  const fs::path cpu_root = v1_cpu_mount();
+  if (cpu_root.empty()) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy on this host";
   const std::string name = "keel-top-test-" + std::to_string(getpid());
   const fs::path cg = cpu_root / name;
   ASSERT_TRUE(fs::create_directory(cg));
@@ -223,7 +243,7 @@ TEST(CliPriv, ProbeReportsThisKernel) {
   KEEL_REQUIRE_ROOT();
   auto [rc, out] = run_command(keel("probe --json"));
   ASSERT_EQ(rc, 0) << out;
-  bool btf = fs::exists("/sys/kernel/btf/vmlinux");
+  bool btf = fs::exists(SysRoots::host().sys / "kernel/btf/vmlinux");
   EXPECT_NE(out.find(std::string("\"btf\":") + (btf ? "true" : "false")), std::string::npos) << out;
   EXPECT_NE(out.find("\"cgroup_mode\":"), std::string::npos) << out;
   auto [rct, text] = run_command(keel("probe"));

@@ -22,7 +22,8 @@ int cmd_check_config(const std::vector<std::string>& argv) {
                                  {.synthetic = args->value("synthetic"), .resctrl = args->value("resctrl")});
   if (!facts) {
     std::fprintf(stderr, "keel check-config: cannot describe the host: %s\n", facts.error().message().c_str());
-    return kExitFailure;
+    // A bad --synthetic spec or --resctrl directory is bad usage; failing to read this host is not.
+    return args->value("synthetic") || args->value("resctrl") ? kExitUsage : kExitFailure;
   }
   auto cfg = config::load_file(file, facts->facts);
   if (!cfg) {

@@ -11,6 +11,8 @@ Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource
   if (!topo) return std::unexpected(topo.error());
   g.facts.cpus = topo->online();
   g.facts.numa_nodes = static_cast<unsigned>(topo->numa_nodes().size());
+  for (const auto& n : topo->numa_nodes()) g.facts.numa_cpus.push_back(n.cpus);
+  for (const auto& c : topo->cores()) g.facts.cores.push_back(c.cpus);
 
   // A synthetic host has no resctrl unless one is named; the real host has whatever is mounted.
   std::optional<std::filesystem::path> resctrl_root;
@@ -23,6 +25,8 @@ Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource
   auto info = read_resctrl_info(*resctrl_root);
   if (!info) return std::unexpected(info.error());
   if (!info->has_value()) {
+    // A directory the user named must be a resctrl tree: a typo must not turn the checks off.
+    if (src.resctrl) return fail("no resctrl info/ directory under --resctrl " + *src.resctrl);
     g.notes.push_back("resctrl is not mounted at " + resctrl_root->string() +
                       ": l3_ways and mba_percent bounds not checked against hardware");
     return g;

@@ -120,6 +120,8 @@ struct HostFacts {
   std::optional<unsigned> l3_ways;       // bits in resctrl info/L3/cbm_mask
   std::optional<unsigned> min_cbm_bits;  // resctrl info/L3/min_cbm_bits
   std::optional<unsigned> mba_min;       // resctrl info/MB/min_bandwidth
+  std::vector<CpuSet> numa_cpus;         // CPUs of each NUMA node (empty: unknown)
+  std::vector<CpuSet> cores;             // SMT siblings of each core (empty: unknown)
 };
 
 using Diagnostics = std::vector<Diagnostic>;

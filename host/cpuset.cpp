@@ -114,7 +114,7 @@ Result<CpuSet> CpuSet::parse_list(std::string_view text) {
     return {};
   };
   while (i < s.size()) {
-    unsigned lo = 0, hi = 0, stride = 1;
+    unsigned lo = 0, hi = 0, used = 1, group = 1;
     if (auto r = number(lo); !r) return std::unexpected(r.error());
     hi = lo;
     if (i < s.size() && s[i] == '-') {
@@ -124,14 +124,22 @@ Result<CpuSet> CpuSet::parse_list(std::string_view text) {
       if (hi < lo)
         return fail("range " + std::to_string(lo) + "-" + std::to_string(hi) + " runs backwards" +
                     at(text, base + hi_pos));
+      // The kernel's group form (bitmap_parselist): "a-b:used/group", e.g. 0-1023:2/256.
       if (i < s.size() && s[i] == ':') {
         ++i;
-        size_t st_pos = i;
-        if (auto r = number(stride); !r) return std::unexpected(r.error());
-        if (stride == 0) return fail("stride must be at least 1" + at(text, base + st_pos));
+        size_t used_pos = i;
+        if (auto r = number(used); !r) return std::unexpected(r.error());
+        if (i >= s.size() || s[i] != '/') return fail("expected '/' after the used count" + at(text, base + i));
+        ++i;
+        size_t group_pos = i;
+        if (auto r = number(group); !r) return std::unexpected(r.error());
+        if (group == 0) return fail("group size must be at least 1" + at(text, base + group_pos));
+        if (used == 0 || used > group)
+          return fail("used count must be 1.." + std::to_string(group) + at(text, base + used_pos));
       }
     }
-    for (unsigned c = lo; c <= hi; c += stride) out.add(c);
+    for (unsigned c = lo; c <= hi; ++c)
+      if ((c - lo) % group < used) out.add(c);
     if (i == s.size()) break;
     if (s[i] != ',') return fail(std::string("unexpected '") + s[i] + "'" + at(text, base + i));
     ++i;
@@ -146,8 +154,10 @@ Result<CpuSet> CpuSet::parse_mask(std::string_view text) {
   if (s.starts_with("0x") || s.starts_with("0X")) {
     s.remove_prefix(2);
     base += 2;
+    if (s.empty()) return fail("no hex digits after '0x'" + at(text, base));
   }
   if (s.empty()) return CpuSet{};
+  if (s.front() == ',') return fail("empty word in mask" + at(text, base));
   // Walk the hex digits from the least significant end; commas separate 32-bit words.
   CpuSet out;
   unsigned bit = 0;

@@ -18,7 +18,7 @@ class CpuSet {
   CpuSet() = default;
   static CpuSet range(unsigned first, unsigned last);  // inclusive
 
-  // "0-3,8,10-11", "0-15:2" (stride), "" = empty. Whitespace/newline around is ignored.
+  // "0-3,8,10-11", "0-1023:2/256" (kernel group form), "" = empty. Whitespace/newline around is ignored.
   static Result<CpuSet> parse_list(std::string_view text);
   // "ff", "0x3", "00000000,00000040". Empty or all-zero = empty set.
   static Result<CpuSet> parse_mask(std::string_view text);

@@ -16,7 +16,9 @@ CpuSet list(std::string_view s) {
 TEST(CpuSetList, ParsesRangesSinglesAndStrides) {
   EXPECT_EQ(list("0-3,8,10-11").cpus(), (std::vector<unsigned>{0, 1, 2, 3, 8, 10, 11}));
   EXPECT_EQ(list(" 5\n").cpus(), (std::vector<unsigned>{5}));
-  EXPECT_EQ(list("0-8:4").cpus(), (std::vector<unsigned>{0, 4, 8}));
+  // The kernel's group form: in each group of 4, the first 1 (isolcpus=0-11:1/4 style).
+  EXPECT_EQ(list("0-11:1/4").cpus(), (std::vector<unsigned>{0, 4, 8}));
+  EXPECT_EQ(list("100-119:2/10").to_list(), "100-101,110-111");
   EXPECT_TRUE(list("").empty());
   EXPECT_TRUE(list("\n").empty());
   EXPECT_EQ(list("3,1,2").to_list(), "1-3");
@@ -33,7 +35,9 @@ TEST(CpuSetList, RejectsGarbageWithPosition) {
                  Case{"3-1", "range 3-1 runs backwards at offset 2 in '3-1'"},
                  Case{"1,", "trailing ',' at offset 1 in '1,'"},
                  Case{"1;2", "unexpected ';' at offset 1 in '1;2'"},
-                 Case{"0-4:0", "stride must be at least 1 at offset 4 in '0-4:0'"},
+                 Case{"0-8:4", "expected '/' after the used count at offset 5 in '0-8:4'"},
+                 Case{"0-8:1/0", "group size must be at least 1 at offset 6 in '0-8:1/0'"},
+                 Case{"0-8:3/2", "used count must be 1..2 at offset 4 in '0-8:3/2'"},
                  Case{"99999", "CPU number 99999 is out of range (max 8191) at offset 0 in '99999'"},
                  Case{"1,,2", "expected a CPU number at offset 2 in '1,,2'"}}) {
     auto r = CpuSet::parse_list(c.in);
@@ -65,6 +69,9 @@ TEST(CpuSetMask, RejectsGarbage) {
   EXPECT_EQ(CpuSet::parse_mask("fg").error().what, "'g' is not a hex digit at offset 1 in 'fg'");
   EXPECT_EQ(CpuSet::parse_mask("1,,2").error().what, "empty word in mask at offset 1 in '1,,2'");
   EXPECT_FALSE(CpuSet::parse_mask("123456789,0"));
+  EXPECT_EQ(CpuSet::parse_mask(",00000001").error().what, "empty word in mask at offset 0 in ',00000001'");
+  EXPECT_EQ(CpuSet::parse_mask("0x,1").error().what, "empty word in mask at offset 2 in '0x,1'");
+  EXPECT_EQ(CpuSet::parse_mask("0x").error().what, "no hex digits after '0x' at offset 2 in '0x'");
 }
 
 TEST(CpuSetOps, SetAlgebra) {

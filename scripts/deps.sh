@@ -34,6 +34,15 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -qq
-# Installing redis-server/prometheus must not leave services running that tests did not start.
+# Installing redis-server/prometheus must not leave services running that tests did not start:
+# a temporary policy-rc.d tells the maintainer scripts not to start them (removed afterwards).
+policy=/usr/sbin/policy-rc.d
+created_policy=0
+if [[ ! -e $policy ]]; then
+  printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$policy" >/dev/null
+  "${SUDO[@]}" chmod +x "$policy"
+  created_policy=1
+  trap '[[ $created_policy -eq 1 ]] && "${SUDO[@]}" rm -f "$policy"' EXIT
+fi
 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "deps: installed ${#missing[@]} packages"
