@@ -30,13 +30,22 @@ struct {
   __type(value, struct keel_cg_stats);
 } cg_stats SEC(".maps");
 
-/* Wakeup/preemption stamps by pid. LRU: a stamp of a task that never runs again ages out. */
+/* Wakeup/preemption stamps. tp_btf programs keep them in task storage (no hashing, freed with the
+ * task); raw_tp programs cannot use task storage and key a hash by pid. The loader creates only the
+ * map its variant uses. */
 struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, __u64);
+} task_stamps SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 32768);
   __type(key, __u32);
   __type(value, __u64);
-} stamps SEC(".maps");
+} pid_stamps SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -102,11 +111,36 @@ static __always_inline __u32 hist_bucket(__u64 delta_ns) {
   return KEEL_HIST_SUB + (p - KEEL_HIST_SUB_BITS) * KEEL_HIST_SUB + sub;
 }
 
-static __always_inline void stamp(struct task_struct *t) {
+static __always_inline void stamp(struct task_struct *t, bool btf) {
   __u32 pid = BPF_CORE_READ(t, pid);
   if (pid == 0) return; /* idle */
   __u64 now = bpf_ktime_get_ns();
-  if (bpf_map_update_elem(&stamps, &pid, &now, BPF_ANY) != 0) count_error(KEEL_ERR_STAMP_FULL);
+  if (btf) {
+    __u64 *v = bpf_task_storage_get(&task_stamps, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (v) *v = now;
+    else count_error(KEEL_ERR_STAMP_FULL);
+  } else if (bpf_map_update_elem(&pid_stamps, &pid, &now, BPF_ANY) != 0) {
+    count_error(KEEL_ERR_STAMP_FULL);
+  }
+}
+
+/* The stamp of `t`, consumed (0 when there is none). */
+static __always_inline __u64 take_stamp(struct task_struct *t, __u32 pid, bool btf) {
+  __u64 ts = 0;
+  if (btf) {
+    __u64 *v = bpf_task_storage_get(&task_stamps, t, 0, 0);
+    if (v) {
+      ts = *v;
+      *v = 0;
+    }
+  } else {
+    __u64 *v = bpf_map_lookup_elem(&pid_stamps, &pid);
+    if (v) {
+      ts = *v;
+      bpf_map_delete_elem(&pid_stamps, &pid);
+    }
+  }
+  return ts;
 }
 
 static __always_inline unsigned int task_state(struct task_struct *t) {
@@ -115,16 +149,15 @@ static __always_inline unsigned int task_state(struct task_struct *t) {
   return (unsigned int)BPF_CORE_READ(old, state);
 }
 
-static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next) {
+static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next, bool btf) {
   /* prev goes back to the run queue when preempted or still runnable: it waits from now. */
-  if (preempt || task_state(prev) == 0) stamp(prev);
+  if (preempt || task_state(prev) == 0) stamp(prev, btf);
   __u32 pid = BPF_CORE_READ(next, pid);
   if (pid == 0) return 0;
-  __u64 *ts = bpf_map_lookup_elem(&stamps, &pid);
-  if (!ts) return 0;
+  __u64 ts = take_stamp(next, pid, btf);
+  if (ts == 0) return 0;
   __u64 now = bpf_ktime_get_ns();
-  __u64 delta = now > *ts ? now - *ts : 0;
-  bpf_map_delete_elem(&stamps, &pid);
+  __u64 delta = now > ts ? now - ts : 0;
   struct keel_cg_stats *s = stats_of(next);
   if (!s) return 0;
   __u32 b = hist_bucket(delta);
@@ -158,28 +191,28 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu) {
 }
 
 SEC("tp_btf/sched_wakeup")
-int BPF_PROG(keel_wakeup_btf, struct task_struct *p) { stamp(p); return 0; }
+int BPF_PROG(keel_wakeup_btf, struct task_struct *p) { stamp(p, true); return 0; }
 
 SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(keel_wakeup_new_btf, struct task_struct *p) { stamp(p); return 0; }
+int BPF_PROG(keel_wakeup_new_btf, struct task_struct *p) { stamp(p, true); return 0; }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(keel_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next) {
-  return on_switch(preempt, prev, next);
+  return on_switch(preempt, prev, next, true);
 }
 
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(keel_migrate_btf, struct task_struct *p, int dest_cpu) { return on_migrate(p, dest_cpu); }
 
 SEC("raw_tp/sched_wakeup")
-int BPF_PROG(keel_wakeup_raw, struct task_struct *p) { stamp(p); return 0; }
+int BPF_PROG(keel_wakeup_raw, struct task_struct *p) { stamp(p, false); return 0; }
 
 SEC("raw_tp/sched_wakeup_new")
-int BPF_PROG(keel_wakeup_new_raw, struct task_struct *p) { stamp(p); return 0; }
+int BPF_PROG(keel_wakeup_new_raw, struct task_struct *p) { stamp(p, false); return 0; }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(keel_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next) {
-  return on_switch(preempt, prev, next);
+  return on_switch(preempt, prev, next, false);
 }
 
 SEC("raw_tp/sched_migrate_task")

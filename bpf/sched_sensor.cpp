@@ -3,6 +3,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -42,6 +44,8 @@ Result<keel_sched*> load(const SchedConfig& cfg, AttachKind kind) {
   for (bpf_program* p : {skel->progs.keel_wakeup_raw, skel->progs.keel_wakeup_new_raw,
                          skel->progs.keel_switch_raw, skel->progs.keel_migrate_raw})
     bpf_program__set_autoload(p, !btf);
+  bpf_map__set_autocreate(skel->maps.task_stamps, btf);
+  bpf_map__set_autocreate(skel->maps.pid_stamps, !btf);
   int err = keel_sched__load(skel);
   if (err == 0) err = keel_sched__attach(skel);
   if (err != 0) {
@@ -114,23 +118,52 @@ Result<SchedSensor> SchedSensor::open(const SchedConfig& cfg) {
     return fail("hierarchy " + cfg.hierarchy.name() + " has none of cpu, cpuset, cpuacct: cannot key by it");
   if (cfg.attach != AttachChoice::raw_tp) {
     auto s = load(cfg, AttachKind::tp_btf);
-    if (s) return SchedSensor(*s, AttachKind::tp_btf, cfg.hierarchy.id);
+    if (s) {
+      SchedSensor sensor(*s, AttachKind::tp_btf, cfg.hierarchy.id);
+      if (cfg.collect_stats) sensor.stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
+      return sensor;
+    }
     if (cfg.attach == AttachChoice::tp_btf) return std::unexpected(s.error());
   }
   auto r = load(cfg, AttachKind::raw_tp);
   if (!r) return std::unexpected(r.error());
-  return SchedSensor(*r, AttachKind::raw_tp, cfg.hierarchy.id);
+  SchedSensor sensor(*r, AttachKind::raw_tp, cfg.hierarchy.id);
+  if (cfg.collect_stats) sensor.stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
+  return sensor;
+}
+
+std::vector<ProgStats> SchedSensor::prog_stats() const {
+  std::vector<ProgStats> out;
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel_->obj) {
+    int fd = bpf_program__fd(prog);
+    if (fd < 0) continue;  // not loaded (the other attach variant)
+    bpf_prog_info info{};
+    uint32_t len = sizeof info;
+    ProgStats ps;
+    ps.name = bpf_program__name(prog);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) {
+      ps.run_time_ns = info.run_time_ns;
+      ps.run_count = info.run_cnt;
+    }
+    out.push_back(ps);
+  }
+  return out;
 }
 
 SchedSensor::SchedSensor(SchedSensor&& o) noexcept
     : skel_(o.skel_), kind_(o.kind_), hierarchy_(o.hierarchy_), last_(std::move(o.last_)),
-      last_map_full_(o.last_map_full_), last_stamp_full_(o.last_stamp_full_) {
+      last_map_full_(o.last_map_full_), last_stamp_full_(o.last_stamp_full_), stats_fd_(o.stats_fd_) {
   o.skel_ = nullptr;
+  o.stats_fd_ = -1;
 }
 
 SchedSensor& SchedSensor::operator=(SchedSensor&& o) noexcept {
   if (this != &o) {
     if (skel_ != nullptr) keel_sched__destroy(skel_);
+    if (stats_fd_ >= 0) ::close(stats_fd_);
+    stats_fd_ = o.stats_fd_;
+    o.stats_fd_ = -1;
     skel_ = o.skel_;
     kind_ = o.kind_;
     hierarchy_ = o.hierarchy_;
@@ -144,6 +177,7 @@ SchedSensor& SchedSensor::operator=(SchedSensor&& o) noexcept {
 
 SchedSensor::~SchedSensor() {
   if (skel_ != nullptr) keel_sched__destroy(skel_);
+  if (stats_fd_ >= 0) ::close(stats_fd_);
 }
 
 Result<SchedDelta> SchedSensor::read() {

@@ -43,12 +43,20 @@ struct SchedDelta {
   uint64_t stamp_full = 0;           // wakeups not stamped
 };
 
+// keel's own cost, per attached program, cumulative since attach (needs BPF stats enabled).
+struct ProgStats {
+  std::string name;
+  uint64_t run_time_ns = 0;
+  uint64_t run_count = 0;
+};
+
 struct SchedConfig {
   CgroupHierarchy hierarchy;            // whose cgroup ids key the statistics (v1 controller or v2)
   std::vector<uint16_t> llc_of_cpu;     // by OS CPU number, from the host topology
   std::vector<uint16_t> node_of_cpu;
   AttachChoice attach = AttachChoice::automatic;
   uint32_t max_cgroups = 4096;          // entries of the per-cgroup map
+  bool collect_stats = true;            // hold BPF run-time stats on while the sensor lives
 };
 
 class SchedSensor {
@@ -67,6 +75,9 @@ class SchedSensor {
   // Drops the entries of cgroups that are gone (not in `live`); returns how many.
   size_t reclaim(const std::vector<CgroupId>& live);
   size_t entries() const { return last_.size(); }
+  // Run time and count of each attached program (zeros when BPF stats could not be enabled).
+  std::vector<ProgStats> prog_stats() const;
+  bool stats_enabled() const { return stats_fd_ >= 0; }
 
  private:
   SchedSensor(keel_sched* skel, AttachKind kind, uint32_t hierarchy)
@@ -76,6 +87,7 @@ class SchedSensor {
   uint32_t hierarchy_ = 0;
   std::map<CgroupId, CgroupSched> last_;  // cumulative values at the previous read
   uint64_t last_map_full_ = 0, last_stamp_full_ = 0;
+  int stats_fd_ = -1;  // bpf_enable_stats(): stats stay on only while this fd is open
 };
 
 }  // namespace keel::bpf

@@ -213,17 +213,26 @@ TEST_F(CpuCgroups, QuantilesAgreeWithRunqlatOnTheSameRun) {
   ASSERT_TRUE(sensor) << sensor.error().message();
   start(true, a, 1);
   pid_t sleeper = start(false, b, 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // runqlat needs a moment to attach
-  ASSERT_TRUE(sensor->read());
-  // runqlat prints one 3 s histogram; keel reads over the same 3 s (its attach takes ~0.3 s: start
-  // it first and read keel after it ends, so keel's window covers runqlat's).
-  std::string cmd = "/usr/sbin/runqlat -p " + std::to_string(sleeper) + " 3 1";
-  std::pair<int, std::string> result;
-  std::thread t([&] { result = testing::run_command(cmd); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  ASSERT_TRUE(sensor->read());  // keel's window starts after runqlat has attached
-  t.join();
+  // The same window for both: keel's starts when runqlat says it is tracing and ends when runqlat
+  // has printed its one 3 s histogram and exited.
+  // Line-buffered, or runqlat's "Tracing" line would only arrive with the rest at exit.
+  std::string cmd = "stdbuf -oL /usr/sbin/runqlat -p " + std::to_string(sleeper) + " 3 1 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::pair<int, std::string> result{0, ""};
+  char line[512];
+  bool started = false;
+  while (std::fgets(line, sizeof line, p) != nullptr) {
+    result.second += line;
+    if (!started && std::string(line).find("Tracing") != std::string::npos) {
+      ASSERT_TRUE(sensor->read());
+      started = true;
+    }
+  }
   auto d = sensor->read();
+  int st = ::pclose(p);
+  result.first = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  ASSERT_TRUE(started) << result.second;
   ASSERT_TRUE(d);
   ASSERT_EQ(result.first, 0) << result.second;
   auto rows = parse_runqlat(result.second);
@@ -281,6 +290,39 @@ TEST_F(CpuCgroups, ForcedRawTracepointVariantAttributesToo) {
   const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(b)});
   ASSERT_NE(s, nullptr);
   EXPECT_GE(s->rq.count, 200u);
+}
+
+// keel's own cost is visible: every attached program reports runs and run time while it lives.
+TEST_F(CpuCgroups, BpfRunTimeStatsCoverEveryAttachedProgram) {
+  auto sensor = SchedSensor::open(config());
+  ASSERT_TRUE(sensor);
+  ASSERT_TRUE(sensor->stats_enabled());
+  fs::path b = make("cost");
+  start(false, b, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto stats = sensor->prog_stats();
+  ASSERT_EQ(stats.size(), 4u);  // wakeup, wakeup_new, switch, migrate of the chosen variant
+  for (const auto& p : stats) {
+    if (p.name.find("switch") == std::string::npos) continue;
+    EXPECT_GT(p.run_count, 300u) << p.name;
+    EXPECT_GT(p.run_time_ns, 0u) << p.name;
+  }
+}
+
+// A full per-cgroup map drops events and says so; nothing is silently lost.
+TEST_F(CpuCgroups, FullCgroupMapCountsWhatItDrops) {
+  auto cfg = config();
+  cfg.max_cgroups = 1;  // the root cgroup alone fills it
+  auto sensor = SchedSensor::open(cfg);
+  ASSERT_TRUE(sensor) << sensor.error().message();
+  fs::path x = make("x"), y = make("y");
+  start(false, x, 1);
+  start(false, y, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto d = sensor->read();
+  ASSERT_TRUE(d);
+  EXPECT_LE(d->cgroups.size(), 1u);
+  EXPECT_GT(d->map_full, 100u);  // two 1 kHz sleepers for 0.3 s, at least one of them unrecorded
 }
 
 TEST_F(CpuCgroups, VanishedCgroupsAreReclaimed) {

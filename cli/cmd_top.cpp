@@ -118,6 +118,7 @@ int cmd_top(const std::vector<std::string>& argv) {
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);
   std::map<std::string, Prev> prev;
+  uint64_t prev_run_ns = 0, prev_runs = 0;
   std::vector<Cgroup> cgroups;
   auto last = std::chrono::steady_clock::now();
   for (long n = 0; (count < 0 || n < count) && !g_stop; ++n) {
@@ -175,6 +176,17 @@ int cmd_top(const std::vector<std::string>& argv) {
       p.usage_ns = st.usage_ns;
       p.nr_throttled = st.nr_throttled;
     }
+    // keel's own cost over the interval, from BPF run-time stats.
+    uint64_t run_ns = 0, runs = 0;
+    for (const auto& p : sensor->prog_stats()) {
+      run_ns += p.run_time_ns;
+      runs += p.run_count;
+    }
+    double events_per_s = static_cast<double>(runs - prev_runs) / secs;
+    double ns_per_event = runs > prev_runs ? static_cast<double>(run_ns - prev_run_ns) / static_cast<double>(runs - prev_runs) : 0;
+    prev_run_ns = run_ns;
+    prev_runs = runs;
+
     std::vector<const Row*> order;
     for (const auto& [k, r] : rows) order.push_back(&r);
     std::sort(order.begin(), order.end(),
@@ -185,7 +197,8 @@ int cmd_top(const std::vector<std::string>& argv) {
       j.begin_object().field("time", static_cast<long long>(std::time(nullptr))).field("interval_s", secs)
           .field("attach", bpf::to_string(sensor->kind())).field("hierarchy", hierarchy->name())
           .field("hw_pmu", pmu).field("dropped_map_full", delta->map_full)
-          .field("dropped_stamps", delta->stamp_full).key("rows").begin_array();
+          .field("dropped_stamps", delta->stamp_full).field("bpf_events_per_s", events_per_s)
+          .field("bpf_ns_per_event", ns_per_event).key("rows").begin_array();
       for (const Row* r : order) {
         j.begin_object().field("cgroup", r->cgroup);
         if (!workloads.empty()) j.field("workload", r->workload);
@@ -222,6 +235,9 @@ int cmd_top(const std::vector<std::string>& argv) {
         std::printf("dropped: %llu events (cgroup map full), %llu wakeups (stamp map full)\n",
                     static_cast<unsigned long long>(delta->map_full),
                     static_cast<unsigned long long>(delta->stamp_full));
+      if (sensor->stats_enabled())
+        std::printf("keel's BPF cost: %.0f ns/event, %.0f events/s (%.3f%% of one CPU)\n", ns_per_event,
+                    events_per_s, ns_per_event * events_per_s / 1e7);
       std::printf("\n");
     }
     std::fflush(stdout);
