@@ -61,26 +61,36 @@ static __always_inline void count_error(__u32 slot) {
   if (v) *v += 1;
 }
 
-static __always_inline __u64 task_cgroup_id(struct task_struct *t) {
-  struct cgroup *cg;
-  if (v1_controller == KEEL_V1_NONE) {
-    cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
-  } else {
-    /* The subsystem's index depends on the kernel's config: relocated from its BTF. */
-    int idx;
-    if (v1_controller == KEEL_V1_CPUSET) idx = bpf_core_enum_value(enum cgroup_subsys_id, cpuset_cgrp_id);
-    else if (v1_controller == KEEL_V1_CPUACCT) idx = bpf_core_enum_value(enum cgroup_subsys_id, cpuacct_cgrp_id);
-    else idx = bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
-    struct css_set *cs = BPF_CORE_READ(t, cgroups);
-    struct cgroup_subsys_state *css = 0;
-    bpf_core_read(&css, sizeof(css), &cs->subsys[idx & 15]);
-    cg = BPF_CORE_READ(css, cgroup);
-  }
-  return BPF_CORE_READ(cg, kn, id);
+/* tp_btf programs get trusted BTF pointers and read fields with plain loads; raw_tp programs must
+ * go through bpf_probe_read_kernel. `btf` is a constant in every caller, so each program keeps one
+ * of the two paths (a few hundred ns per event on a VM). */
+#define KREAD(btf, ptr, field) ((btf) ? (ptr)->field : BPF_CORE_READ(ptr, field))
+
+static __always_inline int subsys_id(void) {
+  /* The subsystem's index depends on the kernel's config: relocated from its BTF. */
+  if (v1_controller == KEEL_V1_CPUSET) return bpf_core_enum_value(enum cgroup_subsys_id, cpuset_cgrp_id);
+  if (v1_controller == KEEL_V1_CPUACCT) return bpf_core_enum_value(enum cgroup_subsys_id, cpuacct_cgrp_id);
+  return bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
 }
 
-static __always_inline struct keel_cg_stats *stats_of(struct task_struct *t) {
-  struct keel_cg_key key = {.hierarchy = hierarchy_id, .pad = 0, .cgroup_id = task_cgroup_id(t)};
+static __always_inline __u64 task_cgroup_id(struct task_struct *t, bool btf) {
+  struct css_set *cs = KREAD(btf, t, cgroups);
+  struct cgroup *cg;
+  if (v1_controller == KEEL_V1_NONE) {
+    cg = KREAD(btf, cs, dfl_cgrp);
+  } else {
+    int idx = subsys_id() & 15;
+    struct cgroup_subsys_state *css;
+    if (btf) css = cs->subsys[idx];
+    else bpf_core_read(&css, sizeof(css), &cs->subsys[idx]);
+    cg = KREAD(btf, css, cgroup);
+  }
+  struct kernfs_node *kn = KREAD(btf, cg, kn);
+  return KREAD(btf, kn, id);
+}
+
+static __always_inline struct keel_cg_stats *stats_of(struct task_struct *t, bool btf) {
+  struct keel_cg_key key = {.hierarchy = hierarchy_id, .pad = 0, .cgroup_id = task_cgroup_id(t, btf)};
   struct keel_cg_stats *s = bpf_map_lookup_elem(&cg_stats, &key);
   if (s) return s;
   if (bpf_map_update_elem(&cg_stats, &key, &zero_stats, BPF_NOEXIST) != 0) {
@@ -112,7 +122,7 @@ static __always_inline __u32 hist_bucket(__u64 delta_ns) {
 }
 
 static __always_inline void stamp(struct task_struct *t, bool btf) {
-  __u32 pid = BPF_CORE_READ(t, pid);
+  __u32 pid = KREAD(btf, t, pid);
   if (pid == 0) return; /* idle */
   __u64 now = bpf_ktime_get_ns();
   if (btf) {
@@ -143,22 +153,22 @@ static __always_inline __u64 take_stamp(struct task_struct *t, __u32 pid, bool b
   return ts;
 }
 
-static __always_inline unsigned int task_state(struct task_struct *t) {
-  if (bpf_core_field_exists(t->__state)) return BPF_CORE_READ(t, __state);
+static __always_inline unsigned int task_state(struct task_struct *t, bool btf) {
+  if (bpf_core_field_exists(t->__state)) return KREAD(btf, t, __state);
   struct task_struct___pre514 *old = (void *)t;
   return (unsigned int)BPF_CORE_READ(old, state);
 }
 
 static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next, bool btf) {
   /* prev goes back to the run queue when preempted or still runnable: it waits from now. */
-  if (preempt || task_state(prev) == 0) stamp(prev, btf);
-  __u32 pid = BPF_CORE_READ(next, pid);
+  if (preempt || task_state(prev, btf) == 0) stamp(prev, btf);
+  __u32 pid = KREAD(btf, next, pid);
   if (pid == 0) return 0;
   __u64 ts = take_stamp(next, pid, btf);
   if (ts == 0) return 0;
   __u64 now = bpf_ktime_get_ns();
   __u64 delta = now > ts ? now - ts : 0;
-  struct keel_cg_stats *s = stats_of(next);
+  struct keel_cg_stats *s = stats_of(next, btf);
   if (!s) return 0;
   __u32 b = hist_bucket(delta);
   /* The mask is what the verifier can follow through the compiler's register moves. */
@@ -168,14 +178,14 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
   return 0;
 }
 
-static __always_inline int on_migrate(struct task_struct *p, int dest_cpu) {
+static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool btf) {
   __u32 src;
   struct task_struct___cpu *old = (void *)p;
-  if (bpf_core_field_exists(old->cpu)) src = BPF_CORE_READ(old, cpu);
-  else src = BPF_CORE_READ(p, thread_info.cpu);
+  if (bpf_core_field_exists(old->cpu)) src = KREAD(btf, old, cpu);
+  else src = btf ? p->thread_info.cpu : BPF_CORE_READ(p, thread_info.cpu);
   __u32 dst = (__u32)dest_cpu;
   if (src == dst) return 0;
-  struct keel_cg_stats *s = stats_of(p);
+  struct keel_cg_stats *s = stats_of(p, btf);
   if (!s) return 0;
   __sync_fetch_and_add(&s->migrations, 1);
   if (src < KEEL_MAX_CPUS && dst < KEEL_MAX_CPUS) {
@@ -202,7 +212,7 @@ int BPF_PROG(keel_switch_btf, bool preempt, struct task_struct *prev, struct tas
 }
 
 SEC("tp_btf/sched_migrate_task")
-int BPF_PROG(keel_migrate_btf, struct task_struct *p, int dest_cpu) { return on_migrate(p, dest_cpu); }
+int BPF_PROG(keel_migrate_btf, struct task_struct *p, int dest_cpu) { return on_migrate(p, dest_cpu, true); }
 
 SEC("raw_tp/sched_wakeup")
 int BPF_PROG(keel_wakeup_raw, struct task_struct *p) { stamp(p, false); return 0; }
@@ -216,4 +226,4 @@ int BPF_PROG(keel_switch_raw, bool preempt, struct task_struct *prev, struct tas
 }
 
 SEC("raw_tp/sched_migrate_task")
-int BPF_PROG(keel_migrate_raw, struct task_struct *p, int dest_cpu) { return on_migrate(p, dest_cpu); }
+int BPF_PROG(keel_migrate_raw, struct task_struct *p, int dest_cpu) { return on_migrate(p, dest_cpu, false); }
