@@ -4,10 +4,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
+#include <optional>
+#include <system_error>
 
 #include "host/fileio.h"
 #include "host/json.h"
@@ -200,32 +206,86 @@ Result<Topology> Topology::from_hwloc(hwloc_topology* topo) {
   return t;
 }
 
+namespace {
+
+bool same_path(const std::filesystem::path& a, const std::filesystem::path& b) {
+  auto normal = [](const std::filesystem::path& p) {
+    std::filesystem::path n = p.lexically_normal();
+    return n.has_filename() || !n.has_relative_path() ? n : n.parent_path();  // "a/b/" is "a/b"
+  };
+  return normal(a) == normal(b);
+}
+
+// Sets an environment variable for the life of the object, then puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
 Result<Topology> Topology::detect(const SysRoots& roots) {
-  std::string sys = roots.sys.lexically_normal().string();
-  if (sys != "/sys" && sys != "/sys/")
-    return fail("topology detection reads the running host through hwloc, which cannot be pointed at "
-                "another sys root; use a synthetic topology instead",
-                roots.sys.string());
+  const SysRoots host = SysRoots::host();
+  bool is_host = same_path(roots.sys, host.sys);
+  std::optional<ScopedEnv> fsroot, components;
+  if (!is_host) {
+    // Another tree laid out like the host's (a test's, or one saved by hwloc-gather-topology): hwloc's
+    // Linux backend reads <root>/sys and <root>/proc when HWLOC_FSROOT=<root>, and
+    // HWLOC_COMPONENTS=linux,stop keeps other backends (x86 CPUID) from mixing in the real CPU.
+    // hwloc reads both variables while loading, so they are set only around the load. setenv is not
+    // thread-safe, which is fine while keel runs on one thread.
+    std::error_code ec;
+    std::filesystem::path sys = std::filesystem::absolute(roots.sys, ec).lexically_normal();
+    if (!sys.has_filename()) sys = sys.parent_path();
+    std::filesystem::path root = sys.parent_path();
+    if (ec || sys.filename() != host.sys.filename() ||
+        !same_path(std::filesystem::absolute(roots.proc, ec), root / "proc") || ec)
+      return fail("hwloc reads <root>/sys and <root>/proc together, so the sys root must be named sys and the "
+                  "proc root (" + roots.proc.string() + ") must sit next to it",
+                  roots.sys.string());
+    if (!std::filesystem::is_directory(sys / "devices/system/cpu", ec))
+      return fail("no CPU topology to read (devices/system/cpu is missing)", roots.sys.string());
+    fsroot.emplace("HWLOC_FSROOT", root.string());
+    components.emplace("HWLOC_COMPONENTS", "linux,stop");
+  }
   auto topo = new_hwloc_topology();
   if (!topo) return std::unexpected(topo.error());
   // keel places workloads on the whole host, not only inside its own cpuset.
   if (hwloc_topology_set_flags(topo->get(), HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) != 0)
     return fail("hwloc_topology_set_flags failed", "", errno);
-  if (hwloc_topology_load(topo->get()) != 0) return fail("hwloc could not read the host topology", "", errno);
+  if (hwloc_topology_load(topo->get()) != 0)
+    return fail("hwloc could not read the host topology", is_host ? "" : roots.sys.string(), errno);
   return from_hwloc(topo->get());
 }
 
 namespace {
 
-// hwloc explains a bad synthetic string only on stderr, so find the likely culprit ourselves.
+// hwloc explains a bad synthetic string only on stderr, so keel checks the levels itself first; this
+// also bounds the size before hwloc, which takes minutes for hosts of tens of thousands of PUs.
+// Levels are separated by spaces (as hwloc does) except inside parentheses.
 std::vector<std::string> synthetic_levels(std::string_view spec, std::string& problem) {
   std::vector<std::string> levels;
   std::string cur;
   int depth = 0;
   for (char c : spec) {
     if (c == '(') ++depth;
-    if (c == ')') --depth;
-    if (depth == 0 && (c == ' ' || c == '\t' || c == '\n')) {
+    if (c == ')' && --depth < 0) break;
+    if (depth == 0 && c == ' ') {
       if (!cur.empty()) levels.push_back(std::move(cur));
       cur.clear();
       continue;
@@ -237,31 +297,68 @@ std::vector<std::string> synthetic_levels(std::string_view spec, std::string& pr
   return levels;
 }
 
-std::string synthetic_problem(std::string_view spec) {
+// A level's count as hwloc reads it (strtoul with base 0: "12", "0x0c", "014").
+std::optional<std::string> parse_count(std::string_view text, uint64_t& count) {
+  int base = 10;
+  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    base = 16;
+    text.remove_prefix(2);
+  } else if (text.size() > 1 && text[0] == '0') {
+    base = 8;
+    text.remove_prefix(1);
+  }
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count, base);
+  if (text.empty() || ec == std::errc::invalid_argument || end != text.data() + text.size())
+    return "does not give a number of objects";
+  // hwloc's own limit per level is UINT_MAX.
+  if (ec == std::errc::result_out_of_range || count > std::numeric_limits<unsigned>::max())
+    return "count too large (at most " + std::to_string(std::numeric_limits<unsigned>::max()) + ")";
+  if (count == 0) return "asks for 0 objects";
+  return std::nullopt;
+}
+
+// The number of PUs `spec` describes (the product of its CPU-side level counts; memory levels in
+// brackets and root attributes in leading parentheses add none), or what is wrong with it.
+// nullopt in the value: more than 2^64 PUs.
+Result<std::optional<uint64_t>> synthetic_pu_count(std::string_view spec) {
   std::string problem;
   auto levels = synthetic_levels(spec, problem);
-  if (!problem.empty()) return problem;
+  if (!problem.empty()) return fail(problem);
+  std::optional<uint64_t> pus = 1;
   std::string last_type;
-  for (const std::string& level : levels) {
+  bool any_level = false;
+  for (size_t i = 0; i < levels.size(); ++i) {
+    const std::string& level = levels[i];
+    if (level.starts_with('(')) {
+      if (i == 0 && spec.starts_with('(')) continue;  // attributes of the root (machine)
+      return fail("'" + level + "' is not a level (attributes follow a level's count without a space)");
+    }
     bool memory = level.starts_with('[');
     std::string head = level.substr(memory ? 1 : 0, level.find_first_of("()]") - (memory ? 1 : 0));
     size_t colon = head.find(':');
     std::string type = colon == std::string::npos ? (memory ? head : "") : head.substr(0, colon);
-    std::string count = colon == std::string::npos ? (memory ? "1" : head) : head.substr(colon + 1);
+    std::string count_text = colon == std::string::npos ? (memory ? "1" : head) : head.substr(colon + 1);
     hwloc_obj_type_t parsed;
     if (!type.empty() && hwloc_type_sscanf(type.c_str(), &parsed, nullptr, 0) != 0)
-      return "unknown level type '" + type + "' in '" + level + "' (known: pack, numa, l3, l2, core, pu, group, ...)";
-    if (count.empty() || count.find_first_not_of("0123456789") != std::string::npos)
-      return "'" + level + "' does not give a number of objects";
-    if (std::stoul(count) == 0) return "'" + level + "' asks for 0 objects";
-    if (!memory) last_type = type;
+      return fail("unknown level type '" + type + "' in '" + level + "' (known: pack, numa, l3, l2, core, pu, group, ...)");
+    uint64_t count = 0;
+    if (auto bad = parse_count(count_text, count)) return fail("'" + level + "' " + *bad);
+    if (memory) continue;  // memory children hang off the level above: no more PUs
+    any_level = true;
+    last_type = type;
+    uint64_t product = 0;
+    if (pus && !__builtin_mul_overflow(*pus, count, &product))
+      pus = product;
+    else
+      pus.reset();
   }
+  if (!any_level) return fail("no levels of objects (the last level must be pu)");
   if (!last_type.empty()) {
     hwloc_obj_type_t parsed;
     if (hwloc_type_sscanf(last_type.c_str(), &parsed, nullptr, 0) == 0 && parsed != HWLOC_OBJ_PU)
-      return "the last level must be pu, not '" + last_type + "'";
+      return fail("the last level must be pu, not '" + last_type + "'");
   }
-  return "hwloc rejected it (unknown attribute or bad attribute value?)";
+  return pus;
 }
 
 }  // namespace
@@ -269,12 +366,19 @@ std::string synthetic_problem(std::string_view spec) {
 Result<Topology> Topology::synthetic(std::string_view spec) {
   if (trim(spec).empty())
     return fail("empty synthetic topology; expected levels like \"pack:2 numa:2 l3:1 core:32 pu:2\"");
+  std::string text(spec);
+  auto pus = synthetic_pu_count(text);
+  if (!pus) return fail("bad synthetic topology \"" + text + "\": " + pus.error().what);
+  if (!*pus || **pus > CpuSet::kMaxCpu)
+    return fail("synthetic topology \"" + text + "\" has " +
+                (*pus ? std::to_string(**pus) : std::string("more than 2^64")) + " PUs; keel supports at most " +
+                std::to_string(CpuSet::kMaxCpu));
   auto topo = new_hwloc_topology();
   if (!topo) return std::unexpected(topo.error());
-  std::string text(spec);
   if (hwloc_topology_set_synthetic(topo->get(), text.c_str()) != 0) {
     int err = errno;
-    return fail("bad synthetic topology \"" + text + "\": " + synthetic_problem(text), "", err);
+    return fail("bad synthetic topology \"" + text + "\": hwloc rejected it (unknown attribute or bad attribute value?)",
+                "", err);
   }
   if (hwloc_topology_load(topo->get()) != 0)
     return fail("hwloc could not build synthetic topology \"" + text + "\"", "", errno);
@@ -346,30 +450,48 @@ std::string cores_line(const Topology& topo, const std::vector<unsigned>& core_i
   return line;
 }
 
-void append_l3(std::string& out, const Topology& topo, const NumaNode& node, const L3Domain& l3) {
-  CpuSet here = l3.cpus & node.cpus;
+// "(shared with NUMA node 1 and package 1)": who else a domain's CPUs belong to, or "".
+std::string shared_note(const std::vector<unsigned>& nodes, const std::vector<unsigned>& packages) {
+  std::vector<std::string> parts;
+  if (!nodes.empty()) parts.push_back(std::string(nodes.size() == 1 ? "NUMA node " : "NUMA nodes ") + id_list(nodes));
+  if (!packages.empty()) parts.push_back(std::string(packages.size() == 1 ? "package " : "packages ") + id_list(packages));
+  if (parts.empty()) return "";
+  return " (shared with " + parts[0] + (parts.size() > 1 ? " and " + parts[1] : "") + ")";
+}
+
+std::vector<unsigned> other_packages(const Topology& topo, const Package& pkg, const CpuSet& cpus) {
+  std::vector<unsigned> ids;
+  for (const Package& other : topo.packages())
+    if (other.id != pkg.id && other.cpus.intersects(cpus)) ids.push_back(other.id);
+  return ids;
+}
+
+// Within one package: a NUMA node (or L3 domain) covering several packages, as when hwloc reports a
+// single machine-wide node, is shown under each package with that package's part only.
+void append_l3(std::string& out, const Topology& topo, const Package& pkg, const NumaNode& node, const L3Domain& l3) {
+  CpuSet here = l3.cpus & node.cpus & pkg.cpus;
   out += "    L3 domain " + std::to_string(l3.id);
   if (l3.size_bytes != 0) out += " (" + bytes_text(l3.size_bytes) + ")";
   out += ": CPUs " + here.to_list();
-  std::vector<unsigned> sharing;  // e.g. Intel sub-NUMA clustering: one L3 over several nodes
+  std::vector<unsigned> nodes;  // e.g. Intel sub-NUMA clustering: one L3 over several nodes
   for (const NumaNode& other : topo.numa_nodes())
-    if (other.id != node.id && other.cpus.intersects(l3.cpus)) sharing.push_back(other.id);
-  if (!sharing.empty()) out += " (shared with NUMA " + std::string(sharing.size() == 1 ? "node " : "nodes ") + id_list(sharing) + ")";
-  out += "\n";
+    if (other.id != node.id && other.cpus.intersects(l3.cpus)) nodes.push_back(other.id);
+  out += shared_note(nodes, other_packages(topo, pkg, l3.cpus)) + "\n";
   std::vector<unsigned> core_ids;
   for (unsigned c : l3.cores)
-    if (topo.cores()[c].numa == node.id) core_ids.push_back(c);
+    if (topo.cores()[c].numa == node.id && topo.cores()[c].package == pkg.id) core_ids.push_back(c);
   out += "      " + cores_line(topo, core_ids) + "\n";
 }
 
-void append_node(std::string& out, const Topology& topo, const NumaNode& node) {
+void append_node(std::string& out, const Topology& topo, const Package& pkg, const NumaNode& node) {
+  CpuSet here = node.cpus & pkg.cpus;
   out += "  NUMA node " + std::to_string(node.id);
   if (node.os_index != node.id) out += " (kernel node " + std::to_string(node.os_index) + ")";
-  out += ": CPUs " + node.cpus.to_list();
+  out += ": CPUs " + here.to_list() + shared_note({}, other_packages(topo, pkg, node.cpus));
   if (node.memory_bytes != 0) out += ", " + bytes_text(node.memory_bytes) + " memory";
   out += "\n";
   for (const L3Domain& l3 : topo.l3_domains())
-    if (l3.cpus.intersects(node.cpus)) append_l3(out, topo, node, l3);
+    if (l3.cpus.intersects(here)) append_l3(out, topo, pkg, node, l3);
 }
 
 }  // namespace
@@ -379,7 +501,7 @@ std::string format_text(const Topology& topo) {
   for (const Package& pkg : topo.packages()) {
     out += "package " + std::to_string(pkg.id) + ": CPUs " + pkg.cpus.to_list() + "\n";
     for (const NumaNode& node : topo.numa_nodes())
-      if (node.cpus.intersects(pkg.cpus)) append_node(out, topo, node);
+      if (node.cpus.intersects(pkg.cpus)) append_node(out, topo, pkg, node);
   }
   return out;
 }

@@ -59,10 +59,12 @@ struct Package {
 class Topology {
  public:
   // The running host through hwloc (online PUs, including those outside keel's own cpuset).
-  // hwloc reads the real /sys and /proc and cannot be redirected, so roots.sys must be "/sys";
-  // tests use synthetic() or from_pus() instead.
+  // With roots other than the host's, hwloc's Linux backend reads the tree <root>/sys, <root>/proc
+  // instead (roots.sys must be <root>/sys and roots.proc <root>/proc, as SysRoots::under gives);
+  // this sets HWLOC_FSROOT and HWLOC_COMPONENTS during the load, so call it from one thread only.
   static Result<Topology> detect(const SysRoots& roots);
-  // hwloc's synthetic description, e.g. "pack:2 numa:2 l3:1 core:32 pu:2".
+  // hwloc's synthetic description, e.g. "pack:2 numa:2 l3:1 core:32 pu:2". Refused before hwloc
+  // builds it when it has more than CpuSet::kMaxCpu PUs.
   static Result<Topology> synthetic(std::string_view spec);
   // Hand-written: every PU with its core, L3 domain, NUMA node and package. Logical ids of each kind
   // must be 0..n-1 without gaps, OS numbers unique, and a core's PUs must agree on where it sits.

@@ -5,8 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "host/fileio.h"
+#include "tests/support/tmp_tree.h"
 
 namespace keel {
 namespace {
@@ -125,9 +130,49 @@ TEST(TopologySynthetic, BadSpecsNameTheSpecAndTheProblem) {
     EXPECT_THAT(t.error().message(), HasSubstr(std::string("\"") + c.spec + "\"")) << c.spec;
     EXPECT_THAT(t.error().message(), HasSubstr(c.problem)) << c.spec;
   }
+  // hwloc counts each level with strtoul and refuses more than UINT_MAX; keel used std::stoul on the
+  // count to explain that and threw out_of_range.
+  for (const char* spec : {"pack:99999999999999999999999 pu:1", "pack:4294967296 pu:1", "pu:0x1ffffffff"}) {
+    auto t = Topology::synthetic(spec);
+    ASSERT_FALSE(t.has_value()) << spec;
+    EXPECT_THAT(t.error().message(), HasSubstr(std::string("bad synthetic topology \"") + spec + "\"")) << spec;
+    EXPECT_THAT(t.error().message(), HasSubstr("count too large")) << spec;
+  }
   auto empty = Topology::synthetic("  ");
   ASSERT_FALSE(empty.has_value());
   EXPECT_THAT(empty.error().message(), HasSubstr("empty synthetic topology"));
+}
+
+// hwloc takes minutes (or forever) to build hosts of tens of thousands of PUs, so keel counts them
+// first and refuses more than it can hold in a CpuSet.
+TEST(TopologySynthetic, RefusesMorePusThanKeelSupportsBeforeAskingHwloc) {
+  struct Case {
+    const char* spec;
+    const char* pus;
+  };
+  for (const Case& c : {Case{"pu:9000", "9000"}, Case{"pack:100000 pu:100000", "10000000000"},
+                        Case{"pack:2 numa:2(memory=1GB) core:2049 pu:1", "8196"},
+                        Case{"(memory=4GB) pack:3 [numa(memory=1GB)] l3:1(size=32MB) core:1500 pu:2(indexes=0)", "9000"},
+                        Case{"pack:0x10 core:01000 pu:2", "16384"},  // hex and octal, as strtoul reads them
+                        Case{"pack:4294967295 numa:4294967295 core:4294967295 pu:4294967295", "more than 2^64"}}) {
+    auto t = Topology::synthetic(c.spec);
+    ASSERT_FALSE(t.has_value()) << c.spec;
+    EXPECT_EQ(t.error().message(), std::string("synthetic topology \"") + c.spec + "\" has " + c.pus +
+                                       " PUs; keel supports at most 8192");
+  }
+}
+
+TEST(TopologySynthetic, CountsLevelsWithAttributesAndMemoryChildren) {
+  Topology t = shape("(memory=8GB) pack:2 [numa(memory=1GB)] l3:1(size=32MB) core:2 pu:2(indexes=0,2,4,6,1,3,5,7)");
+  EXPECT_EQ(t.pus().size(), 8u);
+  EXPECT_EQ(t.numa_nodes().size(), 2u);
+  EXPECT_EQ(t.siblings(0), cpus("0,2"));
+  EXPECT_EQ(shape("pack:0x2 core:010 pu:2").cores().size(), 16u);
+  // 8192 PUs is the most keel takes; spread over levels hwloc builds it quickly.
+  EXPECT_EQ(shape("pack:32 numa:4 l3:4 core:8 pu:2").pus().size(), 8192u);
+  auto t2 = Topology::synthetic("pack:2 (memory=1GB) pu:2");
+  ASSERT_FALSE(t2.has_value());
+  EXPECT_THAT(t2.error().message(), HasSubstr("'(memory=1GB)' is not a level"));
 }
 
 TEST(TopologyFromPus, HandWrittenHostMatchesItsDescription) {
@@ -176,6 +221,28 @@ TEST(TopologyFormat, TextNamesTheNodesSharingAnL3) {
   EXPECT_THAT(text, HasSubstr("    L3 domain 0 (16 MiB): CPUs 8-15 (shared with NUMA node 0)\n"));
 }
 
+// Without a numa level hwloc makes one node for the whole machine, so the node (and the L3 domain
+// keel makes per node) spans both packages: each package shows only its own CPUs and cores.
+TEST(TopologyFormat, TextSplitsANodeSpanningPackagesByPackage) {
+  EXPECT_EQ(format_text(shape("pack:2 core:2 pu:2")),
+            "8 PUs, 4 cores, 1 NUMA node, 1 L3 domain, 2 packages, SMT 2\n"
+            "package 0: CPUs 0-3\n"
+            "  NUMA node 0: CPUs 0-3 (shared with package 1), 1 GiB memory\n"
+            "    L3 domain 0: CPUs 0-3 (shared with package 1)\n"
+            "      2 cores 0-1, siblings (0,1) (2,3)\n"
+            "package 1: CPUs 4-7\n"
+            "  NUMA node 0: CPUs 4-7 (shared with package 0), 1 GiB memory\n"
+            "    L3 domain 0: CPUs 4-7 (shared with package 0)\n"
+            "      2 cores 2-3, siblings (4,5) (6,7)\n");
+  // One package: nothing to split, nothing shared.
+  EXPECT_EQ(format_text(shape("pack:1 core:2 pu:1")),
+            "2 PUs, 2 cores, 1 NUMA node, 1 L3 domain, 1 package, SMT 1\n"
+            "package 0: CPUs 0-1\n"
+            "  NUMA node 0: CPUs 0-1, 1 GiB memory\n"
+            "    L3 domain 0: CPUs 0-1\n"
+            "      2 cores 0-1, 1 PU each\n");
+}
+
 TEST(TopologyFormat, JsonHasEveryPuAndTheSummary) {
   std::string json = format_json(shape("pack:2 numa:2 l3:1 core:32 pu:2"));
   EXPECT_EQ(json.front(), '{');
@@ -200,11 +267,78 @@ TEST(TopologyDetect, MatchesTheRunningHost) {
   expect_consistent(*t);
 }
 
-TEST(TopologyDetect, RefusesAnotherSysRoot) {
-  auto t = Topology::detect(SysRoots::under("/tmp/keel-fake-root"));
+// A 4-PU host (2 cores, SMT 2, one shared 8 MiB L3, one 4 GiB node) as sysfs describes it.
+std::vector<std::pair<std::string, std::string>> fake_sysfs() {
+  const std::string cpu = "sys/devices/system/cpu/";
+  std::vector<std::pair<std::string, std::string>> files = {
+      {cpu + "online", "0-3\n"},
+      {cpu + "possible", "0-3\n"},
+      {cpu + "present", "0-3\n"},
+      {"sys/devices/system/node/online", "0\n"},
+      {"sys/devices/system/node/possible", "0\n"},
+      {"sys/devices/system/node/node0/cpumap", "f\n"},
+      {"sys/devices/system/node/node0/cpulist", "0-3\n"},
+      {"sys/devices/system/node/node0/meminfo", "Node 0 MemTotal:       4194304 kB\n"},
+      {"proc/", ""},
+  };
+  for (unsigned c = 0; c < 4; ++c) {
+    std::string d = cpu + "cpu" + std::to_string(c) + "/";
+    std::string siblings = c < 2 ? "3\n" : "c\n";
+    files.insert(files.end(), {{d + "topology/physical_package_id", "0\n"},
+                               {d + "topology/core_id", std::to_string(c / 2) + "\n"},
+                               {d + "topology/thread_siblings", siblings},
+                               {d + "topology/core_cpus", siblings},
+                               {d + "topology/core_siblings", "f\n"},
+                               {d + "topology/package_cpus", "f\n"},
+                               {d + "cache/index3/level", "3\n"},
+                               {d + "cache/index3/type", "Unified\n"},
+                               {d + "cache/index3/size", "8192K\n"},
+                               {d + "cache/index3/shared_cpu_map", "f\n"},
+                               {d + "cache/index3/coherency_line_size", "64\n"}});
+  }
+  return files;
+}
+
+TEST(TopologyDetect, ReadsAnotherSysRootThroughHwloc) {
+  ::keel::testing::TempDir dir;
+  ::keel::testing::make_tree(dir.path(), fake_sysfs());
+  ::setenv("HWLOC_COMPONENTS", "keep-me", 1);
+  auto t = Topology::detect(SysRoots::under(dir.path()));
+  // The environment is put back: what was set stays, what was not is gone again.
+  const char* components = std::getenv("HWLOC_COMPONENTS");
+  EXPECT_STREQ(components, "keep-me");
+  EXPECT_EQ(std::getenv("HWLOC_FSROOT"), nullptr);
+  ::unsetenv("HWLOC_COMPONENTS");
+  ASSERT_TRUE(t.has_value()) << t.error().message();
+  EXPECT_EQ(t->pus().size(), 4u);
+  EXPECT_EQ(t->cores().size(), 2u);
+  EXPECT_EQ(t->siblings(1), cpus("0-1"));
+  EXPECT_EQ(t->siblings(2), cpus("2-3"));
+  ASSERT_EQ(t->l3_domains().size(), 1u);
+  EXPECT_EQ(t->l3_domains()[0].size_bytes, 8u << 20);
+  ASSERT_EQ(t->numa_nodes().size(), 1u);
+  EXPECT_EQ(t->numa_nodes()[0].memory_bytes, 4ull << 30);
+  expect_consistent(*t);
+
+  // The host is read again afterwards, not the fake tree.
+  auto host = Topology::detect(SysRoots::host());
+  ASSERT_TRUE(host.has_value()) << host.error().message();
+  EXPECT_EQ(host->pus().size(), static_cast<size_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+TEST(TopologyDetect, RefusesRootsHwlocCannotRead) {
+  auto missing = Topology::detect(SysRoots::under("/tmp/keel-fake-root"));
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_THAT(missing.error().message(), HasSubstr("/tmp/keel-fake-root/sys"));
+  EXPECT_THAT(missing.error().message(), HasSubstr("devices/system/cpu is missing"));
+
+  ::keel::testing::TempDir dir;
+  ::keel::testing::make_tree(dir.path(), fake_sysfs());
+  SysRoots apart = SysRoots::under(dir.path());
+  apart.proc = "/proc";  // hwloc would read <root>/proc, not this one
+  auto t = Topology::detect(apart);
   ASSERT_FALSE(t.has_value());
-  EXPECT_THAT(t.error().message(), HasSubstr("/tmp/keel-fake-root/sys"));
-  EXPECT_THAT(t.error().message(), HasSubstr("synthetic"));
+  EXPECT_THAT(t.error().message(), HasSubstr("proc root (/proc) must sit next to it"));
 }
 
 }  // namespace

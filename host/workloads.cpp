@@ -90,50 +90,74 @@ bool class_matches(std::string_view members, char c) {
   return hit != negate;
 }
 
-bool glob(std::string_view p, std::string_view s, bool level_start);
+// Backtracking over `*` and `**` alone is exponential in the number of stars ("/**a**a**a**b" on a
+// long path), and this runs for every cgroup on every tick, so each (pattern position, path position)
+// is decided once and remembered: at most |pattern| x |path| states of O(|path|) work each.
+// Whether a path position starts a level follows from the position itself: the start of the path, or
+// just after a '/'.
+class Glob {
+ public:
+  // Without a star nothing is tried twice, so the common literal patterns skip the table.
+  Glob(std::string_view p, std::string_view s)
+      : p_(p), s_(s), memo_(p.find('*') == std::string_view::npos ? 0 : (p.size() + 1) * (s.size() + 1), kUnknown) {}
 
-// `rest` is what follows "**".
-bool globstar(std::string_view rest, std::string_view s, bool level_start) {
-  if (rest.empty()) return !s.empty();  // a trailing ** needs at least one more level
-  if (level_start && rest[0] == '/' && glob(rest.substr(1), s, true)) return true;  // zero levels
-  for (size_t i = 0; i <= s.size(); ++i)
-    if (glob(rest, s.substr(i), i == 0 ? level_start : s[i - 1] == '/')) return true;
-  return false;
-}
-
-bool star(std::string_view rest, std::string_view s) {
-  for (size_t i = 0;; ++i) {
-    if (glob(rest, s.substr(i), false)) return true;
-    if (i == s.size() || s[i] == '/') return false;
+  bool match(size_t pi, size_t si) {
+    if (memo_.empty()) return decide(pi, si);
+    signed char& m = memo_[pi * (s_.size() + 1) + si];
+    if (m == kUnknown) m = decide(pi, si) ? 1 : 0;
+    return m == 1;
   }
-}
 
-bool glob(std::string_view p, std::string_view s, bool level_start) {
-  while (!p.empty()) {
-    if (p.starts_with("**")) return globstar(p.substr(2), s, level_start);
-    if (p[0] == '*') return star(p.substr(1), s);
+ private:
+  static constexpr signed char kUnknown = -1;
+
+  bool level_start(size_t si) const { return si == 0 || s_[si - 1] == '/'; }
+
+  bool decide(size_t pi, size_t si) {
+    std::string_view p = p_.substr(pi);
+    if (p.empty()) return si == s_.size();
+    if (p.starts_with("**")) return globstar(pi + 2, si);
+    if (p[0] == '*') return star(pi + 1, si);
     size_t consumed = 1;
     bool ok = false;
+    bool more = si < s_.size();
+    char c = more ? s_[si] : '\0';
     if (p[0] == '?') {
-      ok = !s.empty() && s[0] != '/';
+      ok = more && c != '/';
     } else if (size_t n = p[0] == '[' ? class_length(p) : 0; n > 0) {
-      ok = !s.empty() && s[0] != '/' && class_matches(p.substr(1, n - 2), s[0]);
+      ok = more && c != '/' && class_matches(p.substr(1, n - 2), c);
       consumed = n;
     } else {
-      if (p[0] == '\\' && p.size() > 1) p.remove_prefix(1);
-      ok = !s.empty() && s[0] == p[0];
+      if (p[0] == '\\' && p.size() > 1) ++consumed;  // the quoted character is the literal
+      ok = more && c == p[consumed - 1];
     }
-    if (!ok) return false;
-    level_start = s[0] == '/';
-    p.remove_prefix(consumed);
-    s.remove_prefix(1);
+    return ok && match(pi + consumed, si + 1);
   }
-  return s.empty();
-}
+
+  // `rest` (at pi) is what follows "**".
+  bool globstar(size_t pi, size_t si) {
+    if (pi == p_.size()) return si < s_.size();  // a trailing ** needs at least one more level
+    if (level_start(si) && p_[pi] == '/' && match(pi + 1, si)) return true;  // zero levels
+    for (size_t i = si; i <= s_.size(); ++i)
+      if (match(pi, i)) return true;
+    return false;
+  }
+
+  // `rest` (at pi) is what follows a single '*': it stays within the level.
+  bool star(size_t pi, size_t si) {
+    for (size_t i = si;; ++i) {
+      if (match(pi, i)) return true;
+      if (i == s_.size() || s_[i] == '/') return false;
+    }
+  }
+
+  std::string_view p_, s_;
+  std::vector<signed char> memo_;
+};
 
 }  // namespace
 
-bool glob_match(std::string_view pattern, std::string_view path) { return glob(pattern, path, true); }
+bool glob_match(std::string_view pattern, std::string_view path) { return Glob(pattern, path).match(0, 0); }
 
 // ---- Path shapes of containers and pods ----
 
