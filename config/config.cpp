@@ -69,38 +69,41 @@ const char* to_string(WorkloadClass c) { return c == WorkloadClass::critical ? "
 
 const char* to_string(NumaPolicy n) { return n == NumaPolicy::single ? "single" : "any"; }
 
-std::expected<std::chrono::nanoseconds, std::string> parse_duration(std::string_view text) {
+Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   constexpr long long kMax = std::numeric_limits<long long>::max();
   std::string_view s = keel::trim(text);
   size_t i = 0;
   long long whole = 0;
   for (; i < s.size() && is_digit(s[i]); ++i) {
-    if (whole > (kMax - 9) / 10) return std::unexpected("too large");
-    whole = whole * 10 + (s[i] - '0');
+    int digit = s[i] - '0';
+    if (whole > (kMax - digit) / 10) return fail("too large");
+    whole = whole * 10 + digit;
   }
-  if (i == 0) return std::unexpected("expected a number and a unit, e.g. \"200us\"");
+  if (i == 0) return fail("expected a number and a unit, e.g. \"200us\"");
   size_t fraction_begin = i;
   if (i < s.size() && s[i] == '.') {
     fraction_begin = ++i;
     while (i < s.size() && is_digit(s[i])) ++i;
-    if (i == fraction_begin) return std::unexpected("expected digits after '.'");
+    if (i == fraction_begin) return fail("expected digits after '.'");
   }
   std::string_view fraction = s.substr(fraction_begin, i - fraction_begin);
   std::string_view unit_name = s.substr(i);
   if (unit_name.empty())
-    return std::unexpected("no unit (write e.g. \"" + std::string(s) + "ms\"; " + std::string(kUnitList) +
-                           ")");
+    return fail("no unit (write e.g. \"" + std::string(s) + "ms\"; " + std::string(kUnitList) + ")");
   auto unit = std::ranges::find(kUnits, unit_name, &Unit::name);
   if (unit == kUnits.end())
-    return std::unexpected("unknown unit '" + std::string(unit_name) + "' (" + std::string(kUnitList) + ")");
-  if (whole > kMax / unit->ns) return std::unexpected("too large");
+    return fail("unknown unit '" + std::string(unit_name) + "' (" + std::string(kUnitList) + ")");
+  if (whole > kMax / unit->ns) return fail("too large");
   long long total = whole * unit->ns;
-  // Each fraction digit is worth a tenth of the previous one; below 1ns it is dropped.
+  // Each fraction digit is worth a tenth of the previous one; below 1ns it is dropped. The fraction
+  // can carry a value that fits on its own over the top ("2562047.9h").
   for (long long scale = unit->ns / 10; char c : fraction) {
-    total += (c - '0') * scale;
+    long long digit = (c - '0') * scale;
+    if (total > kMax - digit) return fail("too large");
+    total += digit;
     scale /= 10;
   }
-  if (total <= 0) return std::unexpected("must be greater than 0");
+  if (total <= 0) return fail("must be greater than 0");
   return std::chrono::nanoseconds(total);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "host/cpuset.h"
+#include "host/error.h"
 
 namespace keel::config {
 
@@ -67,6 +68,9 @@ struct Match {
   bool each = false;         // every matched cgroup is its own instance ("name/<leaf>")
   Pos pos;
   Pos selector_pos;          // the value of the one selector
+  // The selector keys the file wrote, in the order cgroup, systemd_unit, docker, pod, pid_file
+  // (the validator requires exactly one).
+  std::vector<std::string> selector_keys;
 };
 
 struct Slo {
@@ -94,7 +98,7 @@ struct Workload {
   Slo slo;
   Bounds bounds;
   Pos pos;  // the [[workload]] header
-  Pos name_pos;
+  Pos name_pos;  // the name's value; line 0 when the file has no name
 };
 
 struct Actuators {
@@ -137,8 +141,9 @@ const char* to_string(Hierarchy h);
 const char* to_string(WorkloadClass c);
 const char* to_string(NumaPolicy n);
 
-// Durations as the config writes them: "1s", "200us", "1.5ms" (units ns, us, ms, s, m, h); > 0.
-std::expected<std::chrono::nanoseconds, std::string> parse_duration(std::string_view text);
+// Durations as the config writes them: "1s", "200us", "1.5ms" (units ns, us, ms, s, m, h); > 0 and
+// at most what nanoseconds hold (about 2562047h). Error::what says why the text is not a duration.
+Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
 // The shortest exact form: 1500000ns -> "1500us", 2000000000ns -> "2s".
 std::string format_duration(std::chrono::nanoseconds d);
 

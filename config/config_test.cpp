@@ -19,11 +19,25 @@ using namespace std::chrono_literals;
 
 const fs::path kSource = KEEL_SOURCE_DIR;
 
-// The host every bad config is checked against.
-HostFacts corpus_host() {
+// A host as hwloc's synthetic "pack:P numa:1 l3:1 core:C pu:T" (P = nodes) describes it: siblings
+// are adjacent, core k = {kT, ..., kT+T-1}, node n = the next C cores.
+HostFacts smt_host(unsigned nodes, unsigned cores_per_node, unsigned smt) {
   HostFacts f;
-  f.cpus = CpuSet::range(0, 31);
-  f.numa_nodes = 2;
+  unsigned cpus = nodes * cores_per_node * smt;
+  f.cpus = CpuSet::range(0, cpus - 1);
+  f.numa_nodes = nodes;
+  for (unsigned n = 0; n < nodes; ++n) {
+    unsigned per_node = cores_per_node * smt;
+    f.numa_cpus.push_back(CpuSet::range(n * per_node, (n + 1) * per_node - 1));
+  }
+  for (unsigned k = 0; k < nodes * cores_per_node; ++k) f.cores.push_back(CpuSet::range(k * smt, (k + 1) * smt - 1));
+  return f;
+}
+
+// The host every bad config is checked against: the one cli_test gives the binary,
+// --synthetic 'pack:2 numa:1 l3:1 core:16 pu:1' with an 11-way resctrl.
+HostFacts corpus_host() {
+  HostFacts f = smt_host(2, 16, 1);
   f.l3_ways = 11;
   f.min_cbm_bits = 1;
   f.mba_min = 10;
@@ -124,7 +138,7 @@ TEST(ShippedConfig, DefaultObservesEveryBusyCgroupUnderTheUsualParents) {
   EXPECT_EQ(c->daemon.mode, Mode::observe);
   EXPECT_EQ(c->daemon.period, 1s);
   EXPECT_EQ(c->daemon.metrics_listen, "127.0.0.1:9477");
-  EXPECT_EQ(c->host.reserved_cpus.to_list(), "0");
+  EXPECT_TRUE(c->host.reserved_cpus.empty());  // one CPU, reserved, would leave none for workloads
   std::vector<std::string> globs;
   for (const auto& w : c->workloads) {
     EXPECT_EQ(w.klass, WorkloadClass::best_effort) << w.name;
@@ -154,8 +168,8 @@ TEST(ShippedConfig, DefaultsCommentedCriticalExampleIsValid) {
 }
 
 TEST(ShippedConfig, RedisNginxVm) {
-  // The seeds' VM: 32 vCPUs, one NUMA node, no resctrl.
-  auto c = load_file(kSource / "config/examples/redis-nginx-vm.toml", host_with_cpus(0, 31, 1));
+  // The seeds' VM: 32 vCPUs, one NUMA node, 16 cores x 2 threads, no resctrl.
+  auto c = load_file(kSource / "config/examples/redis-nginx-vm.toml", smt_host(1, 16, 2));
   ASSERT_TRUE(c.has_value()) << messages(c.error());
   EXPECT_EQ(c->daemon.mode, Mode::enforce);
   ASSERT_EQ(c->workloads.size(), 2u);
@@ -168,8 +182,8 @@ TEST(ShippedConfig, RedisNginxVm) {
 }
 
 TEST(ShippedConfig, KubernetesGuaranteedPods) {
-  // A 64-CPU node with two NUMA nodes.
-  auto c = load_file(kSource / "config/examples/k8s-guaranteed-pods.toml", host_with_cpus(0, 63, 2));
+  // A 64-CPU node with two NUMA nodes: "pack:2 numa:1 l3:1 core:16 pu:2".
+  auto c = load_file(kSource / "config/examples/k8s-guaranteed-pods.toml", smt_host(2, 16, 2));
   ASSERT_TRUE(c.has_value()) << messages(c.error());
   int critical_pods = 0;
   for (const auto& w : c->workloads)
@@ -178,7 +192,7 @@ TEST(ShippedConfig, KubernetesGuaranteedPods) {
 }
 
 TEST(ShippedConfig, MpamTwoVms) {
-  HostFacts kunpeng = host_with_cpus(0, 255, 4);
+  HostFacts kunpeng = smt_host(4, 32, 2);  // "pack:2 numa:2 l3:1 core:32 pu:2": 4 nodes of 64 CPUs
   kunpeng.l3_ways = 28;
   kunpeng.min_cbm_bits = 1;
   kunpeng.mba_min = 1;
@@ -332,9 +346,9 @@ cpus = { min = 1, max = 2 }
   EXPECT_EQ(a.workloads[0].bounds.cpus->max, 2);
 
   Config b = load_ok(
-      R"(workload = [ { name = "a", match = { pod = "0b9e8d7c-6a5f" } }, { name = "b", match = { pid_file = "/run/b.pid" } } ])");
+      R"(workload = [ { name = "a", match = { pod = "0b9e8d7c-6a5f-4e3d-8c2b-1a0f9e8d7c6b" } }, { name = "b", match = { pid_file = "/run/b.pid" } } ])");
   ASSERT_EQ(b.workloads.size(), 2u);
-  EXPECT_EQ(b.workloads[0].match.pod, "0b9e8d7c-6a5f");
+  EXPECT_EQ(b.workloads[0].match.pod, "0b9e8d7c-6a5f-4e3d-8c2b-1a0f9e8d7c6b");
   EXPECT_EQ(b.workloads[1].match.pid_file, "/run/b.pid");
 }
 
@@ -518,9 +532,8 @@ TEST(Validate, MetricsListen) {
             "daemon.metrics_listen = \":9477\": the host part is empty (write e.g. \"127.0.0.1:9477\")");
   EXPECT_EQ(first_message("[daemon]\nmetrics_listen = \"127.0.0.1:0\"\n"),
             "daemon.metrics_listen = \"127.0.0.1:0\": the port must be a number in 1..65535");
-  EXPECT_EQ(
-      first_message("[daemon]\nmetrics_listen = \"[]:80\"\n"),
-      "daemon.metrics_listen = \"[]:80\": an IPv6 host must be written in brackets, e.g. \"[::1]:9477\"");
+  EXPECT_EQ(first_message("[daemon]\nmetrics_listen = \"[]:80\"\n"),
+            "daemon.metrics_listen = \"[]:80\": the brackets hold no IPv6 address (write e.g. \"[::1]:9477\")");
 }
 
 TEST(Validate, PidFileMustBeAbsolute) {
@@ -528,8 +541,253 @@ TEST(Validate, PidFileMustBeAbsolute) {
             "workload 'a': match.pid_file = \"run/a.pid\" must be an absolute path");
 }
 
+TEST(Validate, MetricsListenHosts) {
+  for (const char* ok : {"127.0.0.1:9477", "0.0.0.0:1", "localhost:9477", "metrics-1.example.com:80",
+                         "[::1]:9477", "[::]:9477", "[fe80::1%eth0]:9477", "[2001:db8::42]:65535"})
+    load_ok("[daemon]\nmetrics_listen = \"" + std::string(ok) + "\"\n");
+  auto msg = [](std::string_view address) {
+    return first_message("[daemon]\nmetrics_listen = \"" + std::string(address) + "\"\n");
+  };
+  EXPECT_EQ(msg("not a host!:9477"),
+            "daemon.metrics_listen = \"not a host!:9477\": \"not a host!\" is not a host name or IP address "
+            "(a host name has only letters, digits, '-' and '.')");
+  EXPECT_EQ(msg("[zz]:9477"), "daemon.metrics_listen = \"[zz]:9477\": \"zz\" is not an IPv6 address");
+  EXPECT_EQ(msg("[::1]"), "daemon.metrics_listen = \"[::1]\": missing port (write e.g. \"[::1]:9477\")");
+  EXPECT_EQ(msg("localhost"), "daemon.metrics_listen = \"localhost\": missing port (write e.g. \"localhost:9477\")");
+  EXPECT_EQ(msg("127.0.0.1:"),
+            "daemon.metrics_listen = \"127.0.0.1:\": missing port after ':' (write e.g. \"127.0.0.1:9477\")");
+  EXPECT_EQ(msg("[::1:9477"),
+            "daemon.metrics_listen = \"[::1:9477\": the '[' of an IPv6 host has no closing ']' (write e.g. "
+            "\"[::1]:9477\")");
+  EXPECT_EQ(msg("[::1]9477"), "daemon.metrics_listen = \"[::1]9477\": expected ':' and a port after ']', got \"9477\"");
+  EXPECT_EQ(msg("127.0.0.256:80"), "daemon.metrics_listen = \"127.0.0.256:80\": \"127.0.0.256\" is not an IPv4 address");
+  EXPECT_EQ(msg("-bad-.example:80"),
+            "daemon.metrics_listen = \"-bad-.example:80\": \"-bad-.example\" is not a host name (each part "
+            "between dots is 1 to 63 letters, digits or '-', and does not start or end with '-')");
+  EXPECT_EQ(msg("a..b:80").find("is not a host name"), std::string("daemon.metrics_listen = \"a..b:80\": \"a..b\" ").size());
+  EXPECT_EQ(msg("fe80::1:9477"),
+            "daemon.metrics_listen = \"fe80::1:9477\": an IPv6 host must be written in brackets, e.g. \"[::1]:9477\"");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Match selectors: exactly one, not empty, and one that can match something.
+
+std::string match_message(std::string_view match) {
+  return first_message("[[workload]]\nname = \"a\"\nmatch = " + std::string(match) + "\n");
+}
+
+TEST(Match, PodMustBeAKubernetesUid) {
+  for (const char* uid : {"6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b", "6f1c2a9e_3b7d_4e52_9a81_0c4d5e6f7a8b",
+                          "6F1C2A9E-3B7D-4E52-9A81-0C4D5E6F7A8B"})
+    load_ok("[[workload]]\nname = \"a\"\nmatch = { pod = \"" + std::string(uid) + "\" }\n");
+  for (const char* bad : {"-", "0b9e8d7c-6a5f", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b0",
+                          "6f1c2a9e3b7d4e529a810c4d5e6f7a8b", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8g",
+                          "6f1c2a9e-3b7d-4e52-9a8-10c4d5e6f7a8b", "pod6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b"})
+    EXPECT_NE(match_message("{ pod = \"" + std::string(bad) + "\" }").find("is not a Kubernetes pod uid"),
+              std::string::npos)
+        << bad;
+}
+
+TEST(Match, SystemdUnitWithASlashCanNeverMatch) {
+  EXPECT_EQ(match_message("{ systemd_unit = \"/system.slice/redis*.service\" }"),
+            "workload 'a': match.systemd_unit = \"/system.slice/redis*.service\" can never match: it is compared "
+            "with the unit name only (the last element of a cgroup path); to match a cgroup path write cgroup = "
+            "\"/system.slice/redis*.service\"");
+  load_ok("[[workload]]\nname = \"a\"\nmatch = { systemd_unit = \"machine-qemu*vm2*.scope\" }\n");
+}
+
+TEST(Match, EmptyNameAndSelectorAreValueErrors) {
+  EXPECT_EQ(first_message("[[workload]]\nname = \"\"\nmatch = { docker = \"a\" }\n"),
+            "workload #1: name must not be empty");
+  EXPECT_EQ(match_message("{ pid_file = \"\" }"), "workload 'a': match.pid_file must not be empty");
+}
+
+TEST(Match, AnEmptySelectorStillCountsAsOne) {
+  EXPECT_EQ(match_message("{ docker = \"\", cgroup = \"/a\" }"),
+            "workload 'a': match has several selectors (cgroup, docker); use exactly one");
+}
+
+TEST(Match, ASelectorOfTheWrongTypeIsReportedOnce) {
+  auto diags = load_bad("[[workload]]\nname = \"a\"\nmatch = { docker = 1 }\n");
+  ASSERT_EQ(diags.size(), 1u) << messages(diags);
+  EXPECT_EQ(diags[0].message, "workload 'a': match.docker must be a string, got integer 1");
+  auto name = load_bad("[[workload]]\nname = 7\nmatch = { docker = \"a\" }\n");
+  ASSERT_EQ(name.size(), 1u) << messages(name);
+  EXPECT_EQ(name[0].message, "workload #1: name must be a string, got integer 7");
+}
+
+TEST(Match, AMatchThatIsNotATableIsReportedOnce) {
+  auto diags = load_bad("[[workload]]\nname = \"a\"\nmatch = \"redis\"\n");
+  ASSERT_EQ(diags.size(), 1u) << messages(diags);
+  EXPECT_EQ(diags[0].message, "workload 'a': match must be a table, got string");
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the CPU planner can place: critical workloads get whole cores (host/cpu_planner.h).
+
+std::string critical_with(std::string_view reserved, std::string_view bounds) {
+  return "[host]\nreserved_cpus = \"" + std::string(reserved) +
+         "\"\n[[workload]]\nname = \"redis\"\nmatch = { docker = \"redis\" }\nclass = \"critical\"\n"
+         "slo = { runqueue_p99 = \"200us\" }\nbounds = " +
+         std::string(bounds) + "\n";
+}
+
+TEST(Room, CriticalNeedsWholeCoresInOneNode) {
+  // One node, cores {0,1} {2,3} {4,5} {6,7}; CPU 4 reserved leaves {2,3} as the pool's only whole core.
+  EXPECT_EQ(first_message(critical_with("4", R"({ cpu_pool = "2-5", cpus = { min = 3, max = 3 }, numa = "single" })"),
+                          smt_host(1, 4, 2)),
+            "workload 'redis': bounds.cpus.min = 3 needs 2 whole cores in one NUMA node (numa = \"single\"), but "
+            "the most whole cores any node has in cpu_pool 2-5 outside reserved_cpus is 1 (node 0)");
+}
+
+TEST(Room, CriticalNeedsWholeCoresInItsPool) {
+  auto diags = load_bad(critical_with("4", R"({ cpu_pool = "2-5", cpus = { min = 3, max = 3 } })"), smt_host(1, 4, 2));
+  ASSERT_EQ(diags.size(), 1u) << messages(diags);
+  EXPECT_EQ(diags[0].message,
+            "workload 'redis': bounds.cpus.min = 3 needs 2 whole cores, but cpu_pool 2-5 outside reserved_cpus "
+            "has only 1 whole core (CPUs 2-3)");
+  EXPECT_EQ(diags[0].pos.line, 8);
+  // The same pool without the reservation has two whole cores.
+  load_ok(critical_with("", R"({ cpu_pool = "2-5", cpus = { min = 3, max = 3 } })"), smt_host(1, 4, 2));
+  // Best-effort work is not given whole cores: 3 CPUs of the pool are enough.
+  load_ok("[host]\nreserved_cpus = \"4\"\n[[workload]]\nname = \"b\"\nmatch = { docker = \"b\" }\n"
+          "bounds = { cpu_pool = \"2-5\", cpus = { min = 3, max = 3 } }\n",
+          smt_host(1, 4, 2));
+}
+
+TEST(Room, CriticalWithoutCpusNeedsOneWholeCore) {
+  EXPECT_EQ(first_message(critical_with("", R"({ cpu_pool = "1-2" })"), smt_host(1, 4, 2)),
+            "workload 'redis': class \"critical\" needs at least 1 whole core, but cpu_pool 1-2 has no whole core "
+            "(a critical workload gets whole cores: every SMT sibling in the pool, none reserved)");
+  auto diags = load_bad(critical_with("0,2,4,6", R"({ shares = { min = 2, max = 4 } })"), smt_host(1, 4, 2));
+  ASSERT_EQ(diags.size(), 1u) << messages(diags);
+  EXPECT_EQ(diags[0].pos.line, 3);  // the [[workload]] header
+  EXPECT_EQ(diags[0].message,
+            "workload 'redis': class \"critical\" needs at least 1 whole core, but this host outside reserved_cpus "
+            "has no whole core (a critical workload gets whole cores: every SMT sibling in the pool, none reserved)");
+}
+
+TEST(Room, WholeHostWithoutAPool) {
+  // 2 nodes x 2 cores x 2 threads; reserving CPU 0 and 4 breaks one core in each node.
+  EXPECT_EQ(first_message(critical_with("0,4", R"({ cpus = { min = 3, max = 4 }, numa = "single" })"),
+                          smt_host(2, 2, 2)),
+            "workload 'redis': bounds.cpus.min = 3 needs 2 whole cores in one NUMA node (numa = \"single\"), but "
+            "the most whole cores any node has outside reserved_cpus is 1 (node 0)");
+  load_ok(critical_with("0,4", R"({ cpus = { min = 3, max = 4 } })"), smt_host(2, 2, 2));
+  EXPECT_EQ(first_message(critical_with("0,4", R"({ cpus = { min = 5, max = 6 } })"), smt_host(2, 2, 2)),
+            "workload 'redis': bounds.cpus.min = 5 needs 3 whole cores, but this host outside reserved_cpus has "
+            "only 2 whole cores (CPUs 2-3,6-7)");
+}
+
+TEST(Room, BestEffortWithSingleNumaNeedsTheCpusInOneNode) {
+  EXPECT_EQ(first_message("[[workload]]\nname = \"b\"\nmatch = { docker = \"b\" }\n"
+                          "bounds = { cpu_pool = \"14-17\", cpus = { min = 3, max = 4 }, numa = \"single\" }\n",
+                          corpus_host()),
+            "workload 'b': bounds.cpus.min = 3 needs 3 CPUs in one NUMA node (numa = \"single\"), but the most "
+            "CPUs any node has in cpu_pool 14-17 is 2 (node 0)");
+}
+
+TEST(Room, NodeSizeIsCheckedFirstAndOnce) {
+  auto diags = load_bad(critical_with("0-1", R"({ cpus = { min = 20, max = 24 }, numa = "single" })"), corpus_host());
+  ASSERT_EQ(diags.size(), 1u) << messages(diags);
+  EXPECT_EQ(diags[0].message,
+            "workload 'redis': bounds.numa = \"single\" but bounds.cpus.min = 20 is more than the 16 CPUs of one "
+            "NUMA node");
+}
+
+TEST(Room, UnevenNodesAreMeasuredByTheLargest) {
+  HostFacts f = smt_host(1, 8, 1);
+  f.numa_cpus = {CpuSet::range(0, 5), CpuSet::range(6, 7)};
+  f.numa_nodes = 2;
+  EXPECT_EQ(first_message(critical_with("", R"({ cpus = { min = 7, max = 8 }, numa = "single" })"), f),
+            "workload 'redis': bounds.numa = \"single\" but bounds.cpus.min = 7 is more than the 6 CPUs of the "
+            "largest NUMA node");
+}
+
+TEST(Room, UnknownCoresAndNodesSkipTheCheck) {
+  // CPUs known, cores and nodes not: nothing to say about whole cores.
+  load_ok(critical_with("4", R"({ cpu_pool = "2-5", cpus = { min = 3, max = 3 }, numa = "single" })"),
+          host_with_cpus(0, 7));
+  load_ok(critical_with("4", R"({ cpu_pool = "2-5", cpus = { min = 3, max = 3 }, numa = "single" })"), {});
+}
+
+TEST(Room, ReservedCoveringTheHost) {
+  EXPECT_EQ(first_message("[host]\nreserved_cpus = \"0-7\"\n[[workload]]\nname = \"a\"\nmatch = { docker = \"a\" }\n",
+                          smt_host(1, 4, 2)),
+            "host.reserved_cpus covers every CPU; nothing is left for workloads");
+  // Without workloads there is nobody to leave CPUs to.
+  load_ok("[host]\nreserved_cpus = \"0-7\"\n", smt_host(1, 4, 2));
+  // One diagnostic, not one more for each workload that then has no room.
+  auto diags = load_bad(critical_with("0-7", R"({ cpu_pool = "0-3", cpus = { min = 2, max = 4 } })") +
+                            "[[workload]]\nname = \"b\"\nmatch = { docker = \"b\" }\nbounds = { cpus = { min = 1, max = 2 } }\n",
+                        smt_host(1, 4, 2));
+  ASSERT_EQ(diags.size(), 1u) << messages(diags);
+  EXPECT_EQ(diags[0].pos.line, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Critical workloads' pools; without a cpu_pool the pool is the whole host.
+
+std::string two_critical(std::string_view bounds_a, std::string_view bounds_b) {
+  std::string out = "[host]\nreserved_cpus = \"0-1\"\n";
+  for (auto [name, bounds] : {std::pair{"a", bounds_a}, std::pair{"b", bounds_b}}) {
+    out += "[[workload]]\nname = \"" + std::string(name) + "\"\nmatch = { docker = \"" + name +
+           "\" }\nclass = \"critical\"\nslo = { runqueue_p99 = \"200us\" }\n";
+    if (!bounds.empty()) out += "bounds = " + std::string(bounds) + "\n";
+  }
+  return out;
+}
+
+TEST(CriticalPools, APoolOverlapsACriticalWorkloadWithout) {
+  auto diags = load_bad(two_critical("", R"({ cpu_pool = "8-15" })"), corpus_host());
+  ASSERT_EQ(diags.size(), 1u) << messages(diags);
+  EXPECT_EQ(diags[0].pos.line, 13);
+  EXPECT_EQ(diags[0].message,
+            "workload 'b': bounds.cpu_pool shares CPUs 8-15 with critical workload 'a' (line 3), which has no "
+            "cpu_pool (the whole host); pools of critical workloads must not overlap");
+}
+
+TEST(CriticalPools, TwoWithoutPools) {
+  for (const HostFacts& f : {corpus_host(), HostFacts{}}) {
+    auto diags = load_bad(two_critical("", R"({ cpus = { min = 1, max = 2 } })"), f);
+    ASSERT_EQ(diags.size(), 1u) << messages(diags);
+    EXPECT_EQ(diags[0].pos.line, 13);  // b's bounds
+    EXPECT_EQ(diags[0].message,
+              "workload 'b': has no bounds.cpu_pool (the whole host), and neither has critical workload 'a' "
+              "(line 3); pools of critical workloads must not overlap (give each critical workload its own "
+              "cpu_pool)");
+  }
+}
+
+TEST(CriticalPools, WithoutHostFactsAPoolStillOverlapsTheWholeHost) {
+  EXPECT_EQ(first_message(two_critical(R"({ cpu_pool = "0-7" })", "")),
+            "workload 'b': has no bounds.cpu_pool (the whole host), so it shares CPUs 2-7 with critical workload "
+            "'a' (line 3); pools of critical workloads must not overlap (give each critical workload its own "
+            "cpu_pool)");
+}
+
+TEST(CriticalPools, DisjointPoolsAndOneCriticalWithoutAPoolAreFine) {
+  load_ok(two_critical(R"({ cpu_pool = "0-15" })", R"({ cpu_pool = "16-31" })"), corpus_host());
+  load_ok(two_critical(R"({ cpu_pool = "0-1,2-15" })", R"({ cpu_pool = "0-1,16-31" })"), corpus_host());
+  load_ok(critical_with("0-1", "{ shares = { min = 2, max = 4 } }") +
+              "[[workload]]\nname = \"b\"\nmatch = { docker = \"b\" }\nbounds = { cpu_pool = \"2-31\" }\n",
+          corpus_host());
+}
+
+TEST(CriticalPools, AnUnreadablePoolIsNotTheWholeHost) {
+  auto diags = load_bad(two_critical(R"({ cpu_pool = "2-15" })", R"({ cpu_pool = "x" })"), corpus_host());
+  ASSERT_EQ(diags.size(), 1u) << messages(diags);
+  EXPECT_NE(diags[0].message.find("is not a valid CPU list"), std::string::npos) << diags[0].message;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Durations and names.
+
+// Why the text is not a duration; "(parsed)" when it is one.
+std::string duration_error(std::string_view text) {
+  auto d = parse_duration(text);
+  return d ? "(parsed)" : d.error().what;
+}
 
 TEST(Duration, Parses) {
   EXPECT_EQ(parse_duration("1s"), 1s);
@@ -543,14 +801,32 @@ TEST(Duration, Parses) {
 }
 
 TEST(Duration, Rejects) {
-  EXPECT_EQ(parse_duration("100").error(), "no unit (write e.g. \"100ms\"; units: ns, us, ms, s, m, h)");
-  EXPECT_EQ(parse_duration("1x").error(), "unknown unit 'x' (units: ns, us, ms, s, m, h)");
-  EXPECT_EQ(parse_duration("0s").error(), "must be greater than 0");
-  EXPECT_EQ(parse_duration("0.1ns").error(), "must be greater than 0");
-  EXPECT_EQ(parse_duration("ms").error(), "expected a number and a unit, e.g. \"200us\"");
-  EXPECT_EQ(parse_duration("-1s").error(), "expected a number and a unit, e.g. \"200us\"");
-  EXPECT_EQ(parse_duration("1.s").error(), "expected digits after '.'");
-  EXPECT_EQ(parse_duration("99999999999999h").error(), "too large");
+  EXPECT_EQ(duration_error("100"), "no unit (write e.g. \"100ms\"; units: ns, us, ms, s, m, h)");
+  EXPECT_EQ(duration_error("1x"), "unknown unit 'x' (units: ns, us, ms, s, m, h)");
+  EXPECT_EQ(duration_error("0s"), "must be greater than 0");
+  EXPECT_EQ(duration_error("0.1ns"), "must be greater than 0");
+  EXPECT_EQ(duration_error("ms"), "expected a number and a unit, e.g. \"200us\"");
+  EXPECT_EQ(duration_error("-1s"), "expected a number and a unit, e.g. \"200us\"");
+  EXPECT_EQ(duration_error("1.s"), "expected digits after '.'");
+  EXPECT_EQ(duration_error("99999999999999h"), "too large");
+  EXPECT_EQ(duration_error("99999999999999999999ns"), "too large");
+}
+
+TEST(Duration, LargestValues) {
+  // The fraction can carry a whole part that fits over the top.
+  EXPECT_EQ(duration_error("2562047.9h"), "too large");
+  EXPECT_EQ(parse_duration("2562047h"), std::chrono::hours(2562047));
+  EXPECT_EQ(parse_duration("153722867.28m"), 153722867min + 16800ms);
+  EXPECT_EQ(parse_duration("9223372036854775807ns"), std::chrono::nanoseconds::max());
+  EXPECT_EQ(duration_error("9223372036854775808ns"), "too large");
+  EXPECT_EQ(parse_duration("9223372036.854775807s"), std::chrono::nanoseconds::max());
+  EXPECT_EQ(duration_error("9223372036.854775808s"), "too large");
+  EXPECT_EQ(duration_error("153722867.281m"), "too large");
+}
+
+TEST(Duration, TooLargeInAConfig) {
+  EXPECT_EQ(first_message("[daemon]\nperiod = \"2562047.9h\"\n"),
+            "daemon.period: bad duration \"2562047.9h\": too large");
 }
 
 TEST(Duration, Formats) {

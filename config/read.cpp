@@ -128,17 +128,6 @@ class Section {
     return std::nullopt;
   }
 
-  std::optional<std::string> nonempty_string(std::string_view key, Pos* at = nullptr) const {
-    Pos p;
-    auto s = string(key, &p);
-    if (at) *at = p;
-    if (s && s->empty()) {
-      error(p, name(key) + " must not be empty");
-      return std::nullopt;
-    }
-    return s;
-  }
-
   std::optional<bool> boolean(std::string_view key) const {
     auto* n = find(key, nullptr);
     if (!n) return std::nullopt;
@@ -166,7 +155,7 @@ class Section {
       return std::nullopt;
     }
     auto d = parse_duration(s->get());
-    if (!d) error(value_pos(*n), name(key) + ": bad duration \"" + s->get() + "\": " + d.error());
+    if (!d) error(value_pos(*n), name(key) + ": bad duration \"" + s->get() + "\": " + d.error().what);
     return d ? std::optional(*d) : std::nullopt;
   }
 
@@ -282,9 +271,14 @@ Actuators read_actuators(Section& s) {
   return a;
 }
 
+// Every selector the file wrote is read; how many there may be is the validator's business.
+// selector_pos is the first selector value that is a string (line 0: none is).
 void read_selector(const Section& s, std::string_view key, Match& m) {
-  auto value = s.nonempty_string(key, &m.selector_pos);
+  m.selector_keys.emplace_back(key);
+  Pos at;
+  auto value = s.string(key, &at);
   if (!value) return;
+  if (m.selector_pos.line == 0) m.selector_pos = at;
   if (key == "cgroup") m.cgroup = *value;
   if (key == "systemd_unit") m.systemd_unit = *value;
   if (key == "docker") m.docker = *value;
@@ -293,20 +287,11 @@ void read_selector(const Section& s, std::string_view key, Match& m) {
 }
 
 Match read_match(Section& s) {
-  static const std::vector<std::string_view> kSelectors = {"cgroup", "systemd_unit", "docker", "pod",
-                                                           "pid_file"};
   s.reject_unknown({"cgroup", "systemd_unit", "docker", "pod", "pid_file", "has_tasks", "each"});
   Match m;
   m.pos = s.pos();
-  std::vector<std::string_view> present;
-  for (auto key : kSelectors)
-    if (s.has(key)) present.push_back(key);
-  if (present.empty())
-    s.error(m.pos, "match needs one selector: " + join(kSelectors, ""));
-  else if (present.size() > 1)
-    s.error(m.pos, "match has several selectors (" + join(present, "") + "); use exactly one");
-  else
-    read_selector(s, present.front(), m);
+  for (auto key : {"cgroup", "systemd_unit", "docker", "pod", "pid_file"})
+    if (s.has(key)) read_selector(s, key, m);
   if (auto v = s.boolean("has_tasks")) m.has_tasks = *v;
   if (auto v = s.boolean("each")) m.each = *v;
   return m;
@@ -341,8 +326,8 @@ Workload read_workload(const toml::table& t, Pos pos, size_t index, Report& repo
   s.reject_unknown({"name", "match", "class", "slo", "bounds"});
   Workload w;
   w.pos = pos;
-  w.name_pos = pos;
-  if (auto v = s.nonempty_string("name", &w.name_pos)) w.name = *v;
+  Pos name_at;
+  if (auto v = s.string("name", &name_at)) w.name = *v, w.name_pos = name_at;
   if (auto m = s.table("match")) w.match = read_match(*m);
   if (auto v = s.word<WorkloadClass>(
           "class", {{"critical", WorkloadClass::critical}, {"best-effort", WorkloadClass::best_effort}}))

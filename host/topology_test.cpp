@@ -259,7 +259,7 @@ TEST(TopologyDetect, MatchesTheRunningHost) {
   auto t = Topology::detect(SysRoots::host());
   ASSERT_TRUE(t.has_value()) << t.error().message();
   EXPECT_EQ(t->pus().size(), static_cast<size_t>(sysconf(_SC_NPROCESSORS_ONLN)));
-  auto online = read_line("/sys/devices/system/cpu/online");
+  auto online = read_line(SysRoots::host().sys / "devices/system/cpu/online");
   ASSERT_TRUE(online.has_value()) << online.error().message();
   EXPECT_EQ(t->online(), cpus(*online));
   EXPECT_GE(t->numa_nodes().size(), 1u);
@@ -335,7 +335,7 @@ TEST(TopologyDetect, RefusesRootsHwlocCannotRead) {
   ::keel::testing::TempDir dir;
   ::keel::testing::make_tree(dir.path(), fake_sysfs());
   SysRoots apart = SysRoots::under(dir.path());
-  apart.proc = "/proc";  // hwloc would read <root>/proc, not this one
+  apart.proc = SysRoots::host().proc;  // hwloc would read <root>/proc, not this one
   auto t = Topology::detect(apart);
   ASSERT_FALSE(t.has_value());
   EXPECT_THAT(t.error().message(), HasSubstr("proc root (/proc) must sit next to it"));
