@@ -30,7 +30,8 @@ HostFacts smt_host(unsigned nodes, unsigned cores_per_node, unsigned smt) {
     unsigned per_node = cores_per_node * smt;
     f.numa_cpus.push_back(CpuSet::range(n * per_node, (n + 1) * per_node - 1));
   }
-  for (unsigned k = 0; k < nodes * cores_per_node; ++k) f.cores.push_back(CpuSet::range(k * smt, (k + 1) * smt - 1));
+  for (unsigned k = 0; k < nodes * cores_per_node; ++k)
+    f.cores.push_back(CpuSet::range(k * smt, (k + 1) * smt - 1));
   return f;
 }
 
@@ -532,8 +533,9 @@ TEST(Validate, MetricsListen) {
             "daemon.metrics_listen = \":9477\": the host part is empty (write e.g. \"127.0.0.1:9477\")");
   EXPECT_EQ(first_message("[daemon]\nmetrics_listen = \"127.0.0.1:0\"\n"),
             "daemon.metrics_listen = \"127.0.0.1:0\": the port must be a number in 1..65535");
-  EXPECT_EQ(first_message("[daemon]\nmetrics_listen = \"[]:80\"\n"),
-            "daemon.metrics_listen = \"[]:80\": the brackets hold no IPv6 address (write e.g. \"[::1]:9477\")");
+  EXPECT_EQ(
+      first_message("[daemon]\nmetrics_listen = \"[]:80\"\n"),
+      "daemon.metrics_listen = \"[]:80\": the brackets hold no IPv6 address (write e.g. \"[::1]:9477\")");
 }
 
 TEST(Validate, PidFileMustBeAbsolute) {
@@ -553,20 +555,25 @@ TEST(Validate, MetricsListenHosts) {
             "(a host name has only letters, digits, '-' and '.')");
   EXPECT_EQ(msg("[zz]:9477"), "daemon.metrics_listen = \"[zz]:9477\": \"zz\" is not an IPv6 address");
   EXPECT_EQ(msg("[::1]"), "daemon.metrics_listen = \"[::1]\": missing port (write e.g. \"[::1]:9477\")");
-  EXPECT_EQ(msg("localhost"), "daemon.metrics_listen = \"localhost\": missing port (write e.g. \"localhost:9477\")");
+  EXPECT_EQ(msg("localhost"),
+            "daemon.metrics_listen = \"localhost\": missing port (write e.g. \"localhost:9477\")");
   EXPECT_EQ(msg("127.0.0.1:"),
             "daemon.metrics_listen = \"127.0.0.1:\": missing port after ':' (write e.g. \"127.0.0.1:9477\")");
   EXPECT_EQ(msg("[::1:9477"),
             "daemon.metrics_listen = \"[::1:9477\": the '[' of an IPv6 host has no closing ']' (write e.g. "
             "\"[::1]:9477\")");
-  EXPECT_EQ(msg("[::1]9477"), "daemon.metrics_listen = \"[::1]9477\": expected ':' and a port after ']', got \"9477\"");
-  EXPECT_EQ(msg("127.0.0.256:80"), "daemon.metrics_listen = \"127.0.0.256:80\": \"127.0.0.256\" is not an IPv4 address");
+  EXPECT_EQ(msg("[::1]9477"),
+            "daemon.metrics_listen = \"[::1]9477\": expected ':' and a port after ']', got \"9477\"");
+  EXPECT_EQ(msg("127.0.0.256:80"),
+            "daemon.metrics_listen = \"127.0.0.256:80\": \"127.0.0.256\" is not an IPv4 address");
   EXPECT_EQ(msg("-bad-.example:80"),
             "daemon.metrics_listen = \"-bad-.example:80\": \"-bad-.example\" is not a host name (each part "
             "between dots is 1 to 63 letters, digits or '-', and does not start or end with '-')");
-  EXPECT_EQ(msg("a..b:80").find("is not a host name"), std::string("daemon.metrics_listen = \"a..b:80\": \"a..b\" ").size());
+  EXPECT_EQ(msg("a..b:80").find("is not a host name"),
+            std::string("daemon.metrics_listen = \"a..b:80\": \"a..b\" ").size());
   EXPECT_EQ(msg("fe80::1:9477"),
-            "daemon.metrics_listen = \"fe80::1:9477\": an IPv6 host must be written in brackets, e.g. \"[::1]:9477\"");
+            "daemon.metrics_listen = \"fe80::1:9477\": an IPv6 host must be written in brackets, e.g. "
+            "\"[::1]:9477\"");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -580,19 +587,21 @@ TEST(Match, PodMustBeAKubernetesUid) {
   for (const char* uid : {"6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b", "6f1c2a9e_3b7d_4e52_9a81_0c4d5e6f7a8b",
                           "6F1C2A9E-3B7D-4E52-9A81-0C4D5E6F7A8B"})
     load_ok("[[workload]]\nname = \"a\"\nmatch = { pod = \"" + std::string(uid) + "\" }\n");
-  for (const char* bad : {"-", "0b9e8d7c-6a5f", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b0",
-                          "6f1c2a9e3b7d4e529a810c4d5e6f7a8b", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8g",
-                          "6f1c2a9e-3b7d-4e52-9a8-10c4d5e6f7a8b", "pod6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b"})
+  for (const char* bad :
+       {"-", "0b9e8d7c-6a5f", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b0",
+        "6f1c2a9e3b7d4e529a810c4d5e6f7a8b", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8g",
+        "6f1c2a9e-3b7d-4e52-9a8-10c4d5e6f7a8b", "pod6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b"})
     EXPECT_NE(match_message("{ pod = \"" + std::string(bad) + "\" }").find("is not a Kubernetes pod uid"),
               std::string::npos)
         << bad;
 }
 
 TEST(Match, SystemdUnitWithASlashCanNeverMatch) {
-  EXPECT_EQ(match_message("{ systemd_unit = \"/system.slice/redis*.service\" }"),
-            "workload 'a': match.systemd_unit = \"/system.slice/redis*.service\" can never match: it is compared "
-            "with the unit name only (the last element of a cgroup path); to match a cgroup path write cgroup = "
-            "\"/system.slice/redis*.service\"");
+  EXPECT_EQ(
+      match_message("{ systemd_unit = \"/system.slice/redis*.service\" }"),
+      "workload 'a': match.systemd_unit = \"/system.slice/redis*.service\" can never match: it is compared "
+      "with the unit name only (the last element of a cgroup path); to match a cgroup path write cgroup = "
+      "\"/system.slice/redis*.service\"");
   load_ok("[[workload]]\nname = \"a\"\nmatch = { systemd_unit = \"machine-qemu*vm2*.scope\" }\n");
 }
 
@@ -634,74 +643,88 @@ std::string critical_with(std::string_view reserved, std::string_view bounds) {
 
 TEST(Room, CriticalNeedsWholeCoresInOneNode) {
   // One node, cores {0,1} {2,3} {4,5} {6,7}; CPU 4 reserved leaves {2,3} as the pool's only whole core.
-  EXPECT_EQ(first_message(critical_with("4", R"({ cpu_pool = "2-5", cpus = { min = 3, max = 3 }, numa = "single" })"),
-                          smt_host(1, 4, 2)),
-            "workload 'redis': bounds.cpus.min = 3 needs 2 whole cores in one NUMA node (numa = \"single\"), but "
-            "the most whole cores any node has in cpu_pool 2-5 outside reserved_cpus is 1 (node 0)");
+  EXPECT_EQ(
+      first_message(
+          critical_with("4", R"({ cpu_pool = "2-5", cpus = { min = 3, max = 3 }, numa = "single" })"),
+          smt_host(1, 4, 2)),
+      "workload 'redis': bounds.cpus.min = 3 needs 2 whole cores in one NUMA node (numa = \"single\"), but "
+      "the most whole cores any node has in cpu_pool 2-5 outside reserved_cpus is 1 (node 0)");
 }
 
 TEST(Room, CriticalNeedsWholeCoresInItsPool) {
-  auto diags = load_bad(critical_with("4", R"({ cpu_pool = "2-5", cpus = { min = 3, max = 3 } })"), smt_host(1, 4, 2));
+  auto diags =
+      load_bad(critical_with("4", R"({ cpu_pool = "2-5", cpus = { min = 3, max = 3 } })"), smt_host(1, 4, 2));
   ASSERT_EQ(diags.size(), 1u) << messages(diags);
-  EXPECT_EQ(diags[0].message,
-            "workload 'redis': bounds.cpus.min = 3 needs 2 whole cores, but cpu_pool 2-5 outside reserved_cpus "
-            "has only 1 whole core (CPUs 2-3)");
+  EXPECT_EQ(
+      diags[0].message,
+      "workload 'redis': bounds.cpus.min = 3 needs 2 whole cores, but cpu_pool 2-5 outside reserved_cpus "
+      "has only 1 whole core (CPUs 2-3)");
   EXPECT_EQ(diags[0].pos.line, 8);
   // The same pool without the reservation has two whole cores.
   load_ok(critical_with("", R"({ cpu_pool = "2-5", cpus = { min = 3, max = 3 } })"), smt_host(1, 4, 2));
   // Best-effort work is not given whole cores: 3 CPUs of the pool are enough.
-  load_ok("[host]\nreserved_cpus = \"4\"\n[[workload]]\nname = \"b\"\nmatch = { docker = \"b\" }\n"
-          "bounds = { cpu_pool = \"2-5\", cpus = { min = 3, max = 3 } }\n",
-          smt_host(1, 4, 2));
+  load_ok(
+      "[host]\nreserved_cpus = \"4\"\n[[workload]]\nname = \"b\"\nmatch = { docker = \"b\" }\n"
+      "bounds = { cpu_pool = \"2-5\", cpus = { min = 3, max = 3 } }\n",
+      smt_host(1, 4, 2));
 }
 
 TEST(Room, CriticalWithoutCpusNeedsOneWholeCore) {
-  EXPECT_EQ(first_message(critical_with("", R"({ cpu_pool = "1-2" })"), smt_host(1, 4, 2)),
-            "workload 'redis': class \"critical\" needs at least 1 whole core, but cpu_pool 1-2 has no whole core "
-            "(a critical workload gets whole cores: every SMT sibling in the pool, none reserved)");
+  EXPECT_EQ(
+      first_message(critical_with("", R"({ cpu_pool = "1-2" })"), smt_host(1, 4, 2)),
+      "workload 'redis': class \"critical\" needs at least 1 whole core, but cpu_pool 1-2 has no whole core "
+      "(a critical workload gets whole cores: every SMT sibling in the pool, none reserved)");
   auto diags = load_bad(critical_with("0,2,4,6", R"({ shares = { min = 2, max = 4 } })"), smt_host(1, 4, 2));
   ASSERT_EQ(diags.size(), 1u) << messages(diags);
   EXPECT_EQ(diags[0].pos.line, 3);  // the [[workload]] header
-  EXPECT_EQ(diags[0].message,
-            "workload 'redis': class \"critical\" needs at least 1 whole core, but this host outside reserved_cpus "
-            "has no whole core (a critical workload gets whole cores: every SMT sibling in the pool, none reserved)");
+  EXPECT_EQ(
+      diags[0].message,
+      "workload 'redis': class \"critical\" needs at least 1 whole core, but this host outside reserved_cpus "
+      "has no whole core (a critical workload gets whole cores: every SMT sibling in the pool, none "
+      "reserved)");
 }
 
 TEST(Room, WholeHostWithoutAPool) {
   // 2 nodes x 2 cores x 2 threads; reserving CPU 0 and 4 breaks one core in each node.
-  EXPECT_EQ(first_message(critical_with("0,4", R"({ cpus = { min = 3, max = 4 }, numa = "single" })"),
-                          smt_host(2, 2, 2)),
-            "workload 'redis': bounds.cpus.min = 3 needs 2 whole cores in one NUMA node (numa = \"single\"), but "
-            "the most whole cores any node has outside reserved_cpus is 1 (node 0)");
+  EXPECT_EQ(
+      first_message(critical_with("0,4", R"({ cpus = { min = 3, max = 4 }, numa = "single" })"),
+                    smt_host(2, 2, 2)),
+      "workload 'redis': bounds.cpus.min = 3 needs 2 whole cores in one NUMA node (numa = \"single\"), but "
+      "the most whole cores any node has outside reserved_cpus is 1 (node 0)");
   load_ok(critical_with("0,4", R"({ cpus = { min = 3, max = 4 } })"), smt_host(2, 2, 2));
-  EXPECT_EQ(first_message(critical_with("0,4", R"({ cpus = { min = 5, max = 6 } })"), smt_host(2, 2, 2)),
-            "workload 'redis': bounds.cpus.min = 5 needs 3 whole cores, but this host outside reserved_cpus has "
-            "only 2 whole cores (CPUs 2-3,6-7)");
+  EXPECT_EQ(
+      first_message(critical_with("0,4", R"({ cpus = { min = 5, max = 6 } })"), smt_host(2, 2, 2)),
+      "workload 'redis': bounds.cpus.min = 5 needs 3 whole cores, but this host outside reserved_cpus has "
+      "only 2 whole cores (CPUs 2-3,6-7)");
 }
 
 TEST(Room, BestEffortWithSingleNumaNeedsTheCpusInOneNode) {
-  EXPECT_EQ(first_message("[[workload]]\nname = \"b\"\nmatch = { docker = \"b\" }\n"
-                          "bounds = { cpu_pool = \"14-17\", cpus = { min = 3, max = 4 }, numa = \"single\" }\n",
-                          corpus_host()),
-            "workload 'b': bounds.cpus.min = 3 needs 3 CPUs in one NUMA node (numa = \"single\"), but the most "
-            "CPUs any node has in cpu_pool 14-17 is 2 (node 0)");
+  EXPECT_EQ(
+      first_message("[[workload]]\nname = \"b\"\nmatch = { docker = \"b\" }\n"
+                    "bounds = { cpu_pool = \"14-17\", cpus = { min = 3, max = 4 }, numa = \"single\" }\n",
+                    corpus_host()),
+      "workload 'b': bounds.cpus.min = 3 needs 3 CPUs in one NUMA node (numa = \"single\"), but the most "
+      "CPUs any node has in cpu_pool 14-17 is 2 (node 0)");
 }
 
 TEST(Room, NodeSizeIsCheckedFirstAndOnce) {
-  auto diags = load_bad(critical_with("0-1", R"({ cpus = { min = 20, max = 24 }, numa = "single" })"), corpus_host());
+  auto diags =
+      load_bad(critical_with("0-1", R"({ cpus = { min = 20, max = 24 }, numa = "single" })"), corpus_host());
   ASSERT_EQ(diags.size(), 1u) << messages(diags);
-  EXPECT_EQ(diags[0].message,
-            "workload 'redis': bounds.numa = \"single\" but bounds.cpus.min = 20 is more than the 16 CPUs of one "
-            "NUMA node");
+  EXPECT_EQ(
+      diags[0].message,
+      "workload 'redis': bounds.numa = \"single\" but bounds.cpus.min = 20 is more than the 16 CPUs of one "
+      "NUMA node");
 }
 
 TEST(Room, UnevenNodesAreMeasuredByTheLargest) {
   HostFacts f = smt_host(1, 8, 1);
   f.numa_cpus = {CpuSet::range(0, 5), CpuSet::range(6, 7)};
   f.numa_nodes = 2;
-  EXPECT_EQ(first_message(critical_with("", R"({ cpus = { min = 7, max = 8 }, numa = "single" })"), f),
-            "workload 'redis': bounds.numa = \"single\" but bounds.cpus.min = 7 is more than the 6 CPUs of the "
-            "largest NUMA node");
+  EXPECT_EQ(
+      first_message(critical_with("", R"({ cpus = { min = 7, max = 8 }, numa = "single" })"), f),
+      "workload 'redis': bounds.numa = \"single\" but bounds.cpus.min = 7 is more than the 6 CPUs of the "
+      "largest NUMA node");
 }
 
 TEST(Room, UnknownCoresAndNodesSkipTheCheck) {
@@ -712,14 +735,16 @@ TEST(Room, UnknownCoresAndNodesSkipTheCheck) {
 }
 
 TEST(Room, ReservedCoveringTheHost) {
-  EXPECT_EQ(first_message("[host]\nreserved_cpus = \"0-7\"\n[[workload]]\nname = \"a\"\nmatch = { docker = \"a\" }\n",
-                          smt_host(1, 4, 2)),
+  EXPECT_EQ(first_message(
+                "[host]\nreserved_cpus = \"0-7\"\n[[workload]]\nname = \"a\"\nmatch = { docker = \"a\" }\n",
+                smt_host(1, 4, 2)),
             "host.reserved_cpus covers every CPU; nothing is left for workloads");
   // Without workloads there is nobody to leave CPUs to.
   load_ok("[host]\nreserved_cpus = \"0-7\"\n", smt_host(1, 4, 2));
   // One diagnostic, not one more for each workload that then has no room.
   auto diags = load_bad(critical_with("0-7", R"({ cpu_pool = "0-3", cpus = { min = 2, max = 4 } })") +
-                            "[[workload]]\nname = \"b\"\nmatch = { docker = \"b\" }\nbounds = { cpus = { min = 1, max = 2 } }\n",
+                            "[[workload]]\nname = \"b\"\nmatch = { docker = \"b\" }\nbounds = { cpus = { min "
+                            "= 1, max = 2 } }\n",
                         smt_host(1, 4, 2));
   ASSERT_EQ(diags.size(), 1u) << messages(diags);
   EXPECT_EQ(diags[0].pos.line, 2);
@@ -742,9 +767,10 @@ TEST(CriticalPools, APoolOverlapsACriticalWorkloadWithout) {
   auto diags = load_bad(two_critical("", R"({ cpu_pool = "8-15" })"), corpus_host());
   ASSERT_EQ(diags.size(), 1u) << messages(diags);
   EXPECT_EQ(diags[0].pos.line, 13);
-  EXPECT_EQ(diags[0].message,
-            "workload 'b': bounds.cpu_pool shares CPUs 8-15 with critical workload 'a' (line 3), which has no "
-            "cpu_pool (the whole host); pools of critical workloads must not overlap");
+  EXPECT_EQ(
+      diags[0].message,
+      "workload 'b': bounds.cpu_pool shares CPUs 8-15 with critical workload 'a' (line 3), which has no "
+      "cpu_pool (the whole host); pools of critical workloads must not overlap");
 }
 
 TEST(CriticalPools, TwoWithoutPools) {
@@ -760,10 +786,11 @@ TEST(CriticalPools, TwoWithoutPools) {
 }
 
 TEST(CriticalPools, WithoutHostFactsAPoolStillOverlapsTheWholeHost) {
-  EXPECT_EQ(first_message(two_critical(R"({ cpu_pool = "0-7" })", "")),
-            "workload 'b': has no bounds.cpu_pool (the whole host), so it shares CPUs 2-7 with critical workload "
-            "'a' (line 3); pools of critical workloads must not overlap (give each critical workload its own "
-            "cpu_pool)");
+  EXPECT_EQ(
+      first_message(two_critical(R"({ cpu_pool = "0-7" })", "")),
+      "workload 'b': has no bounds.cpu_pool (the whole host), so it shares CPUs 2-7 with critical workload "
+      "'a' (line 3); pools of critical workloads must not overlap (give each critical workload its own "
+      "cpu_pool)");
 }
 
 TEST(CriticalPools, DisjointPoolsAndOneCriticalWithoutAPoolAreFine) {

@@ -3,6 +3,7 @@
 
 #include <toml++/toml.h>
 
+#include <array>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,12 +26,17 @@ class Report {
   Diagnostics diags_;
 };
 
+// The keys of match that select cgroups; a workload's match has exactly one of them.
+inline constexpr std::array<std::string_view, 5> kSelectors = {"cgroup", "systemd_unit", "docker", "pod",
+                                                               "pid_file"};
+
 // "workload 'redis': " when the name is usable in a message, else "workload #2: " (1-based).
 std::string workload_label(std::string_view name, size_t index);
 bool valid_workload_name(std::string_view name);
 
-// TOML document -> Config. Reports syntax-level problems: unknown keys, wrong types, missing
-// required keys, values that do not parse (durations, CPU lists, enum words).
+// TOML document -> Config. Reports syntax-level problems only: unknown keys, wrong types, missing
+// required keys, values that do not parse (durations, CPU lists, enum words). Whether a value makes
+// sense (empty strings, how many selectors a match has, ...) is left to validate().
 Config read_config(const toml::table& root, Report& report);
 
 // Every rule about what the values mean, in one place: ranges, cross-references, host limits.

@@ -290,7 +290,7 @@ Match read_match(Section& s) {
   s.reject_unknown({"cgroup", "systemd_unit", "docker", "pod", "pid_file", "has_tasks", "each"});
   Match m;
   m.pos = s.pos();
-  for (auto key : {"cgroup", "systemd_unit", "docker", "pod", "pid_file"})
+  for (auto key : kSelectors)
     if (s.has(key)) read_selector(s, key, m);
   if (auto v = s.boolean("has_tasks")) m.has_tasks = *v;
   if (auto v = s.boolean("each")) m.each = *v;
@@ -327,7 +327,10 @@ Workload read_workload(const toml::table& t, Pos pos, size_t index, Report& repo
   Workload w;
   w.pos = pos;
   Pos name_at;
-  if (auto v = s.string("name", &name_at)) w.name = *v, w.name_pos = name_at;
+  if (auto v = s.string("name", &name_at)) {
+    w.name = *v;
+    w.name_pos = name_at;
+  }
   if (auto m = s.table("match")) w.match = read_match(*m);
   if (auto v = s.word<WorkloadClass>(
           "class", {{"critical", WorkloadClass::critical}, {"best-effort", WorkloadClass::best_effort}}))

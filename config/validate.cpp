@@ -25,8 +25,6 @@ std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\"";
 // "CPU 3" / "CPUs 3-5".
 std::string cpus_phrase(const CpuSet& set) { return (set.count() == 1 ? "CPU " : "CPUs ") + set.to_list(); }
 
-constexpr std::array<std::string_view, 5> kSelectors = {"cgroup", "systemd_unit", "docker", "pod", "pid_file"};
-
 template <class Words>
 std::string join(const Words& words) {
   std::string out;
@@ -42,7 +40,9 @@ std::string count_of(unsigned long long n, std::string_view one, std::string_vie
   return std::to_string(n) + " " + std::string(n == 1 ? one : many);
 }
 
-bool is_hex_digit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool is_hex_digit(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 bool is_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 bool is_address(int family, std::string_view text) {
@@ -55,7 +55,8 @@ bool is_ipv6(std::string_view text) {
   size_t zone = text.find('%');
   if (zone != std::string_view::npos) {
     std::string_view name = text.substr(zone + 1);
-    if (name.empty() || !std::ranges::all_of(name, [](char c) { return is_alnum(c) || c == '-' || c == '_' || c == '.'; }))
+    if (name.empty() ||
+        !std::ranges::all_of(name, [](char c) { return is_alnum(c) || c == '-' || c == '_' || c == '.'; }))
       return false;
     text = text.substr(0, zone);
   }
@@ -93,7 +94,8 @@ std::optional<std::string> listen_problem(std::string_view address) {
   std::string_view port;
   if (address.starts_with('[')) {
     size_t close = address.find(']');
-    if (close == std::string_view::npos) return "the '[' of an IPv6 host has no closing ']' (write e.g. \"[::1]:9477\")";
+    if (close == std::string_view::npos)
+      return "the '[' of an IPv6 host has no closing ']' (write e.g. \"[::1]:9477\")";
     std::string_view inside = address.substr(1, close - 1);
     std::string_view rest = address.substr(close + 1);
     if (inside.empty()) return "the brackets hold no IPv6 address (write e.g. \"[::1]:9477\")";
@@ -107,7 +109,8 @@ std::optional<std::string> listen_problem(std::string_view address) {
     if (host.empty()) return "the host part is empty (write e.g. \"127.0.0.1:9477\")";
     if (host.find(':') != std::string_view::npos) return std::string(kBracketIpv6);
     if (auto why = host_problem(host)) return why;
-    if (colon == std::string_view::npos) return "missing port (write e.g. \"" + std::string(host) + ":9477\")";
+    if (colon == std::string_view::npos)
+      return "missing port (write e.g. \"" + std::string(host) + ":9477\")";
     port = address.substr(colon + 1);
   }
   if (port.empty()) return "missing port after ':' (write e.g. \"127.0.0.1:9477\")";
@@ -352,9 +355,9 @@ class Validator {
       return;
     }
     if (b.cpus->min > per_node)
-      error(b.numa_pos, who + "bounds.numa = \"single\" but bounds.cpus.min = " + std::to_string(b.cpus->min) +
-                            " is more than the " + std::to_string(per_node) + " CPUs of " +
-                            (even ? "one" : "the largest") + " NUMA node");
+      error(b.numa_pos, who + "bounds.numa = \"single\" but bounds.cpus.min = " +
+                            std::to_string(b.cpus->min) + " is more than the " + std::to_string(per_node) +
+                            " CPUs of " + (even ? "one" : "the largest") + " NUMA node");
   }
 
   // What the CPU planner can give a workload at most, before anyone else holds anything: a critical
@@ -417,7 +420,8 @@ class Validator {
 
     std::string message = who;
     if (b.cpus)
-      message += "bounds.cpus.min = " + std::to_string(min) + " needs " + count_of(needed, unit_one, unit_many);
+      message +=
+          "bounds.cpus.min = " + std::to_string(min) + " needs " + count_of(needed, unit_one, unit_many);
     else
       message += "class \"critical\" needs at least 1 whole core";
     bool reserved_counts = config_.host.reserved_cpus.intersects(allowed);
@@ -505,10 +509,9 @@ class Validator {
         std::string rule = "; pools of critical workloads must not overlap";
         std::string who = workload_label(b.name, j);
         if (b.bounds.cpu_pool) {
-          error(b.bounds.cpu_pool_pos, who + "bounds.cpu_pool shares " + cpus_phrase(*shared) + " with " +
-                                           other +
-                                           (a.bounds.cpu_pool ? "" : ", which has no cpu_pool (the whole host)") +
-                                           rule);
+          error(b.bounds.cpu_pool_pos,
+                who + "bounds.cpu_pool shares " + cpus_phrase(*shared) + " with " + other +
+                    (a.bounds.cpu_pool ? "" : ", which has no cpu_pool (the whole host)") + rule);
           continue;
         }
         Pos pos = b.bounds.pos.line != 0 ? b.bounds.pos : b.pos;
