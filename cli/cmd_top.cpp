@@ -51,7 +51,7 @@ std::string fmt_opt(const std::optional<double>& v, const char* f) {
 }  // namespace
 
 int cmd_top(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {"json"}, .with_value = {"interval", "count", "config"}});
+  auto args = parse_args(argv, {.switches = {"json", "no-bpf-stats"}, .with_value = {"interval", "count", "config"}});
   if (!args) return usage_error("top", args.error().message());
   if (!args->positional.empty()) return usage_error("top", "takes no arguments");
   double interval = 1.0;
@@ -99,6 +99,8 @@ int cmd_top(const std::vector<std::string>& argv) {
   }
   bpf::SchedConfig sc;
   sc.hierarchy = *hierarchy;
+  // BPF run-time stats cost every BPF program on the host a little; they can be left off.
+  sc.collect_stats = !args->has("no-bpf-stats");
   for (const Pu& pu : topo->pus()) {
     if (pu.os >= sc.llc_of_cpu.size()) {
       sc.llc_of_cpu.resize(pu.os + 1);
