@@ -12,7 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <cstdio>
 #include <sstream>
 #include <thread>
 
@@ -183,11 +183,11 @@ TEST_F(CpuCgroups, RunQueueLatencyIsChargedToTheWaiterAndDropsWhenItMoves) {
 // runqlat's log2 histogram ("lo -> hi : count") as (lo, hi, count) rows.
 std::vector<std::array<double, 3>> parse_runqlat(const std::string& out) {
   std::vector<std::array<double, 3>> rows;
-  std::regex re(R"(^\s*(\d+) -> (\d+)\s*: (\d+))");
   std::istringstream in(out);
   for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, re)) rows.push_back({std::stod(m[1]), std::stod(m[2]), std::stod(m[3])});
+    unsigned long lo = 0, hi = 0, n = 0;
+    if (std::sscanf(line.c_str(), " %lu -> %lu : %lu", &lo, &hi, &n) == 3)
+      rows.push_back({static_cast<double>(lo), static_cast<double>(hi), static_cast<double>(n)});
   }
   return rows;
 }
