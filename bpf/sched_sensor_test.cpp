@@ -142,7 +142,8 @@ TEST(RqHistogram, BucketsAreLogLinearAndQuantilesInterpolate) {
 // waits are charged to B, one per wakeup. Moved to the other CPU, B's p99 drops.
 TEST_F(CpuCgroups, RunQueueLatencyIsChargedToTheWaiterAndDropsWhenItMoves) {
   fs::path a = make("a"), b = make("b");
-  std::ofstream(a / "cpu.shares") << 8192 << std::flush;  // the hogs outweigh the sleeper
+  // The sleeper's group gets the smallest share: next to the hogs it must wait for their slices.
+  std::ofstream(b / "cpu.shares") << 2 << std::flush;
   auto sensor = SchedSensor::open(config());
   ASSERT_TRUE(sensor) << sensor.error().message();
   start(true, a, 1);
