@@ -20,6 +20,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by the loader before load. */
 const volatile __u32 hierarchy_id = 0; /* key's hierarchy: /proc/cgroups id, 0 = v2 */
 const volatile int v1_controller = 0;  /* KEEL_V1_NONE: v2 (dfl_cgrp); else the v1 controller's hierarchy */
+const volatile bool counters_enabled = false; /* false: the counter path is pruned at load */
 const volatile __u16 llc_of_cpu[KEEL_MAX_CPUS] = {};
 const volatile __u16 node_of_cpu[KEEL_MAX_CPUS] = {};
 
@@ -46,6 +47,21 @@ struct {
   __type(key, __u32);
   __type(value, __u64);
 } pid_stamps SEC(".maps");
+
+/* One perf event per CPU (a hardware counter, or a software one where there is no PMU), read at
+ * every switch; the difference since the previous switch on that CPU belongs to `prev`. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, sizeof(__u32));
+} counter_events SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} counter_last SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -159,7 +175,22 @@ static __always_inline unsigned int task_state(struct task_struct *t, bool btf) 
   return (unsigned int)BPF_CORE_READ(old, state);
 }
 
+static __always_inline void charge_counter(struct task_struct *prev, bool btf) {
+  struct bpf_perf_event_value v = {};
+  if (bpf_perf_event_read_value(&counter_events, BPF_F_CURRENT_CPU, &v, sizeof(v)) != 0) return;
+  __u32 zero = 0;
+  __u64 *last = bpf_map_lookup_elem(&counter_last, &zero);
+  if (!last) return;
+  __u64 delta = v.counter > *last ? v.counter - *last : 0;
+  bool first = *last == 0;
+  *last = v.counter;
+  if (first || delta == 0 || KREAD(btf, prev, pid) == 0) return; /* idle's share is nobody's */
+  struct keel_cg_stats *s = stats_of(prev, btf);
+  if (s) __sync_fetch_and_add(&s->counter, delta);
+}
+
 static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next, bool btf) {
+  if (counters_enabled) charge_counter(prev, btf);
   /* prev goes back to the run queue when preempted or still runnable: it waits from now. */
   if (preempt || task_state(prev, btf) == 0) stamp(prev, btf);
   __u32 pid = KREAD(btf, next, pid);

@@ -2,6 +2,8 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 
 #include <unistd.h>
 
@@ -44,6 +46,8 @@ Result<keel_sched*> load(const SchedConfig& cfg, AttachKind kind) {
   for (bpf_program* p : {skel->progs.keel_wakeup_raw, skel->progs.keel_wakeup_new_raw,
                          skel->progs.keel_switch_raw, skel->progs.keel_migrate_raw})
     bpf_program__set_autoload(p, !btf);
+  skel->rodata->counters_enabled = cfg.counter.has_value();
+  bpf_map__set_max_entries(skel->maps.counter_events, static_cast<uint32_t>(std::max(1, libbpf_num_possible_cpus())));
   bpf_map__set_autocreate(skel->maps.task_stamps, btf);
   bpf_map__set_autocreate(skel->maps.pid_stamps, !btf);
   int err = keel_sched__load(skel);
@@ -113,7 +117,57 @@ RqHistogram& RqHistogram::operator+=(const RqHistogram& o) {
   return *this;
 }
 
+namespace {
+
+// One counting perf event per possible CPU (all tasks on it), stored in the program's array.
+Result<std::vector<int>> open_counters(keel_sched* skel, const SchedConfig::Counter& c) {
+  std::vector<int> fds;
+  int ncpu = libbpf_num_possible_cpus();
+  int map_fd = bpf_map__fd(skel->maps.counter_events);
+  for (int cpu = 0; cpu < ncpu; ++cpu) {
+    perf_event_attr attr{};
+    attr.size = sizeof attr;
+    attr.type = c.type;
+    attr.config = c.config;
+    long fd = ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENODEV || errno == ENOENT) continue;  // a possible CPU that is not online
+      int e = errno;
+      for (int f : fds) ::close(f);
+      return fail("perf_event_open(type " + std::to_string(c.type) + ", config " + std::to_string(c.config) +
+                      ") on CPU " + std::to_string(cpu), "", e);
+    }
+    fds.push_back(static_cast<int>(fd));
+    uint32_t key = static_cast<uint32_t>(cpu);
+    int v = static_cast<int>(fd);
+    if (bpf_map_update_elem(map_fd, &key, &v, BPF_ANY) != 0) {
+      int e = errno;
+      for (int f : fds) ::close(f);
+      return fail("cannot store the perf event of CPU " + std::to_string(cpu), "", e);
+    }
+  }
+  return fds;
+}
+
+}  // namespace
+
+void SchedSensor::close_fds() {
+  for (int f : counter_fds_) ::close(f);
+  counter_fds_.clear();
+  if (stats_fd_ >= 0) ::close(stats_fd_);
+  stats_fd_ = -1;
+}
+
 Result<SchedSensor> SchedSensor::open(const SchedConfig& cfg) {
+  auto sensor = open_programs(cfg);
+  if (!sensor || !cfg.counter) return sensor;
+  auto fds = open_counters(sensor->skel_, *cfg.counter);
+  if (!fds) return std::unexpected(fds.error());
+  sensor->counter_fds_ = std::move(*fds);
+  return sensor;
+}
+
+Result<SchedSensor> SchedSensor::open_programs(const SchedConfig& cfg) {
   if (v1_controller_of(cfg.hierarchy) < 0)
     return fail("hierarchy " + cfg.hierarchy.name() + " has none of cpu, cpuset, cpuacct: cannot key by it");
   if (cfg.attach != AttachChoice::raw_tp) {
@@ -153,17 +207,21 @@ std::vector<ProgStats> SchedSensor::prog_stats() const {
 
 SchedSensor::SchedSensor(SchedSensor&& o) noexcept
     : skel_(o.skel_), kind_(o.kind_), hierarchy_(o.hierarchy_), last_(std::move(o.last_)),
-      last_map_full_(o.last_map_full_), last_stamp_full_(o.last_stamp_full_), stats_fd_(o.stats_fd_) {
+      last_map_full_(o.last_map_full_), last_stamp_full_(o.last_stamp_full_), stats_fd_(o.stats_fd_),
+      counter_fds_(std::move(o.counter_fds_)) {
   o.skel_ = nullptr;
   o.stats_fd_ = -1;
+  o.counter_fds_.clear();
 }
 
 SchedSensor& SchedSensor::operator=(SchedSensor&& o) noexcept {
   if (this != &o) {
     if (skel_ != nullptr) keel_sched__destroy(skel_);
-    if (stats_fd_ >= 0) ::close(stats_fd_);
+    close_fds();
     stats_fd_ = o.stats_fd_;
     o.stats_fd_ = -1;
+    counter_fds_ = std::move(o.counter_fds_);
+    o.counter_fds_.clear();
     skel_ = o.skel_;
     kind_ = o.kind_;
     hierarchy_ = o.hierarchy_;
@@ -177,7 +235,7 @@ SchedSensor& SchedSensor::operator=(SchedSensor&& o) noexcept {
 
 SchedSensor::~SchedSensor() {
   if (skel_ != nullptr) keel_sched__destroy(skel_);
-  if (stats_fd_ >= 0) ::close(stats_fd_);
+  close_fds();
 }
 
 Result<SchedDelta> SchedSensor::read() {
@@ -198,6 +256,7 @@ Result<SchedDelta> SchedSensor::read() {
     now.migrations = val.migrations;
     now.cross_llc = val.cross_llc;
     now.cross_numa = val.cross_numa;
+    now.counter = val.counter;
 
     CgroupSched d = now;
     if (auto it = last_.find(now.id); it != last_.end()) {
@@ -208,11 +267,12 @@ Result<SchedDelta> SchedSensor::read() {
       d.migrations -= was.migrations;
       d.cross_llc -= was.cross_llc;
       d.cross_numa -= was.cross_numa;
+      d.counter -= was.counter;
       it->second = now;
     } else {
       last_.emplace(now.id, now);
     }
-    if (d.rq.count != 0 || d.migrations != 0) out.cgroups.push_back(std::move(d));
+    if (d.rq.count != 0 || d.migrations != 0 || d.counter != 0) out.cgroups.push_back(std::move(d));
   }
   uint64_t full = sum_percpu(skel_->maps.errors, KEEL_ERR_CG_MAP_FULL);
   uint64_t stamp = sum_percpu(skel_->maps.errors, KEEL_ERR_STAMP_FULL);

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "bpf/features.h"
@@ -35,6 +36,7 @@ struct CgroupSched {
   uint64_t migrations = 0;
   uint64_t cross_llc = 0;
   uint64_t cross_numa = 0;
+  uint64_t counter = 0;  // the configured perf counter's count while this cgroup's tasks ran
 };
 
 struct SchedDelta {
@@ -57,6 +59,13 @@ struct SchedConfig {
   AttachChoice attach = AttachChoice::automatic;
   uint32_t max_cgroups = 4096;          // entries of the per-cgroup map
   bool collect_stats = true;            // hold BPF run-time stats on while the sensor lives
+  // A per-CPU perf event read at every switch and charged to the task switched out
+  // (perf_event_attr type/config: hardware cache misses with a PMU, a software clock in tests).
+  struct Counter {
+    uint32_t type = 0;
+    uint64_t config = 0;
+  };
+  std::optional<Counter> counter;
 };
 
 class SchedSensor {
@@ -80,6 +89,7 @@ class SchedSensor {
   bool stats_enabled() const { return stats_fd_ >= 0; }
 
  private:
+  static Result<SchedSensor> open_programs(const SchedConfig& cfg);
   SchedSensor(keel_sched* skel, AttachKind kind, uint32_t hierarchy)
       : skel_(skel), kind_(kind), hierarchy_(hierarchy) {}
   keel_sched* skel_ = nullptr;
@@ -88,6 +98,8 @@ class SchedSensor {
   std::map<CgroupId, CgroupSched> last_;  // cumulative values at the previous read
   uint64_t last_map_full_ = 0, last_stamp_full_ = 0;
   int stats_fd_ = -1;  // bpf_enable_stats(): stats stay on only while this fd is open
+  std::vector<int> counter_fds_;  // one perf event per CPU, closed with the sensor
+  void close_fds();
 };
 
 }  // namespace keel::bpf

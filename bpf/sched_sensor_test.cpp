@@ -2,6 +2,7 @@
 #include "bpf/sched_sensor.h"
 
 #include <gtest/gtest.h>
+#include <linux/perf_event.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -324,6 +325,40 @@ TEST_F(CpuCgroups, FullCgroupMapCountsWhatItDrops) {
   ASSERT_TRUE(d);
   EXPECT_LE(d->cgroups.size(), 1u);
   EXPECT_GT(d->map_full, 100u);  // two 1 kHz sleepers for 0.3 s, at least one of them unrecorded
+}
+
+// The counter path, with a software CPU clock standing in for a hardware counter (no PMU here): the
+// clock time charged to a cgroup at switches agrees with the kernel's own cpuacct.usage.
+TEST_F(CpuCgroups, SoftwareCounterPerCgroupAgreesWithCpuacctUsage) {
+  auto layout = discover(SysRoots::host());
+  ASSERT_TRUE(layout);
+  const CgroupHierarchy* acct = layout->v1_with("cpuacct");
+  if (acct == nullptr || acct->id == hier_.id) GTEST_SKIP() << "skipped: needs a separate v1 cpuacct hierarchy";
+  auto cfg = config();
+  cfg.counter = SchedConfig::Counter{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK};
+  auto sensor = SchedSensor::open(cfg);
+  ASSERT_TRUE(sensor) << sensor.error().message();
+  fs::path cg = make("counted");
+  fs::path acct_cg = acct->mount / cg.filename();
+  ASSERT_TRUE(fs::create_directory(acct_cg));
+  pid_t hog = spawn(true, counter_);
+  pin(hog, 1);
+  move(hog, cg);
+  std::ofstream(acct_cg / "cgroup.procs") << hog << std::flush;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  kill(hog, SIGKILL);
+  waitpid(hog, nullptr, 0);
+  std::string usage_text = testing::slurp(acct_cg / "cpuacct.usage");
+  for (int i = 0; i < 100 && fs::exists(acct_cg) && !fs::remove(acct_cg); ++i) usleep(10000);
+  EXPECT_FALSE(fs::exists(acct_cg));
+  auto d = sensor->read();
+  ASSERT_TRUE(d);
+  const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(cg)});
+  ASSERT_NE(s, nullptr);
+  double usage = std::stod(usage_text);
+  std::printf("counter %llu ns, cpuacct.usage %.0f ns\n", static_cast<unsigned long long>(s->counter), usage);
+  EXPECT_GT(usage, 5e8);  // the hog really ran
+  EXPECT_NEAR(static_cast<double>(s->counter), usage, usage * 0.05);
 }
 
 TEST_F(CpuCgroups, VanishedCgroupsAreReclaimed) {

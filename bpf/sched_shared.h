@@ -40,6 +40,7 @@ struct keel_cg_stats {
   keel_u64 migrations;     /* all */
   keel_u64 cross_llc;
   keel_u64 cross_numa;
+  keel_u64 counter;        /* perf counter delta charged to the task switched out (0 when off) */
 };
 
 /* Slots of the global per-CPU `errors` array: what could not be recorded, never silently. */
