@@ -18,16 +18,8 @@ int cmd_workloads(const std::vector<std::string>& argv) {
   std::vector<config::Workload> workloads;
   config::Hierarchy hierarchy = config::Hierarchy::automatic;
   if (auto file = args->value("config")) {
-    auto facts = gather_host_facts(roots, {});
-    if (!facts) {
-      std::fprintf(stderr, "keel workloads: cannot describe the host: %s\n", facts.error().message().c_str());
-      return kExitFailure;
-    }
-    auto cfg = config::load_file(*file, facts->facts);
-    if (!cfg) {
-      for (const auto& d : cfg.error()) std::fprintf(stderr, "%s\n", d.str().c_str());
-      return kExitUsage;
-    }
+    auto cfg = load_config_for_host("workloads", *file, roots);
+    if (!cfg) return cfg.error();
     workloads = cfg->workloads;
     hierarchy = cfg->daemon.hierarchy;
   }

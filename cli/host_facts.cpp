@@ -1,5 +1,7 @@
 #include "cli/host_facts.h"
 
+#include <cstdio>
+
 #include "host/resctrl_info.h"
 #include "host/topology.h"
 
@@ -41,6 +43,21 @@ Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource
   if (r.mb) g.facts.mba_min = r.min_bandwidth;
   else g.notes.push_back("resctrl has no MB allocation: mba_percent bounds not checked");
   return g;
+}
+
+std::expected<config::Config, int> load_config_for_host(const std::string& cmd, const std::string& file,
+                                                        const SysRoots& roots) {
+  auto facts = gather_host_facts(roots, {});
+  if (!facts) {
+    std::fprintf(stderr, "keel %s: cannot describe the host: %s\n", cmd.c_str(), facts.error().message().c_str());
+    return std::unexpected(1);
+  }
+  auto cfg = config::load_file(file, facts->facts);
+  if (!cfg) {
+    for (const auto& d : cfg.error()) std::fprintf(stderr, "%s\n", d.str().c_str());
+    return std::unexpected(2);
+  }
+  return *cfg;
 }
 
 }  // namespace keel::cli

@@ -24,4 +24,9 @@ struct GatheredFacts {
 
 Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource& src);
 
+// Loads and validates `file` against this host for command `cmd`. On failure prints the reason
+// (diagnostics as FILE:LINE:COL: message) to stderr and returns the exit code to use.
+std::expected<config::Config, int> load_config_for_host(const std::string& cmd, const std::string& file,
+                                                        const SysRoots& roots);
+
 }  // namespace keel::cli
