@@ -6,48 +6,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <vector>
 
+#include "bpf/libbpf_log.h"
 #include "bpf/probe_shared.h"
 #include "probe.skel.h"
 
 namespace keel::bpf {
 
 namespace {
-
-// libbpf prints through one global callback; keep its recent lines so a failed load can say why,
-// instead of spraying warnings on stderr while probing.
-std::mutex g_log_mu;
-std::string g_log;
-
-int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
-  if (level == LIBBPF_DEBUG) return 0;
-  char buf[1024];
-  int n = std::vsnprintf(buf, sizeof buf, fmt, args);
-  std::lock_guard lock(g_log_mu);
-  g_log += buf;
-  if (g_log.size() > 4096) g_log.erase(0, g_log.size() - 4096);
-  return n;
-}
-
-void install_log() {
-  static std::once_flag once;
-  std::call_once(once, [] { libbpf_set_print(libbpf_log); });
-  std::lock_guard lock(g_log_mu);
-  g_log.clear();
-}
-
-std::string last_log_line() {
-  std::lock_guard lock(g_log_mu);
-  std::string s = g_log;
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  auto nl = s.rfind('\n');
-  return nl == std::string::npos ? s : s.substr(nl + 1);
-}
 
 Result<keel_probe*> load_attached(AttachKind kind) {
   install_log();
@@ -85,6 +54,8 @@ Result<void> try_perf_event(uint32_t type, uint64_t config) {
 
 }  // namespace
 
+Result<void> hw_pmu_available() { return try_perf_event(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES); }
+
 const char* to_string(AttachKind k) { return k == AttachKind::tp_btf ? "tp_btf" : "raw_tp"; }
 
 KernelFeatures probe_features(const SysRoots& roots) {
@@ -99,7 +70,7 @@ KernelFeatures probe_features(const SysRoots& roots) {
     if (skel) keel_probe__destroy(*skel);
     else why = skel.error().message();
   }
-  if (auto r = try_perf_event(PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES); r) f.hw_pmu = true;
+  if (auto r = hw_pmu_available(); r) f.hw_pmu = true;
   else f.hw_pmu_error = r.error().message();
   if (auto r = try_perf_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK); r) f.sw_events = true;
   else f.sw_events_error = r.error().message();

@@ -29,6 +29,8 @@ struct KernelFeatures {
 };
 
 KernelFeatures probe_features(const SysRoots& roots);
+// Only the PMU part of probe_features: opens (and closes) a hardware cache-miss counter.
+Result<void> hw_pmu_available();
 
 // The probe program, loaded: counts sched_switch events on every CPU. RAII over the skeleton.
 class SwitchCounter {

@@ -137,10 +137,9 @@ static __always_inline __u32 hist_bucket(__u64 delta_ns) {
   return KEEL_HIST_SUB + (p - KEEL_HIST_SUB_BITS) * KEEL_HIST_SUB + sub;
 }
 
-static __always_inline void stamp(struct task_struct *t, bool btf) {
+static __always_inline void stamp(struct task_struct *t, __u64 now, bool btf) {
   __u32 pid = KREAD(btf, t, pid);
   if (pid == 0) return; /* idle */
-  __u64 now = bpf_ktime_get_ns();
   if (btf) {
     __u64 *v = bpf_task_storage_get(&task_stamps, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
     if (v) *v = now;
@@ -192,12 +191,12 @@ static __always_inline void charge_counter(struct task_struct *prev, bool btf) {
 static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next, bool btf) {
   if (counters_enabled) charge_counter(prev, btf);
   /* prev goes back to the run queue when preempted or still runnable: it waits from now. */
-  if (preempt || task_state(prev, btf) == 0) stamp(prev, btf);
+  __u64 now = bpf_ktime_get_ns(); /* one clock read serves prev's stamp and next's wait */
+  if (preempt || task_state(prev, btf) == 0) stamp(prev, now, btf);
   __u32 pid = KREAD(btf, next, pid);
   if (pid == 0) return 0;
   __u64 ts = take_stamp(next, pid, btf);
   if (ts == 0) return 0;
-  __u64 now = bpf_ktime_get_ns();
   __u64 delta = now > ts ? now - ts : 0;
   struct keel_cg_stats *s = stats_of(next, btf);
   if (!s) return 0;
@@ -232,10 +231,10 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 }
 
 SEC("tp_btf/sched_wakeup")
-int BPF_PROG(keel_wakeup_btf, struct task_struct *p) { stamp(p, true); return 0; }
+int BPF_PROG(keel_wakeup_btf, struct task_struct *p) { stamp(p, bpf_ktime_get_ns(), true); return 0; }
 
 SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(keel_wakeup_new_btf, struct task_struct *p) { stamp(p, true); return 0; }
+int BPF_PROG(keel_wakeup_new_btf, struct task_struct *p) { stamp(p, bpf_ktime_get_ns(), true); return 0; }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(keel_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next) {
@@ -246,10 +245,10 @@ SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(keel_migrate_btf, struct task_struct *p, int dest_cpu) { return on_migrate(p, dest_cpu, true); }
 
 SEC("raw_tp/sched_wakeup")
-int BPF_PROG(keel_wakeup_raw, struct task_struct *p) { stamp(p, false); return 0; }
+int BPF_PROG(keel_wakeup_raw, struct task_struct *p) { stamp(p, bpf_ktime_get_ns(), false); return 0; }
 
 SEC("raw_tp/sched_wakeup_new")
-int BPF_PROG(keel_wakeup_new_raw, struct task_struct *p) { stamp(p, false); return 0; }
+int BPF_PROG(keel_wakeup_new_raw, struct task_struct *p) { stamp(p, bpf_ktime_get_ns(), false); return 0; }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(keel_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <set>
 
+#include "bpf/libbpf_log.h"
 #include "sched.skel.h"
 
 namespace keel::bpf {
@@ -29,6 +30,7 @@ int v1_controller_of(const CgroupHierarchy& h) {
 }
 
 Result<keel_sched*> load(const SchedConfig& cfg, AttachKind kind) {
+  install_log();
   keel_sched* skel = keel_sched__open();
   if (skel == nullptr) return fail("cannot open the sched BPF object", "", errno);
   int ctl = v1_controller_of(cfg.hierarchy);
@@ -53,8 +55,11 @@ Result<keel_sched*> load(const SchedConfig& cfg, AttachKind kind) {
   int err = keel_sched__load(skel);
   if (err == 0) err = keel_sched__attach(skel);
   if (err != 0) {
+    std::string why = last_log_line();
     keel_sched__destroy(skel);
-    return fail(std::string("cannot load/attach the ") + to_string(kind) + " sched programs", "", -err);
+    return fail(std::string("cannot load/attach the ") + to_string(kind) + " sched programs" +
+                    (why.empty() ? "" : " (" + why + ")"),
+                "", -err);
   }
   return skel;
 }

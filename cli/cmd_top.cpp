@@ -107,7 +107,7 @@ int cmd_top(const std::vector<std::string>& argv) {
                  ::geteuid() != 0 ? " (keel top needs root: it loads BPF programs)" : "");
     return kExitFailure;
   }
-  const bool pmu = bpf::probe_features(roots).hw_pmu;
+  const bool pmu = bpf::hw_pmu_available().has_value();
 
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);
