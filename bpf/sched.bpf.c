@@ -20,7 +20,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by the loader before load. */
 const volatile __u32 hierarchy_id = 0; /* key's hierarchy: /proc/cgroups id, 0 = v2 */
 const volatile int v1_controller = 0;  /* KEEL_V1_NONE: v2 (dfl_cgrp); else the v1 controller's hierarchy */
-const volatile bool counters_enabled = false; /* false: the counter path is pruned at load */
+const volatile __u32 n_counters = 0;  /* perf counters read per switch; 0 prunes the path at load */
 const volatile __u16 llc_of_cpu[KEEL_MAX_CPUS] = {};
 const volatile __u16 node_of_cpu[KEEL_MAX_CPUS] = {};
 
@@ -48,19 +48,24 @@ struct {
   __type(value, __u64);
 } pid_stamps SEC(".maps");
 
-/* One perf event per CPU (a hardware counter, or a software one where there is no PMU), read at
- * every switch; the difference since the previous switch on that CPU belongs to `prev`. */
+/* Perf events per CPU (hardware counters, or software ones where there is no PMU) at index
+ * cpu * KEEL_MAX_COUNTERS + k, read at every switch; the difference since the previous switch on
+ * that CPU belongs to `prev`. */
 struct {
   __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
   __uint(key_size, sizeof(__u32));
   __uint(value_size, sizeof(__u32));
 } counter_events SEC(".maps");
 
+struct counter_values {
+  __u64 v[KEEL_MAX_COUNTERS];
+};
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, __u64);
+  __type(value, struct counter_values);
 } counter_last SEC(".maps");
 
 struct {
@@ -174,22 +179,36 @@ static __always_inline unsigned int task_state(struct task_struct *t, bool btf) 
   return (unsigned int)BPF_CORE_READ(old, state);
 }
 
-static __always_inline void charge_counter(struct task_struct *prev, bool btf) {
-  struct bpf_perf_event_value v = {};
-  if (bpf_perf_event_read_value(&counter_events, BPF_F_CURRENT_CPU, &v, sizeof(v)) != 0) return;
+static __always_inline void charge_counters(struct task_struct *prev, bool btf) {
   __u32 zero = 0;
-  __u64 *last = bpf_map_lookup_elem(&counter_last, &zero);
+  struct counter_values *last = bpf_map_lookup_elem(&counter_last, &zero);
   if (!last) return;
-  __u64 delta = v.counter > *last ? v.counter - *last : 0;
-  bool first = *last == 0;
-  *last = v.counter;
-  if (first || delta == 0 || KREAD(btf, prev, pid) == 0) return; /* idle's share is nobody's */
+  __u64 delta[KEEL_MAX_COUNTERS] = {};
+  bool any = false;
+  __u64 base = (__u64)bpf_get_smp_processor_id() * KEEL_MAX_COUNTERS;
+  for (__u32 k = 0; k < KEEL_MAX_COUNTERS; k++) {
+    if (k >= n_counters) break; /* a .rodata constant: the unused reads are pruned at load */
+    struct bpf_perf_event_value v = {};
+    if (bpf_perf_event_read_value(&counter_events, (base + k) & BPF_F_INDEX_MASK, &v, sizeof(v)) != 0) continue;
+    __u64 was = last->v[k];
+    last->v[k] = v.counter;
+    /* The first read on a CPU only sets the base. */
+    if (was != 0 && v.counter > was) {
+      delta[k] = v.counter - was;
+      any = true;
+    }
+  }
+  if (!any || KREAD(btf, prev, pid) == 0) return; /* idle's share is nobody's */
   struct keel_cg_stats *s = stats_of(prev, btf);
-  if (s) __sync_fetch_and_add(&s->counter, delta);
+  if (!s) return;
+  for (__u32 k = 0; k < KEEL_MAX_COUNTERS; k++) {
+    if (k >= n_counters) break;
+    if (delta[k]) __sync_fetch_and_add(&s->counters[k], delta[k]);
+  }
 }
 
 static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next, bool btf) {
-  if (counters_enabled) charge_counter(prev, btf);
+  if (n_counters) charge_counters(prev, btf);
   /* prev goes back to the run queue when preempted or still runnable: it waits from now. */
   __u64 now = bpf_ktime_get_ns(); /* one clock read serves prev's stamp and next's wait */
   if (preempt || task_state(prev, btf) == 0) stamp(prev, now, btf);
@@ -203,7 +222,6 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
   __u32 b = hist_bucket(delta);
   /* The mask is what the verifier can follow through the compiler's register moves. */
   __sync_fetch_and_add(&s->rq_hist[b & (KEEL_HIST_SLOTS - 1)], 1);
-  __sync_fetch_and_add(&s->rq_count, 1);
   __sync_fetch_and_add(&s->rq_sum_ns, delta);
   return 0;
 }

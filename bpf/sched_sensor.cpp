@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "bpf/libbpf_log.h"
 #include "sched.skel.h"
@@ -48,8 +49,9 @@ Result<keel_sched*> load(const SchedConfig& cfg, AttachKind kind) {
   for (bpf_program* p : {skel->progs.keel_wakeup_raw, skel->progs.keel_wakeup_new_raw,
                          skel->progs.keel_switch_raw, skel->progs.keel_migrate_raw})
     bpf_program__set_autoload(p, !btf);
-  skel->rodata->counters_enabled = cfg.counter.has_value();
-  bpf_map__set_max_entries(skel->maps.counter_events, static_cast<uint32_t>(std::max(1, libbpf_num_possible_cpus())));
+  skel->rodata->n_counters = static_cast<uint32_t>(cfg.counters.size());
+  bpf_map__set_max_entries(skel->maps.counter_events,
+                           static_cast<uint32_t>(std::max(1, libbpf_num_possible_cpus()) * KEEL_MAX_COUNTERS));
   bpf_map__set_autocreate(skel->maps.task_stamps, btf);
   bpf_map__set_autocreate(skel->maps.pid_stamps, !btf);
   int err = keel_sched__load(skel);
@@ -124,31 +126,35 @@ RqHistogram& RqHistogram::operator+=(const RqHistogram& o) {
 
 namespace {
 
-// One counting perf event per possible CPU (all tasks on it), stored in the program's array.
-Result<std::vector<int>> open_counters(keel_sched* skel, const SchedConfig::Counter& c) {
+// One counting perf event per (possible CPU, counter), all tasks on that CPU, in the program's
+// array at cpu * KEEL_MAX_COUNTERS + counter.
+Result<std::vector<int>> open_counters(keel_sched* skel, const std::vector<PerfCounter>& counters) {
   std::vector<int> fds;
+  auto give_up = [&fds](Error e) {
+    for (int f : fds) ::close(f);
+    return std::unexpected(std::move(e));
+  };
   int ncpu = libbpf_num_possible_cpus();
   int map_fd = bpf_map__fd(skel->maps.counter_events);
   for (int cpu = 0; cpu < ncpu; ++cpu) {
-    perf_event_attr attr{};
-    attr.size = sizeof attr;
-    attr.type = c.type;
-    attr.config = c.config;
-    long fd = ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0) {
-      if (errno == ENODEV || errno == ENOENT) continue;  // a possible CPU that is not online
-      int e = errno;
-      for (int f : fds) ::close(f);
-      return fail("perf_event_open(type " + std::to_string(c.type) + ", config " + std::to_string(c.config) +
-                      ") on CPU " + std::to_string(cpu), "", e);
-    }
-    fds.push_back(static_cast<int>(fd));
-    uint32_t key = static_cast<uint32_t>(cpu);
-    int v = static_cast<int>(fd);
-    if (bpf_map_update_elem(map_fd, &key, &v, BPF_ANY) != 0) {
-      int e = errno;
-      for (int f : fds) ::close(f);
-      return fail("cannot store the perf event of CPU " + std::to_string(cpu), "", e);
+    for (size_t k = 0; k < counters.size(); ++k) {
+      const PerfCounter& c = counters[k];
+      perf_event_attr attr{};
+      attr.size = sizeof attr;
+      attr.type = c.type;
+      attr.config = c.config;
+      long fd = ::syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+      if (fd < 0) {
+        int e = errno;
+        if ((e == ENODEV || e == ENOENT) && k == 0) break;  // a possible CPU that is not online
+        return give_up(Error{e, "", std::string("perf_event_open(") + c.name + ", type " + std::to_string(c.type) +
+                                             ", config " + std::to_string(c.config) + ") on CPU " + std::to_string(cpu)});
+      }
+      fds.push_back(static_cast<int>(fd));
+      uint32_t key = static_cast<uint32_t>(cpu * KEEL_MAX_COUNTERS) + static_cast<uint32_t>(k);
+      int v = static_cast<int>(fd);
+      if (int rc = bpf_map_update_elem(map_fd, &key, &v, BPF_ANY); rc != 0)
+        return give_up(Error{-rc, "", "cannot store the perf event " + std::string(c.name) + " of CPU " + std::to_string(cpu)});
     }
   }
   return fds;
@@ -163,13 +169,58 @@ void SchedSensor::close_fds() {
   stats_fd_ = -1;
 }
 
+std::vector<PerfCounter> hardware_counters() {
+  return {{PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES, "cache-misses"},
+          {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_REFERENCES, "cache-references"},
+          {PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, "instructions"},
+          {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, "cycles"}};
+}
+
 Result<SchedSensor> SchedSensor::open(const SchedConfig& cfg) {
+  if (cfg.counters.size() > KEEL_MAX_COUNTERS)
+    return fail("at most " + std::to_string(KEEL_MAX_COUNTERS) + " perf counters per switch, " +
+                std::to_string(cfg.counters.size()) + " asked");
   auto sensor = open_programs(cfg);
-  if (!sensor || !cfg.counter) return sensor;
-  auto fds = open_counters(sensor->skel_, *cfg.counter);
-  if (!fds) return std::unexpected(fds.error());
-  sensor->counter_fds_ = std::move(*fds);
+  if (!sensor) return sensor;
+  if (!cfg.counters.empty()) {
+    auto fds = open_counters(sensor->skel_, cfg.counters);
+    if (!fds) return std::unexpected(fds.error());
+    sensor->counter_fds_ = std::move(*fds);
+  }
+  if (cfg.stats == BpfStats::always) sensor->update_stats();
   return sensor;
+}
+
+// Called at open and after every read: closes a finished window (its cost becomes cost()) and
+// decides whether stats stay on for the next interval.
+void SchedSensor::update_stats() {
+  auto now = std::chrono::steady_clock::now();
+  if (stats_fd_ >= 0) {
+    uint64_t run_ns = 0, runs = 0;
+    for (const auto& p : prog_stats()) {
+      run_ns += p.run_time_ns;
+      runs += p.run_count;
+    }
+    double secs = std::chrono::duration<double>(now - win_start_).count();
+    if (runs > win_runs_ && secs > 0)
+      cost_ = BpfCost{static_cast<double>(run_ns - win_run_ns_) / static_cast<double>(runs - win_runs_),
+                      static_cast<double>(runs - win_runs_) / secs};
+    if (stats_ == BpfStats::sampled) {
+      ::close(stats_fd_);
+      stats_fd_ = -1;
+    }
+  } else if (stats_ == BpfStats::always || (stats_ == BpfStats::sampled && reads_ % stats_every_ == 1 % stats_every_)) {
+    // Sampled: the second interval (the first is often a partial one) and every `stats_every` after.
+    stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);  // -1 (no stats) on kernels without it
+  }
+  if (stats_fd_ >= 0) {
+    win_run_ns_ = win_runs_ = 0;
+    for (const auto& p : prog_stats()) {
+      win_run_ns_ += p.run_time_ns;
+      win_runs_ += p.run_count;
+    }
+    win_start_ = std::chrono::steady_clock::now();
+  }
 }
 
 Result<SchedSensor> SchedSensor::open_programs(const SchedConfig& cfg) {
@@ -177,18 +228,12 @@ Result<SchedSensor> SchedSensor::open_programs(const SchedConfig& cfg) {
     return fail("hierarchy " + cfg.hierarchy.name() + " has none of cpu, cpuset, cpuacct: cannot key by it");
   if (cfg.attach != AttachChoice::raw_tp) {
     auto s = load(cfg, AttachKind::tp_btf);
-    if (s) {
-      SchedSensor sensor(*s, AttachKind::tp_btf, cfg.hierarchy.id);
-      if (cfg.collect_stats) sensor.stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
-      return sensor;
-    }
+    if (s) return SchedSensor(*s, AttachKind::tp_btf, cfg);
     if (cfg.attach == AttachChoice::tp_btf) return std::unexpected(s.error());
   }
   auto r = load(cfg, AttachKind::raw_tp);
   if (!r) return std::unexpected(r.error());
-  SchedSensor sensor(*r, AttachKind::raw_tp, cfg.hierarchy.id);
-  if (cfg.collect_stats) sensor.stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
-  return sensor;
+  return SchedSensor(*r, AttachKind::raw_tp, cfg);
 }
 
 std::vector<ProgStats> SchedSensor::prog_stats() const {
@@ -210,30 +255,27 @@ std::vector<ProgStats> SchedSensor::prog_stats() const {
   return out;
 }
 
-SchedSensor::SchedSensor(SchedSensor&& o) noexcept
-    : skel_(o.skel_), kind_(o.kind_), hierarchy_(o.hierarchy_), last_(std::move(o.last_)),
-      last_map_full_(o.last_map_full_), last_stamp_full_(o.last_stamp_full_), stats_fd_(o.stats_fd_),
-      counter_fds_(std::move(o.counter_fds_)) {
-  o.skel_ = nullptr;
-  o.stats_fd_ = -1;
-  o.counter_fds_.clear();
-}
+SchedSensor::SchedSensor(SchedSensor&& o) noexcept { *this = std::move(o); }
 
 SchedSensor& SchedSensor::operator=(SchedSensor&& o) noexcept {
   if (this != &o) {
     if (skel_ != nullptr) keel_sched__destroy(skel_);
     close_fds();
-    stats_fd_ = o.stats_fd_;
-    o.stats_fd_ = -1;
-    counter_fds_ = std::move(o.counter_fds_);
-    o.counter_fds_.clear();
-    skel_ = o.skel_;
+    skel_ = std::exchange(o.skel_, nullptr);
     kind_ = o.kind_;
     hierarchy_ = o.hierarchy_;
     last_ = std::move(o.last_);
     last_map_full_ = o.last_map_full_;
     last_stamp_full_ = o.last_stamp_full_;
-    o.skel_ = nullptr;
+    stats_ = o.stats_;
+    stats_every_ = o.stats_every_;
+    reads_ = o.reads_;
+    stats_fd_ = std::exchange(o.stats_fd_, -1);
+    win_run_ns_ = o.win_run_ns_;
+    win_runs_ = o.win_runs_;
+    win_start_ = o.win_start_;
+    cost_ = o.cost_;
+    counter_fds_ = std::exchange(o.counter_fds_, {});
   }
   return *this;
 }
@@ -256,12 +298,13 @@ Result<SchedDelta> SchedSensor::read() {
     CgroupSched now;
     now.id = CgroupId{key.hierarchy, key.cgroup_id};
     std::copy_n(std::begin(val.rq_hist), KEEL_HIST_BUCKETS, now.rq.buckets.begin());
-    now.rq.count = val.rq_count;
+    now.rq.count = 0;
+    for (auto b : now.rq.buckets) now.rq.count += b;
     now.rq.sum_ns = val.rq_sum_ns;
     now.migrations = val.migrations;
     now.cross_llc = val.cross_llc;
     now.cross_numa = val.cross_numa;
-    now.counter = val.counter;
+    std::copy_n(std::begin(val.counters), KEEL_MAX_COUNTERS, now.counters.begin());
 
     CgroupSched d = now;
     if (auto it = last_.find(now.id); it != last_.end()) {
@@ -272,12 +315,13 @@ Result<SchedDelta> SchedSensor::read() {
       d.migrations -= was.migrations;
       d.cross_llc -= was.cross_llc;
       d.cross_numa -= was.cross_numa;
-      d.counter -= was.counter;
+      for (size_t k = 0; k < d.counters.size(); ++k) d.counters[k] -= was.counters[k];
       it->second = now;
     } else {
       last_.emplace(now.id, now);
     }
-    if (d.rq.count != 0 || d.migrations != 0 || d.counter != 0) out.cgroups.push_back(std::move(d));
+    bool counted = std::any_of(d.counters.begin(), d.counters.end(), [](uint64_t c) { return c != 0; });
+    if (d.rq.count != 0 || d.migrations != 0 || counted) out.cgroups.push_back(std::move(d));
   }
   uint64_t full = sum_percpu(skel_->maps.errors, KEEL_ERR_CG_MAP_FULL);
   uint64_t stamp = sum_percpu(skel_->maps.errors, KEEL_ERR_STAMP_FULL);
@@ -285,6 +329,8 @@ Result<SchedDelta> SchedSensor::read() {
   out.stamp_full = stamp - last_stamp_full_;
   last_map_full_ = full;
   last_stamp_full_ = stamp;
+  ++reads_;
+  if (stats_ != BpfStats::off) update_stats();
   return out;
 }
 

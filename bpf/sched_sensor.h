@@ -1,10 +1,13 @@
 // Per-cgroup run-queue latency and migrations from bpf/sched.bpf.c, as deltas per read.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "bpf/features.h"
@@ -36,7 +39,8 @@ struct CgroupSched {
   uint64_t migrations = 0;
   uint64_t cross_llc = 0;
   uint64_t cross_numa = 0;
-  uint64_t counter = 0;  // the configured perf counter's count while this cgroup's tasks ran
+  // Perf counts while this cgroup's tasks ran, in SchedConfig::counters' order (0 past its size).
+  std::array<uint64_t, KEEL_MAX_COUNTERS> counters{};
 };
 
 struct SchedDelta {
@@ -52,20 +56,38 @@ struct ProgStats {
   uint64_t run_count = 0;
 };
 
+// keel's cost over the last interval (between two reads) during which BPF stats were on.
+struct BpfCost {
+  double ns_per_event = 0;  // mean run time of keel's programs
+  double events_per_s = 0;  // program runs per second
+  double cpu_share() const { return ns_per_event * events_per_s / 1e9; }  // of one CPU
+};
+
+// BPF run-time stats time every BPF program on the host while on (a clock read before and after
+// each run), so keel holds them only for one read interval in `stats_every` by default: the second
+// interval after open, then every `stats_every`-th.
+enum class BpfStats { off, sampled, always };
+
+// A perf event (perf_event_attr type/config), opened on every CPU and read at every switch.
+struct PerfCounter {
+  uint32_t type = 0;
+  uint64_t config = 0;
+  const char* name = "";
+};
+// Cache misses, cache references, instructions and cycles: what MPKI and IPC are made of.
+std::vector<PerfCounter> hardware_counters();
+
 struct SchedConfig {
   CgroupHierarchy hierarchy;            // whose cgroup ids key the statistics (v1 controller or v2)
   std::vector<uint16_t> llc_of_cpu;     // by OS CPU number, from the host topology
   std::vector<uint16_t> node_of_cpu;
   AttachChoice attach = AttachChoice::automatic;
   uint32_t max_cgroups = 4096;          // entries of the per-cgroup map
-  bool collect_stats = true;            // hold BPF run-time stats on while the sensor lives
-  // A per-CPU perf event read at every switch and charged to the task switched out
-  // (perf_event_attr type/config: hardware cache misses with a PMU, a software clock in tests).
-  struct Counter {
-    uint32_t type = 0;
-    uint64_t config = 0;
-  };
-  std::optional<Counter> counter;
+  BpfStats stats = BpfStats::sampled;
+  unsigned stats_every = 10;            // sampled: stats on for one read interval in this many
+  // Up to KEEL_MAX_COUNTERS perf events, each read at every switch and charged to the task switched
+  // out: hardware_counters() with a PMU; software events (clock, faults) in tests.
+  std::vector<PerfCounter> counters;
 };
 
 class SchedSensor {
@@ -84,21 +106,32 @@ class SchedSensor {
   // Drops the entries of cgroups that are gone (not in `live`); returns how many.
   size_t reclaim(const std::vector<CgroupId>& live);
   size_t entries() const { return last_.size(); }
-  // Run time and count of each attached program (zeros when BPF stats could not be enabled).
+  // Run time and count of each attached program, cumulative (grows only while stats are on).
   std::vector<ProgStats> prog_stats() const;
   bool stats_enabled() const { return stats_fd_ >= 0; }
+  // keel's cost over the latest read interval that had BPF stats on throughout; none before one.
+  std::optional<BpfCost> cost() const { return cost_; }
 
  private:
   static Result<SchedSensor> open_programs(const SchedConfig& cfg);
-  SchedSensor(keel_sched* skel, AttachKind kind, uint32_t hierarchy)
-      : skel_(skel), kind_(kind), hierarchy_(hierarchy) {}
+  SchedSensor(keel_sched* skel, AttachKind kind, const SchedConfig& cfg)
+      : skel_(skel), kind_(kind), hierarchy_(cfg.hierarchy.id), stats_(cfg.stats),
+        stats_every_(std::max(1u, cfg.stats_every)) {}
+  void update_stats();
   keel_sched* skel_ = nullptr;
   AttachKind kind_ = AttachKind::tp_btf;
   uint32_t hierarchy_ = 0;
   std::map<CgroupId, CgroupSched> last_;  // cumulative values at the previous read
   uint64_t last_map_full_ = 0, last_stamp_full_ = 0;
+  BpfStats stats_ = BpfStats::sampled;
+  unsigned stats_every_ = 10;
+  uint64_t reads_ = 0;
   int stats_fd_ = -1;  // bpf_enable_stats(): stats stay on only while this fd is open
-  std::vector<int> counter_fds_;  // one perf event per CPU, closed with the sensor
+  // Totals and time when stats were turned on (or at the previous read while they stayed on).
+  uint64_t win_run_ns_ = 0, win_runs_ = 0;
+  std::chrono::steady_clock::time_point win_start_{};
+  std::optional<BpfCost> cost_;
+  std::vector<int> counter_fds_;  // one perf event per (CPU, counter), closed with the sensor
   void close_fds();
 };
 

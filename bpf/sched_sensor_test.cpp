@@ -294,11 +294,15 @@ TEST_F(CpuCgroups, ForcedRawTracepointVariantAttributesToo) {
   EXPECT_GE(s->rq.count, 200u);
 }
 
-// keel's own cost is visible: every attached program reports runs and run time while it lives.
+// keel's own cost is visible: every attached program reports runs and run time while stats are on,
+// and cost() is the mean over an interval that had them on throughout.
 TEST_F(CpuCgroups, BpfRunTimeStatsCoverEveryAttachedProgram) {
-  auto sensor = SchedSensor::open(config());
+  auto cfg = config();
+  cfg.stats = BpfStats::always;
+  auto sensor = SchedSensor::open(cfg);
   ASSERT_TRUE(sensor);
   ASSERT_TRUE(sensor->stats_enabled());
+  EXPECT_FALSE(sensor->cost());  // no complete interval yet
   fs::path b = make("cost");
   start(false, b, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -308,6 +312,51 @@ TEST_F(CpuCgroups, BpfRunTimeStatsCoverEveryAttachedProgram) {
     if (p.name.find("switch") == std::string::npos) continue;
     EXPECT_GT(p.run_count, 300u) << p.name;
     EXPECT_GT(p.run_time_ns, 0u) << p.name;
+  }
+  ASSERT_TRUE(sensor->read());
+  auto cost = sensor->cost();
+  ASSERT_TRUE(cost);
+  EXPECT_GT(cost->events_per_s, 2000.0);  // a 1 kHz sleeper: a wakeup and two switches per ms at least
+  EXPECT_GT(cost->ns_per_event, 0.0);
+  EXPECT_LT(cost->ns_per_event, 1e6);
+  EXPECT_TRUE(sensor->stats_enabled());  // always: held on
+}
+
+// Sampled stats (the default) are on for one read interval in `stats_every`, and off otherwise: the
+// clock reads they add to every BPF program on the host are paid a tenth of the time.
+TEST_F(CpuCgroups, SampledBpfStatsAreOnOneIntervalInN) {
+  auto cfg = config();
+  cfg.stats = BpfStats::sampled;
+  cfg.stats_every = 3;
+  fs::path b = make("sampled");
+  start(false, b, 1);  // before open: a child forked later would inherit (and hold) the stats fd
+  auto sensor = SchedSensor::open(cfg);
+  ASSERT_TRUE(sensor);
+  std::vector<bool> on{sensor->stats_enabled()};
+  std::vector<bool> measured;
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto before = sensor->cost();
+    ASSERT_TRUE(sensor->read());
+    on.push_back(sensor->stats_enabled());
+    auto after = sensor->cost();
+    measured.push_back(after.has_value() && (!before || before->events_per_s != after->events_per_s));
+  }
+  // Off at open, on for the second interval and every third after it; a cost appears when an
+  // on-interval closes.
+  EXPECT_EQ(on, (std::vector<bool>{false, true, false, false, true, false, false}));
+  EXPECT_EQ(measured, (std::vector<bool>{false, true, false, false, true, false}));
+  auto runs_now = [&] {
+    uint64_t n = 0;
+    for (const auto& p : sensor->prog_stats()) n += p.run_count;
+    return n;
+  };
+  // While off (and nobody else holds stats on), run counts stand still.
+  ASSERT_FALSE(sensor->stats_enabled());
+  if (testing::slurp("/proc/sys/kernel/bpf_stats_enabled").starts_with("0")) {
+    uint64_t a = runs_now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(runs_now(), a);
   }
 }
 
@@ -327,38 +376,109 @@ TEST_F(CpuCgroups, FullCgroupMapCountsWhatItDrops) {
   EXPECT_GT(d->map_full, 100u);  // two 1 kHz sleepers for 0.3 s, at least one of them unrecorded
 }
 
-// The counter path, with a software CPU clock standing in for a hardware counter (no PMU here): the
-// clock time charged to a cgroup at switches agrees with the kernel's own cpuacct.usage.
-TEST_F(CpuCgroups, SoftwareCounterPerCgroupAgreesWithCpuacctUsage) {
+// A child that waits for a byte on `go`, then for ~1 s: touches fresh pages (faults), spins, sleeps.
+pid_t spawn_worker(int go) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  char c;
+  if (read(go, &c, 1) != 1) _exit(1);
+  for (int i = 0; i < 600; ++i) {
+    const size_t len = 16 * 4096;
+    auto* m = static_cast<volatile char*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    for (size_t o = 0; o < len; o += 4096) m[o] = 1;
+    munmap(const_cast<char*>(m), len);
+    for (uint64_t x = 0; x < 300000; ++x) asm volatile("" : "+r"(x));
+    timespec ts{0, 500'000};
+    nanosleep(&ts, nullptr);
+  }
+  for (;;) pause();
+}
+
+// A field of /proc/PID/status ("voluntary_ctxt_switches:\t12") or /proc/PID/stat (1-based).
+uint64_t status_field(pid_t pid, const std::string& name) {
+  std::istringstream in(testing::slurp("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with(name + ":")) return std::stoull(line.substr(name.size() + 1));
+  return 0;
+}
+std::string stat_field(pid_t pid, int n) {
+  std::string s = testing::slurp("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream in(s.substr(s.rfind(')') + 2));  // fields from 3 on
+  std::string f;
+  for (int i = 3; i <= n; ++i) in >> f;
+  return f;
+}
+
+// The counter path with four slots, software events standing in for the hardware ones (no PMU
+// here), each against an independent truth: the CPU clock charged at switches against cpuacct.usage,
+// page faults against the task's minflt, context switches against its voluntary + involuntary
+// switches; the fourth slot (migrations, the worker is pinned) stays near zero. A slot mix-up fails.
+TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
   auto layout = discover(SysRoots::host());
   ASSERT_TRUE(layout);
   const CgroupHierarchy* acct = layout->v1_with("cpuacct");
   if (acct == nullptr || acct->id == hier_.id) GTEST_SKIP() << "skipped: needs a separate v1 cpuacct hierarchy";
   auto cfg = config();
-  cfg.counter = SchedConfig::Counter{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK};
+  cfg.counters = {{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"},
+                  {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, "page-faults"},
+                  {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, "context-switches"},
+                  {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS, "cpu-migrations"}};
   auto sensor = SchedSensor::open(cfg);
   ASSERT_TRUE(sensor) << sensor.error().message();
   fs::path cg = make("counted");
   fs::path acct_cg = acct->mount / cg.filename();
   ASSERT_TRUE(fs::create_directory(acct_cg));
-  pid_t hog = spawn(true, counter_);
-  pin(hog, 1);
-  move(hog, cg);
-  std::ofstream(acct_cg / "cgroup.procs") << hog << std::flush;
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  pid_t w = spawn_worker(go[0]);
+  pids_.push_back(w);
+  pin(w, 1);
+  move(w, cg);
+  std::ofstream(acct_cg / "cgroup.procs") << w << std::flush;
+  for (int i = 0; i < 200 && stat_field(w, 3) != "S"; ++i) usleep(5000);  // blocked on the pipe
+  uint64_t usage0 = std::stoull(testing::slurp(acct_cg / "cpuacct.usage"));
+  uint64_t flt0 = std::stoull(stat_field(w, 10));
+  uint64_t cs0 = status_field(w, "voluntary_ctxt_switches") + status_field(w, "nonvoluntary_ctxt_switches");
+  ASSERT_TRUE(sensor->read());  // baseline
+  ASSERT_EQ(write(go[1], "g", 1), 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  kill(hog, SIGKILL);
-  waitpid(hog, nullptr, 0);
-  std::string usage_text = testing::slurp(acct_cg / "cpuacct.usage");
+  kill(w, SIGSTOP);  // its last switch-out is charged; nothing of it runs after
+  for (int i = 0; i < 200 && stat_field(w, 3) != "T"; ++i) usleep(5000);
+  double usage = static_cast<double>(std::stoull(testing::slurp(acct_cg / "cpuacct.usage")) - usage0);
+  double flt = static_cast<double>(std::stoull(stat_field(w, 10)) - flt0);
+  double cs = static_cast<double>(status_field(w, "voluntary_ctxt_switches") +
+                                  status_field(w, "nonvoluntary_ctxt_switches") - cs0);
+  auto d = sensor->read();
+  close(go[0]);
+  close(go[1]);
+  kill(w, SIGKILL);
+  waitpid(w, nullptr, 0);
+  pids_.erase(std::find(pids_.begin(), pids_.end(), w));
   for (int i = 0; i < 100 && fs::exists(acct_cg) && !fs::remove(acct_cg); ++i) usleep(10000);
   EXPECT_FALSE(fs::exists(acct_cg));
-  auto d = sensor->read();
   ASSERT_TRUE(d);
   const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(cg)});
   ASSERT_NE(s, nullptr);
-  double usage = std::stod(usage_text);
-  std::printf("counter %llu ns, cpuacct.usage %.0f ns\n", static_cast<unsigned long long>(s->counter), usage);
-  EXPECT_GT(usage, 5e8);  // the hog really ran
-  EXPECT_NEAR(static_cast<double>(s->counter), usage, usage * 0.05);
+  std::printf("cpu-clock %llu ns vs cpuacct %.0f; faults %llu vs minflt %.0f; switches %llu vs %.0f; migrations %llu\n",
+              static_cast<unsigned long long>(s->counters[0]), usage, static_cast<unsigned long long>(s->counters[1]),
+              flt, static_cast<unsigned long long>(s->counters[2]), cs, static_cast<unsigned long long>(s->counters[3]));
+  EXPECT_GT(usage, 5e7);   // it really ran
+  EXPECT_GT(flt, 1000.0);  // and faulted
+  EXPECT_GT(cs, 100.0);    // and slept
+  EXPECT_NEAR(static_cast<double>(s->counters[0]), usage, usage * 0.05);
+  EXPECT_NEAR(static_cast<double>(s->counters[1]), flt, flt * 0.05);
+  EXPECT_NEAR(static_cast<double>(s->counters[2]), cs, cs * 0.05 + 2);
+  // Migrations are counted on the CPU that performs them, so a few of other tasks' can land on the
+  // pinned worker's account; never anything of the size of the other three.
+  EXPECT_LT(static_cast<double>(s->counters[3]), cs * 0.05 + 5);
+}
+
+TEST_F(CpuCgroups, MoreCountersThanSlotsIsAClearError) {
+  auto cfg = config();
+  cfg.counters.assign(KEEL_MAX_COUNTERS + 1, PerfCounter{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"});
+  auto sensor = SchedSensor::open(cfg);
+  ASSERT_FALSE(sensor);
+  EXPECT_NE(sensor.error().message().find("at most 4 perf counters"), std::string::npos) << sensor.error().message();
 }
 
 TEST_F(CpuCgroups, VanishedCgroupsAreReclaimed) {

@@ -24,6 +24,10 @@ typedef __u64 keel_u64;
 /* CPUs the .rodata topology tables cover. */
 #define KEEL_MAX_CPUS 1024
 
+/* Perf counters read at every switch (cache misses, cache references, instructions, cycles). The
+ * perf event array holds one event per (CPU, counter) at index cpu * KEEL_MAX_COUNTERS + counter. */
+#define KEEL_MAX_COUNTERS 4
+
 /* Which hierarchy the cgroup key comes from. */
 enum keel_v1_controller { KEEL_V1_NONE = 0, KEEL_V1_CPU = 1, KEEL_V1_CPUSET = 2, KEEL_V1_CPUACCT = 3 };
 
@@ -34,13 +38,12 @@ struct keel_cg_key {
 };
 
 struct keel_cg_stats {
-  keel_u64 rq_hist[KEEL_HIST_SLOTS]; /* [KEEL_HIST_BUCKETS..] stay 0 */
-  keel_u64 rq_count;       /* run-queue waits recorded */
+  keel_u64 rq_hist[KEEL_HIST_SLOTS]; /* [KEEL_HIST_BUCKETS..] stay 0; their sum is the number of waits */
   keel_u64 rq_sum_ns;
   keel_u64 migrations;     /* all */
   keel_u64 cross_llc;
   keel_u64 cross_numa;
-  keel_u64 counter;        /* perf counter delta charged to the task switched out (0 when off) */
+  keel_u64 counters[KEEL_MAX_COUNTERS]; /* perf counter deltas charged to the task switched out */
 };
 
 /* Slots of the global per-CPU `errors` array: what could not be recorded, never silently. */

@@ -198,10 +198,14 @@ TEST(Cli, TopRejectsBadIntervalAndCount) {
   EXPECT_EQ(run_command(keel("top --interval 0")).first, 2);
   EXPECT_EQ(run_command(keel("top --interval abc")).first, 2);
   EXPECT_EQ(run_command(keel("top --count 0")).first, 2);
+  auto [rc, out] = run_command(keel("top --bpf-stats sometimes"));
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("--bpf-stats takes sampled"), std::string::npos) << out;
 }
 
 // keel top on the real kernel: a 1 ms sleeper in its own cgroup shows up as a row of its own with
-// about 1000 waits/s, fields named with their units, and MPKI null (no PMU data), never 0.
+// about 1000 waits/s, fields named with their units, MPKI null without a PMU (never 0), and keel's
+// own cost per BPF event.
 TEST(CliPriv, TopShowsARealCgroupWithItsWaits) {
   KEEL_REQUIRE_ROOT();
   const fs::path cpu_root = v1_cpu_mount();
@@ -218,7 +222,7 @@ TEST(CliPriv, TopShowsARealCgroupWithItsWaits) {
   }
   ASSERT_GT(child, 0);
   std::ofstream(cg / "cgroup.procs") << child << std::flush;
-  auto [rc, out] = run_command(keel("top --json --count 2 --interval 0.5"));
+  auto [rc, out] = run_command(keel("top --json --count 3 --interval 0.5"));
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   for (int i = 0; i < 50 && !fs::remove(cg); ++i) usleep(20000);
@@ -235,7 +239,17 @@ TEST(CliPriv, TopShowsARealCgroupWithItsWaits) {
   EXPECT_GT(waits, 300.0) << rest;   // ~1000 wakeups/s, less on a slow VM timer
   EXPECT_LT(waits, 1500.0) << rest;
   EXPECT_NE(rest.find("\"rq_p99_us\":"), std::string::npos);
-  EXPECT_NE(rest.find("\"mpki\":null"), std::string::npos) << rest;
+  // Hardware counters: numbers with a PMU, null (never 0) without one.
+  if (last_line.find("\"hw_pmu\":false") != std::string::npos) {
+    EXPECT_NE(rest.find("\"mpki\":null"), std::string::npos) << rest;
+    EXPECT_NE(rest.find("\"cache_misses_per_s\":null"), std::string::npos) << rest;
+  } else {
+    EXPECT_EQ(rest.find("\"cache_misses_per_s\":null"), std::string::npos) << rest;
+  }
+  // keel's own cost, measured in the second interval (BPF stats sampled), is in the third line too.
+  auto cost = last_line.find("\"bpf_ns_per_event\":");
+  ASSERT_NE(cost, std::string::npos) << last_line;
+  EXPECT_GT(std::stod(last_line.substr(cost + 19)), 0.0) << last_line;
 }
 
 TEST(CliPriv, ProbeReportsThisKernel) {

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -33,6 +34,7 @@ struct Row {
   std::string workload;
   bpf::RqHistogram rq;
   uint64_t migrations = 0, cross_llc = 0, cross_numa = 0;
+  std::array<uint64_t, KEEL_MAX_COUNTERS> counters{};  // hardware_counters() order, with a PMU
   std::optional<double> cpu_pct;
   std::optional<double> throttled_per_s;
 };
@@ -51,7 +53,7 @@ std::string fmt_opt(const std::optional<double>& v, const char* f) {
 }  // namespace
 
 int cmd_top(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {"json", "no-bpf-stats"}, .with_value = {"interval", "count", "config"}});
+  auto args = parse_args(argv, {.switches = {"json"}, .with_value = {"interval", "count", "config", "bpf-stats"}});
   if (!args) return usage_error("top", args.error().message());
   if (!args->positional.empty()) return usage_error("top", "takes no arguments");
   double interval = 1.0;
@@ -91,8 +93,14 @@ int cmd_top(const std::vector<std::string>& argv) {
   }
   bpf::SchedConfig sc;
   sc.hierarchy = *hierarchy;
-  // BPF run-time stats cost every BPF program on the host a little; they can be left off.
-  sc.collect_stats = !args->has("no-bpf-stats");
+  // BPF run-time stats cost every BPF program on the host two clock reads per run: sampled (one
+  // interval in ten) by default.
+  if (auto v = args->value("bpf-stats")) {
+    if (*v == "off") sc.stats = bpf::BpfStats::off;
+    else if (*v == "sampled") sc.stats = bpf::BpfStats::sampled;
+    else if (*v == "always") sc.stats = bpf::BpfStats::always;
+    else return usage_error("top", "--bpf-stats takes sampled (one interval in ten), always or off");
+  }
   for (const Pu& pu : topo->pus()) {
     if (pu.os >= sc.llc_of_cpu.size()) {
       sc.llc_of_cpu.resize(pu.os + 1);
@@ -101,18 +109,30 @@ int cmd_top(const std::vector<std::string>& argv) {
     sc.llc_of_cpu[pu.os] = static_cast<uint16_t>(pu.l3);
     sc.node_of_cpu[pu.os] = static_cast<uint16_t>(pu.numa);
   }
+  // Cache misses, references, instructions and cycles where there is a PMU; "n/a", never 0, without.
+  std::string counters_note = "n/a (no hardware PMU)";
+  if (auto pmu = bpf::hw_pmu_available(); pmu.has_value()) {
+    sc.counters = bpf::hardware_counters();
+    counters_note = "hardware counters";
+  } else {
+    counters_note = "n/a (" + pmu.error().message() + ")";
+  }
   auto sensor = bpf::SchedSensor::open(sc);
+  if (!sensor && !sc.counters.empty()) {  // a PMU without one of the four events: go on without
+    counters_note = "n/a (" + sensor.error().message() + ")";
+    sc.counters.clear();
+    sensor = bpf::SchedSensor::open(sc);
+  }
   if (!sensor) {
     std::fprintf(stderr, "keel top: %s%s\n", sensor.error().message().c_str(),
                  ::geteuid() != 0 ? " (keel top needs root: it loads BPF programs)" : "");
     return kExitFailure;
   }
-  const bool pmu = bpf::hw_pmu_available().has_value();
+  const bool pmu = !sc.counters.empty();
 
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);
   std::map<std::string, Prev> prev;
-  uint64_t prev_run_ns = 0, prev_runs = 0;
   std::vector<Cgroup> cgroups;
   auto last = std::chrono::steady_clock::now();
   for (long n = 0; (count < 0 || n < count) && !g_stop; ++n) {
@@ -159,6 +179,7 @@ int cmd_top(const std::vector<std::string>& argv) {
       r.migrations += c.migrations;
       r.cross_llc += c.cross_llc;
       r.cross_numa += c.cross_numa;
+      for (size_t k = 0; k < r.counters.size(); ++k) r.counters[k] += c.counters[k];
     }
     for (auto& [key, r] : rows) {
       CgroupCpuStats st = read_cpu_stats(*layout, r.cgroup);
@@ -170,16 +191,25 @@ int cmd_top(const std::vector<std::string>& argv) {
       p.usage_ns = st.usage_ns;
       p.nr_throttled = st.nr_throttled;
     }
-    // keel's own cost over the interval, from BPF run-time stats.
-    uint64_t run_ns = 0, runs = 0;
-    for (const auto& p : sensor->prog_stats()) {
-      run_ns += p.run_time_ns;
-      runs += p.run_count;
-    }
-    double events_per_s = static_cast<double>(runs - prev_runs) / secs;
-    double ns_per_event = runs > prev_runs ? static_cast<double>(run_ns - prev_run_ns) / static_cast<double>(runs - prev_runs) : 0;
-    prev_run_ns = run_ns;
-    prev_runs = runs;
+    // keel's own cost, from the latest interval that had BPF run-time stats on.
+    auto cost = sensor->cost();
+    // Misses per thousand instructions and instructions per cycle, only from real counts.
+    auto mpki = [&](const Row& r) -> std::optional<double> {
+      if (!pmu || r.counters[2] == 0) return std::nullopt;
+      return static_cast<double>(r.counters[0]) * 1000.0 / static_cast<double>(r.counters[2]);
+    };
+    auto ipc = [&](const Row& r) -> std::optional<double> {
+      if (!pmu || r.counters[3] == 0) return std::nullopt;
+      return static_cast<double>(r.counters[2]) / static_cast<double>(r.counters[3]);
+    };
+    auto per_s = [&](const Row& r, size_t k) -> std::optional<double> {
+      if (!pmu) return std::nullopt;
+      return static_cast<double>(r.counters[k]) / secs;
+    };
+    auto opt = [](JsonWriter& j, const char* key, const std::optional<double>& v) {
+      j.key(key);
+      v ? j.value(*v) : j.null();
+    };
 
     std::vector<const Row*> order;
     for (const auto& [k, r] : rows) order.push_back(&r);
@@ -191,8 +221,10 @@ int cmd_top(const std::vector<std::string>& argv) {
       j.begin_object().field("time", static_cast<long long>(std::time(nullptr))).field("interval_s", secs)
           .field("attach", bpf::to_string(sensor->kind())).field("hierarchy", hierarchy->name())
           .field("hw_pmu", pmu).field("dropped_map_full", delta->map_full)
-          .field("dropped_stamps", delta->stamp_full).field("bpf_events_per_s", events_per_s)
-          .field("bpf_ns_per_event", ns_per_event).key("rows").begin_array();
+          .field("dropped_stamps", delta->stamp_full);
+      opt(j, "bpf_events_per_s", cost ? std::optional(cost->events_per_s) : std::nullopt);
+      opt(j, "bpf_ns_per_event", cost ? std::optional(cost->ns_per_event) : std::nullopt);
+      j.key("rows").begin_array();
       for (const Row* r : order) {
         j.begin_object().field("cgroup", r->cgroup);
         if (!workloads.empty()) j.field("workload", r->workload);
@@ -206,7 +238,12 @@ int cmd_top(const std::vector<std::string>& argv) {
         r->cpu_pct ? j.value(*r->cpu_pct) : j.null();
         j.key("throttled_per_s");
         r->throttled_per_s ? j.value(*r->throttled_per_s) : j.null();
-        j.key("mpki").null();  // hardware counters: not collected yet; never reported as zero
+        opt(j, "cache_misses_per_s", per_s(*r, 0));
+        opt(j, "cache_refs_per_s", per_s(*r, 1));
+        opt(j, "instructions_per_s", per_s(*r, 2));
+        opt(j, "cycles_per_s", per_s(*r, 3));
+        opt(j, "mpki", mpki(*r));
+        opt(j, "ipc", ipc(*r));
         j.end_object();
       }
       j.end_array().end_object();
@@ -216,22 +253,23 @@ int cmd_top(const std::vector<std::string>& argv) {
       std::time_t t = std::time(nullptr);
       std::strftime(ts, sizeof ts, "%H:%M:%S", std::localtime(&t));
       std::printf("keel top  %s  %.1fs  %s  hierarchy %s  MPKI %s\n", ts, secs, bpf::to_string(sensor->kind()),
-                  hierarchy->name().c_str(), pmu ? "not collected yet" : "n/a (no hardware PMU)");
-      std::printf("%-40s %9s %9s %8s %7s %7s %7s %6s %6s %5s\n", workloads.empty() ? "CGROUP" : "WORKLOAD",
-                  "RQ_P50us", "RQ_P99us", "WAITS/s", "MIGR/s", "XLLC/s", "XNUMA/s", "CPU%", "THR/s", "MPKI");
+                  hierarchy->name().c_str(), counters_note.c_str());
+      std::printf("%-40s %9s %9s %8s %7s %7s %7s %6s %6s %5s %4s\n", workloads.empty() ? "CGROUP" : "WORKLOAD",
+                  "RQ_P50us", "RQ_P99us", "WAITS/s", "MIGR/s", "XLLC/s", "XNUMA/s", "CPU%", "THR/s", "MPKI", "IPC");
       for (const Row* r : order)
-        std::printf("%-40s %9.0f %9.0f %8.0f %7.1f %7.1f %7.1f %6s %6s %5s\n", r->name.substr(0, 40).c_str(),
+        std::printf("%-40s %9.0f %9.0f %8.0f %7.1f %7.1f %7.1f %6s %6s %5s %4s\n", r->name.substr(0, 40).c_str(),
                     r->rq.quantile_us(0.5), r->rq.quantile_us(0.99), static_cast<double>(r->rq.count) / secs,
                     static_cast<double>(r->migrations) / secs, static_cast<double>(r->cross_llc) / secs,
                     static_cast<double>(r->cross_numa) / secs, fmt_opt(r->cpu_pct, "%.1f").c_str(),
-                    fmt_opt(r->throttled_per_s, "%.1f").c_str(), "n/a");
+                    fmt_opt(r->throttled_per_s, "%.1f").c_str(), fmt_opt(mpki(*r), "%.1f").c_str(),
+                    fmt_opt(ipc(*r), "%.2f").c_str());
       if (delta->map_full || delta->stamp_full)
         std::printf("dropped: %llu events (cgroup map full), %llu wakeups (stamp map full)\n",
                     static_cast<unsigned long long>(delta->map_full),
                     static_cast<unsigned long long>(delta->stamp_full));
-      if (sensor->stats_enabled())
-        std::printf("keel's BPF cost: %.0f ns/event, %.0f events/s (%.3f%% of one CPU)\n", ns_per_event,
-                    events_per_s, ns_per_event * events_per_s / 1e7);
+      if (cost)
+        std::printf("keel's BPF cost: %.0f ns/event, %.0f events/s (%.3f%% of one CPU)\n",
+                    cost->ns_per_event, cost->events_per_s, cost->cpu_share() * 100.0);
       std::printf("\n");
     }
     std::fflush(stdout);

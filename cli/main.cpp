@@ -18,7 +18,7 @@ commands:
   workloads [--config FILE] [--json]
                       discovered cgroups, their ids and the workload each matches
   probe [--json]      what this kernel offers keel: BTF, tp_btf/raw_tp, PMU, cgroups, resctrl
-  top [--interval S] [--count N] [--json] [--config FILE]
+  top [--interval S] [--count N] [--json] [--config FILE] [--bpf-stats sampled|always|off]
                       live per-cgroup (or per-workload) run-queue latency, migrations, CPU (root)
   help                this text
 
