@@ -1,0 +1,2 @@
+// placeholder: being written
+namespace keel::act {}

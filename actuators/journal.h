@@ -1,0 +1,66 @@
+// The journal: the original value of every knob keel changed, stored durably before the first write
+// (temp file, fsync, rename, fsync of the directory), so `keel restore` can give the host back after
+// an exit or a crash. One journal per state directory, held under an exclusive flock.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actuators/knob.h"
+#include "host/error.h"
+
+namespace keel::act {
+
+enum class EntryKind {
+  file,           // restore: write `original` back
+  created_dir,    // keel created it (a resctrl group): restore removes it
+  sched_feature,  // `original` is FEATURE or NO_FEATURE, written to the features file
+};
+
+struct JournalEntry {
+  EntryKind kind = EntryKind::file;
+  KnobPath path;
+  std::string original;
+};
+
+class Journal {
+ public:
+  // Opens STATE_DIR/journal (creating the directory), holding STATE_DIR/lock exclusively; fails with
+  // a clear error when another keel holds it. `boot_id` stamps new journals.
+  static Result<Journal> open(const std::filesystem::path& state_dir, std::string boot_id);
+  Journal(Journal&& o) noexcept;
+  Journal& operator=(Journal&& o) noexcept;
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+  ~Journal();
+
+  const std::vector<JournalEntry>& entries() const { return entries_; }
+  const std::string& boot_id() const { return boot_id_; }  // of the boot that wrote the entries
+  bool has(const KnobPath& k) const;
+  // Adds an entry and makes it durable before returning; an entry already there is kept (the first
+  // original wins).
+  Result<void> record(JournalEntry e);
+  // Replaces the entries (after a restore: the ones that could not be restored), durably.
+  Result<void> replace(std::vector<JournalEntry> entries);
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  Journal() = default;
+  Result<void> save();
+  std::filesystem::path dir_, file_;
+  std::string boot_id_;
+  std::vector<JournalEntry> entries_;
+  int lock_fd_ = -1;
+};
+
+// This boot's id (/proc/sys/kernel/random/boot_id under roots.proc); empty when unreadable.
+std::string read_boot_id(const std::filesystem::path& proc_root);
+
+// The text form (exposed for tests): a header line, then one line per entry with the value
+// percent-encoded so multi-line values (schemata) stay on one line.
+std::string format_journal(const std::string& boot_id, const std::vector<JournalEntry>& entries);
+Result<std::pair<std::string, std::vector<JournalEntry>>> parse_journal(std::string_view text);
+
+}  // namespace keel::act

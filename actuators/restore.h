@@ -1,0 +1,28 @@
+// Gives the host back: every journaled knob to its original value, in an order the kernel accepts
+// (keel's resctrl groups removed first so the default group can grow back; cpusets grown parents
+// first and shrunk children first, retried while any write makes progress). Idempotent: a knob
+// already at its original value is left alone; a knob whose cgroup is gone counts as gone.
+#pragma once
+
+#include <vector>
+
+#include "actuators/journal.h"
+#include "actuators/writer.h"
+#include "host/error.h"
+#include "host/sys_roots.h"
+
+namespace keel::act {
+
+struct RestoreReport {
+  size_t restored = 0;   // written back
+  size_t unchanged = 0;  // already at the original value
+  size_t gone = 0;       // the file or directory no longer exists
+  std::vector<Error> failed;  // still journaled: a later restore tries again
+};
+
+// Restores every entry of `journal` and leaves in it only the entries that failed. A journal from
+// another boot is not applied (its cgroups and groups are gone, its other knobs were reset by the
+// reboot): its entries are dropped and reported as gone.
+RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dirs = DirOps::real());
+
+}  // namespace keel::act

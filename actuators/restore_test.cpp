@@ -1,0 +1,221 @@
+// The writer and restore over temporary trees that mirror kernel files (the writes themselves are
+// plain file writes here; the kernel's refusals are simulated where said).
+#include "actuators/restore.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "actuators/writer.h"
+#include "host/cpuset.h"
+#include "host/fileio.h"
+#include "tests/support/tmp_tree.h"
+
+namespace keel::act {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::slurp;
+
+// A tree of every file kind restore handles, and the bytes of each file before keel runs.
+class Tree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::make_tree(t_.path(), {
+        {"proc/sys/kernel/random/boot_id", "11111111-2222\n"},
+        {"sys/fs/cgroup/kubepods/cpu.weight", "100\n"},
+        {"sys/fs/cgroup/kubepods/cpuset.cpus", "0-7\n"},
+        {"sys/fs/cgroup/kubepods/be/cpu.weight", "100\n"},
+        {"sys/fs/cgroup/kubepods/be/cpu.idle", "0\n"},
+        {"sys/fs/cgroup/kubepods/be/cpuset.cpus", "0-7\n"},
+        {"sys/fs/cgroup/kubepods/be/cpu.max", "max 100000\n"},
+        {"sys/fs/resctrl/schemata", "    L3:0=7ff;1=7ff\n    MB:0=100;1=100\n"},
+        {"sys/fs/resctrl/info/last_cmd_status", "ok\n"},
+        {"proc/irq/24/smp_affinity_list", "0-7\n"},
+        {"sys/kernel/debug/sched/features", "GENTLE_FAIR_SLEEPERS START_DEBIT NO_STEAL TTWU_QUEUE\n"},
+    });
+    roots_ = SysRoots::under(t_.path());
+  }
+  std::map<std::string, std::string> snapshot() {
+    std::map<std::string, std::string> m;
+    for (auto& e : fs::recursive_directory_iterator(t_.path()))
+      if (e.is_regular_file() && e.path().parent_path().filename() != "state")
+        m[e.path().lexically_relative(t_.path()).string()] = slurp(e.path());
+    return m;
+  }
+  Journal journal() {
+    auto j = Journal::open(t_.path() / "state", read_boot_id(roots_.proc));
+    EXPECT_TRUE(j) << j.error().message();
+    return std::move(*j);
+  }
+  // Changes one knob of each kind through the writer.
+  void change_everything(KnobWriter& w) {
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.idle"}, "1"));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4-7"));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.max"}, "50000 100000"));
+    ASSERT_TRUE(w.set({Root::resctrl, "schemata"}, "L3:0=7f0;1=7f0"));
+    ASSERT_TRUE(w.set({Root::proc, "irq/24/smp_affinity_list"}, "4-7"));
+    ASSERT_TRUE(w.write_journaled({Root::debugfs, "sched/features"}, "STEAL",
+                                  {EntryKind::sched_feature, {Root::debugfs, "sched/features"}, "NO_STEAL"}));
+  }
+  testing::TempDir t_;
+  SysRoots roots_;
+};
+
+TEST_F(Tree, ObserveModeComputesEveryChangeAndWritesNothing) {
+  auto before = snapshot();
+  KnobWriter w(roots_, Mode::observe, nullptr);
+  change_everything(w);
+  ASSERT_TRUE(w.make_dir({Root::resctrl, "keel-redis"}));
+  ASSERT_TRUE(w.set({Root::resctrl, "keel-redis/schemata"}, "L3:0=00f"));  // in a group not made
+  ASSERT_TRUE(w.append({Root::resctrl, "keel-redis/tasks"}, "4242"));
+  EXPECT_EQ(snapshot(), before);  // byte for byte
+  EXPECT_FALSE(fs::exists(t_.path() / "sys/fs/resctrl/keel-redis"));
+  EXPECT_FALSE(fs::exists(t_.path() / "state"));
+  ASSERT_EQ(w.changes().size(), 10u);
+  for (const auto& c : w.changes()) EXPECT_FALSE(c.written) << c.path.str();
+  EXPECT_EQ(w.changes()[1].from, "100");
+  EXPECT_EQ(w.changes()[1].to, "10");
+}
+
+TEST_F(Tree, EnforceJournalsBeforeWritingAndRestoreGivesEverythingBackIdempotently) {
+  auto before = snapshot();
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j);
+    change_everything(w);
+    // A value already in place is not a change and not journaled.
+    auto same = w.set({Root::cgroup, "kubepods/cpu.weight"}, "100");
+    ASSERT_TRUE(same);
+    EXPECT_FALSE(*same);
+    // Kernel lists normalise: "4,5,6,7" is what "4-7" reads back as.
+    auto list = w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4,5,6,7", [](std::string_view a, std::string_view b) {
+      return CpuSet::parse_list(a).value_or(CpuSet{}) == CpuSet::parse_list(b).value_or(CpuSet{});
+    });
+    ASSERT_TRUE(list);
+    EXPECT_FALSE(*list);
+    EXPECT_EQ(j.entries().size(), 7u);
+    EXPECT_EQ(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight"), "10");
+    EXPECT_NE(snapshot(), before);
+  }
+  Journal j = journal();  // as `keel restore` would: a new process reads the journal
+  ASSERT_EQ(j.entries().size(), 7u);
+  auto rep = restore(roots_, j);
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed[0].message();
+  EXPECT_EQ(rep.restored, 7u);
+  // Kernel files print what was written plus a newline; the tree holds the bare write. Compare values.
+  // The features file is a toggle in the kernel (a write of NO_STEAL switches one feature); here it
+  // holds the last write.
+  for (const auto& [file, content] : before)
+    if (file.ends_with("sched/features"))
+      EXPECT_EQ(std::string(trim(slurp(t_.path() / file))), "NO_STEAL");
+    else
+      EXPECT_EQ(std::string(trim(slurp(t_.path() / file))), std::string(trim(content))) << file;
+  EXPECT_TRUE(j.entries().empty());
+  EXPECT_FALSE(fs::exists(t_.path() / "state/journal"));
+  auto again = restore(roots_, j);  // idempotent: nothing left to do
+  EXPECT_EQ(again.restored + again.unchanged + again.gone, 0u);
+}
+
+TEST_F(Tree, RestoreLeavesKnobsAlreadyBackAloneAndCountsVanishedCgroupsAsGone) {
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j);
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/cpu.weight"}, "500"));
+    ASSERT_TRUE(w.set({Root::proc, "irq/24/smp_affinity_list"}, "4-7"));
+  }
+  testing::make_tree(t_.path(), {{"proc/irq/24/smp_affinity_list", "0,1,2,3,4,5,6,7\n"}});  // put back by hand
+  fs::remove_all(t_.path() / "sys/fs/cgroup/kubepods/be");  // the pod ended
+  Journal j = journal();
+  auto rep = restore(roots_, j);
+  EXPECT_TRUE(rep.failed.empty());
+  EXPECT_EQ(rep.restored, 1u);
+  EXPECT_EQ(rep.unchanged, 1u);
+  EXPECT_EQ(rep.gone, 1u);
+  EXPECT_EQ(std::string(trim(slurp(t_.path() / "sys/fs/cgroup/kubepods/cpu.weight"))), "100");
+}
+
+TEST_F(Tree, ARefusedWriteNamesPathValueAndResctrlsReasonAndKeepsTheJournalUsable) {
+  // The kernel's refusal, simulated: the group's schemata cannot be opened for writing.
+  testing::make_tree(t_.path(), {{"sys/fs/resctrl/info/last_cmd_status", "mask f7 has non-consecutive 1-bits\n"},
+                                 {"sys/fs/resctrl/g1/schemata/", ""}});
+  Journal j = journal();
+  KnobWriter w(roots_, Mode::enforce, &j);
+  ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
+  auto bad = w.write_journaled({Root::resctrl, "g1/schemata"}, "L3:0=f7", {EntryKind::file, {Root::resctrl, "g1/schemata"}, ""});
+  ASSERT_FALSE(bad);
+  std::string m = bad.error().message();
+  EXPECT_NE(m.find("sys/fs/resctrl/g1/schemata"), std::string::npos) << m;
+  EXPECT_NE(m.find("'L3:0=f7'"), std::string::npos) << m;
+  EXPECT_NE(m.find("mask f7 has non-consecutive 1-bits"), std::string::npos) << m;
+  // The earlier knob is still journaled with its original, so restore gives it back.
+  ASSERT_FALSE(j.entries().empty());
+  EXPECT_EQ(j.entries()[0].original, "100");
+}
+
+TEST_F(Tree, GroupsKeelCreatedAreRemovedFirstAndTheirFilesGoWithThem) {
+  // A resctrl-like mkdir: the kernel populates a new group with its files.
+  DirOps fake{[](const fs::path& p) {
+                if (::mkdir(p.c_str(), 0755) != 0) return -1;
+                testing::make_tree(p, {{"schemata", "    L3:0=7ff;1=7ff\n"}, {"tasks", ""}});
+                return 0;
+              },
+              [](const fs::path& p) {
+                std::error_code ec;
+                return fs::remove_all(p, ec) > 0 && !ec ? 0 : -1;
+              }};
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j, fake);
+    auto made = w.make_dir({Root::resctrl, "keel-redis"});
+    ASSERT_TRUE(made) << made.error().message();
+    EXPECT_TRUE(*made);
+    ASSERT_TRUE(w.set({Root::resctrl, "keel-redis/schemata"}, "L3:0=00f;1=00f"));
+    ASSERT_TRUE(w.set({Root::resctrl, "schemata"}, "L3:0=7f0;1=7f0"));
+    auto pid = w.append({Root::resctrl, "keel-redis/tasks"}, "4242");
+    ASSERT_TRUE(pid);
+    EXPECT_EQ(slurp(t_.path() / "sys/fs/resctrl/keel-redis/tasks"), "4242");
+  }
+  Journal j = journal();
+  auto rep = restore(roots_, j, fake);
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed[0].message();
+  EXPECT_EQ(rep.restored, 2u);  // the group, then the default group's schemata
+  EXPECT_EQ(rep.gone, 0u);      // the group's own schemata is not reported: it went with the group
+  EXPECT_FALSE(fs::exists(t_.path() / "sys/fs/resctrl/keel-redis"));
+  EXPECT_NE(slurp(t_.path() / "sys/fs/resctrl/schemata").find("L3:0=7ff;1=7ff"), std::string::npos);
+}
+
+TEST_F(Tree, AFailedMkdirLeavesNoJournalEntryThatWouldRemoveSomeoneElsesGroup) {
+  DirOps full{[](const fs::path&) {
+                errno = ENOSPC;
+                return -1;
+              },
+              [](const fs::path&) { return -1; }};
+  Journal j = journal();
+  KnobWriter w(roots_, Mode::enforce, &j, full);
+  auto made = w.make_dir({Root::resctrl, "keel-redis"});
+  ASSERT_FALSE(made);
+  EXPECT_NE(made.error().message().find("no free CLOSID"), std::string::npos) << made.error().message();
+  EXPECT_TRUE(j.entries().empty());
+}
+
+TEST_F(Tree, AJournalFromAnotherBootIsNotApplied) {
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j);
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
+  }
+  testing::make_tree(t_.path(), {{"proc/sys/kernel/random/boot_id", "99999999-0000\n"},
+                                 {"sys/fs/cgroup/kubepods/be/cpu.weight", "55\n"}});  // after a reboot
+  Journal j = journal();
+  auto rep = restore(roots_, j);
+  EXPECT_EQ(rep.restored, 0u);
+  EXPECT_EQ(rep.gone, 1u);
+  EXPECT_EQ(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight"), "55\n");  // untouched
+  EXPECT_TRUE(j.entries().empty());
+}
+
+}  // namespace
+}  // namespace keel::act

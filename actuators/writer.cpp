@@ -1,0 +1,125 @@
+#include "actuators/writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "host/fileio.h"
+
+namespace keel::act {
+
+namespace fs = std::filesystem;
+
+DirOps DirOps::real() {
+  return DirOps{[](const fs::path& p) { return ::mkdir(p.c_str(), 0755); },
+                [](const fs::path& p) { return ::rmdir(p.c_str()); }};
+}
+
+std::string resctrl_status(const SysRoots& roots) {
+  auto s = read_file(roots.resctrl / "info/last_cmd_status");
+  if (!s) return {};
+  std::string t(trim(*s));
+  return t == "ok" ? std::string() : t;
+}
+
+KnobWriter::KnobWriter(const SysRoots& roots, Mode mode, Journal* journal, DirOps dirs)
+    : roots_(roots), mode_(mode), journal_(journal), dirs_(std::move(dirs)) {}
+
+std::vector<Change> KnobWriter::take_changes() {
+  std::vector<Change> out(changes_.begin() + static_cast<std::ptrdiff_t>(taken_), changes_.end());
+  taken_ = changes_.size();
+  return out;
+}
+
+Result<void> KnobWriter::raw_write(const KnobPath& k, std::string_view value, bool append) {
+  fs::path p = k.abs(roots_);
+  int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC | (append ? O_APPEND : O_TRUNC));
+  ssize_t n = -1;
+  int e = errno;
+  if (fd >= 0) {
+    n = ::write(fd, value.data(), value.size());
+    e = errno;
+    ::close(fd);
+  }
+  if (n == static_cast<ssize_t>(value.size())) return {};
+  if (n >= 0) e = EIO;  // a short write of a kernel file
+  std::string what = (fd < 0 ? "cannot open to write '" : "write '") + std::string(value) + "' refused";
+  if (k.root == Root::resctrl)
+    if (std::string why = resctrl_status(roots_); !why.empty()) what += " (last_cmd_status: " + why + ")";
+  return fail(what, p.string(), e);
+}
+
+Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, const SameFn& same) {
+  fs::path p = k.abs(roots_);
+  std::string current;
+  auto cur = read_file(p);
+  if (cur) {
+    current = std::string(trim(*cur));
+  } else if (mode_ == Mode::enforce || cur.error().err != ENOENT) {
+    return std::unexpected(cur.error());  // observe: a file in a group not yet made reads as ""
+  }
+  std::string want(trim(value));
+  bool equal = same ? same(current, want) : current == want;
+  if (equal) return false;
+  if (mode_ == Mode::observe) {
+    changes_.push_back({k, current, want, false});
+    return true;
+  }
+  if (auto r = write_journaled(k, value, JournalEntry{EntryKind::file, k, current}); !r)
+    return std::unexpected(r.error());
+  return true;
+}
+
+Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view value, const JournalEntry& original) {
+  if (mode_ == Mode::observe) {
+    changes_.push_back({k, original.original, std::string(trim(value)), false});
+    return {};
+  }
+  if (journal_ == nullptr) return fail("no journal: refusing to change a knob it could not restore", k.abs(roots_).string());
+  if (!journal_->has(k))
+    if (auto r = journal_->record(original); !r) return r;  // durable before the first write
+  if (auto r = raw_write(k, value, false); !r) return r;
+  changes_.push_back({k, original.original, std::string(trim(value)), true});
+  return {};
+}
+
+Result<bool> KnobWriter::append(const KnobPath& k, std::string_view value) {
+  if (mode_ == Mode::observe) {
+    changes_.push_back({k, "", std::string(value), false});
+    return true;
+  }
+  auto r = raw_write(k, value, true);
+  if (!r) {
+    if (r.error().err == ESRCH) return false;  // the task exited meanwhile
+    return std::unexpected(r.error());
+  }
+  changes_.push_back({k, "", std::string(value), true});
+  return true;
+}
+
+Result<bool> KnobWriter::make_dir(const KnobPath& k) {
+  fs::path p = k.abs(roots_);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return false;
+  if (mode_ == Mode::observe) {
+    changes_.push_back({k, "", "(mkdir)", false});
+    return true;
+  }
+  if (journal_ == nullptr) return fail("no journal: refusing to create what it could not remove", p.string());
+  if (auto r = journal_->record(JournalEntry{EntryKind::created_dir, k, ""}); !r) return std::unexpected(r.error());
+  if (dirs_.make(p) != 0) {
+    int e = errno;
+    // Not created: the entry would make restore remove a directory keel does not own.
+    std::vector<JournalEntry> keep;
+    for (const auto& x : journal_->entries())
+      if (!(x.path == k && x.kind == EntryKind::created_dir)) keep.push_back(x);
+    (void)journal_->replace(std::move(keep));
+    std::string what = "mkdir refused";
+    if (k.root == Root::resctrl && e == ENOSPC) what += " (no free CLOSID: every resctrl group id is in use)";
+    return fail(what, p.string(), e);
+  }
+  changes_.push_back({k, "", "(mkdir)", true});
+  return true;
+}
+
+}  // namespace keel::act

@@ -1,0 +1,75 @@
+// The one place keel writes kernel files. Every change goes: read the current value; if it already
+// is what is wanted, nothing; else journal the original (durably, first change only), then write.
+// In observe mode the same computation runs and nothing is written: the change log says what would
+// have been. A refused write is reported with the path, the value and the kernel's reason
+// (resctrl's info/last_cmd_status), and leaves the journal as it was.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "actuators/journal.h"
+#include "actuators/knob.h"
+#include "host/error.h"
+#include "host/sys_roots.h"
+
+namespace keel::act {
+
+// One change, made or (observe mode) only computed.
+struct Change {
+  KnobPath path;
+  std::string from;  // trimmed current value ("" when the file did not exist yet)
+  std::string to;
+  bool written = false;
+};
+
+// Directory operations, real by default; tests over temporary trees pass ones that populate a new
+// directory the way the kernel does (resctrl and cgroupfs create their files on mkdir).
+struct DirOps {
+  std::function<int(const std::filesystem::path&)> make;    // 0 or -1 with errno
+  std::function<int(const std::filesystem::path&)> remove;  // 0 or -1 with errno
+  static DirOps real();
+};
+
+// Whether a current value already is the wanted one (kernel files normalise: "0-3" vs "0,1,2,3").
+using SameFn = std::function<bool(std::string_view current, std::string_view wanted)>;
+
+class KnobWriter {
+ public:
+  // `journal` may be null only in observe mode.
+  KnobWriter(const SysRoots& roots, Mode mode, Journal* journal, DirOps dirs = DirOps::real());
+
+  // Makes `k` read `value`. Returns true when it changed (observe: would change).
+  Result<bool> set(const KnobPath& k, std::string_view value, const SameFn& same = {});
+  // Writes `value` to `k`, journaling `original` first unless `k` is already journaled. For knobs
+  // whose restore is not "write the file's old content back" (sched features).
+  Result<void> write_journaled(const KnobPath& k, std::string_view value, const JournalEntry& original);
+  // One write of `value` (a pid to `tasks`), not journaled: membership is undone by removing the
+  // group keel created. ESRCH (the task exited) is not an error: returns false.
+  Result<bool> append(const KnobPath& k, std::string_view value);
+  // Creates a directory keel will own (journaled as created before mkdir). False when it existed.
+  Result<bool> make_dir(const KnobPath& k);
+
+  Mode mode() const { return mode_; }
+  const SysRoots& roots() const { return roots_; }
+  const std::vector<Change>& changes() const { return changes_; }
+  // The changes since the previous call (for per-tick logs).
+  std::vector<Change> take_changes();
+
+ private:
+  Result<void> raw_write(const KnobPath& k, std::string_view value, bool append);
+  SysRoots roots_;
+  Mode mode_;
+  Journal* journal_;
+  DirOps dirs_;
+  std::vector<Change> changes_;
+  size_t taken_ = 0;
+};
+
+// The kernel's reason for the last failed resctrl write, or "" (info/last_cmd_status, "ok" = none).
+std::string resctrl_status(const SysRoots& roots);
+
+}  // namespace keel::act
