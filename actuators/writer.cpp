@@ -122,4 +122,21 @@ Result<bool> KnobWriter::make_dir(const KnobPath& k) {
   return true;
 }
 
+Result<bool> KnobWriter::remove_dir(const KnobPath& k) {
+  fs::path p = k.abs(roots_);
+  std::error_code ec;
+  if (!fs::is_directory(p, ec)) return false;
+  if (mode_ == Mode::observe) {
+    changes_.push_back({k, "(dir)", "(rmdir)", false});
+    return true;
+  }
+  if (dirs_.remove(p) != 0) {
+    int e = errno;
+    if (e == ENOENT) return false;
+    return fail("rmdir refused", p.string(), e);
+  }
+  changes_.push_back({k, "(dir)", "(rmdir)", true});
+  return true;
+}
+
 }  // namespace keel::act

@@ -52,6 +52,9 @@ class KnobWriter {
   Result<bool> append(const KnobPath& k, std::string_view value);
   // Creates a directory keel will own (journaled as created before mkdir). False when it existed.
   Result<bool> make_dir(const KnobPath& k);
+  // Removes a directory keel created (a resctrl group given back; its tasks fall back to the
+  // default group). False when it was already gone.
+  Result<bool> remove_dir(const KnobPath& k);
 
   Mode mode() const { return mode_; }
   const SysRoots& roots() const { return roots_; }
