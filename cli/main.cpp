@@ -20,6 +20,9 @@ commands:
   probe [--json]      what this kernel offers keel: BTF, tp_btf/raw_tp, PMU, cgroups, resctrl
   top [--interval S] [--count N] [--json] [--config FILE] [--bpf-stats sampled|always|off]
                       live per-cgroup (or per-workload) run-queue latency, migrations, CPU (root)
+  restore [--state DIR] [--config FILE] [--root DIR] [--json]
+                      every knob keel changed back to its original value, from the journal
+                      (default state /var/lib/keel, or the config's daemon.state_dir)
   help                this text
 
 exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad config
@@ -36,6 +39,7 @@ constexpr Command kCommands[] = {
     {"workloads", keel::cli::cmd_workloads},
     {"probe", keel::cli::cmd_probe},
     {"top", keel::cli::cmd_top},
+    {"restore", keel::cli::cmd_restore},
 };
 
 }  // namespace

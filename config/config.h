@@ -101,12 +101,21 @@ struct Workload {
   Pos name_pos;  // the name's value; line 0 when the file has no name
 };
 
+// How cgroup v1 shares become a cgroup v2 cpu.weight: systemd's linear mapping, or runc's newer
+// logarithmic one (which keeps 2 -> 1, 1024 -> 100, 262144 -> 10000 but spreads the low end).
+enum class WeightMapping { systemd, runc };
+
 struct Actuators {
   bool cpuset = true;
   bool cpu_weight = true;
   bool resctrl = false;
   bool steal_task = false;
   bool irq_affinity = false;
+  WeightMapping weight_mapping = WeightMapping::systemd;
+  std::vector<std::string> irq_names;  // globs on /proc/interrupts device names, kept off critical CPUs
+  Pos pos;
+  Pos irq_names_pos;
+  bool irq_names_read = false;  // the key was present and well-formed
 };
 
 struct Config {

@@ -128,6 +128,26 @@ class Section {
     return std::nullopt;
   }
 
+  std::optional<std::vector<std::string>> strings(std::string_view key, Pos* at = nullptr) const {
+    auto* n = find(key, at);
+    if (!n) return std::nullopt;
+    auto* a = n->as_array();
+    if (!a) {
+      wrong_type(key, *n, "an array of strings like [\"virtio*-input.*\"]");
+      return std::nullopt;
+    }
+    std::vector<std::string> out;
+    for (size_t i = 0; i < a->size(); ++i) {
+      auto* s = a->get(i)->as_string();
+      if (!s) {
+        error(value_pos(*a->get(i)), name(key) + "[" + std::to_string(i) + "] must be a string, got " + type_name(*a->get(i)));
+        return std::nullopt;
+      }
+      out.push_back(s->get());
+    }
+    return out;
+  }
+
   std::optional<bool> boolean(std::string_view key) const {
     auto* n = find(key, nullptr);
     if (!n) return std::nullopt;
@@ -261,8 +281,15 @@ HostSection read_host(Section& s) {
 }
 
 Actuators read_actuators(Section& s) {
-  s.reject_unknown({"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity"});
+  s.reject_unknown({"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity", "weight_mapping", "irq_names"});
   Actuators a;
+  a.pos = s.pos();
+  if (auto v = s.word<WeightMapping>("weight_mapping", {{"systemd", WeightMapping::systemd}, {"runc", WeightMapping::runc}}))
+    a.weight_mapping = *v;
+  if (auto v = s.strings("irq_names", &a.irq_names_pos)) {
+    a.irq_names = *v;
+    a.irq_names_read = true;
+  }
   if (auto v = s.boolean("cpuset")) a.cpuset = *v;
   if (auto v = s.boolean("cpu_weight")) a.cpu_weight = *v;
   if (auto v = s.boolean("resctrl")) a.resctrl = *v;

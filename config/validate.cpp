@@ -163,6 +163,7 @@ class Validator {
     for (size_t i = 0; i < config_.workloads.size(); ++i) check_workload(i);
     check_unique_names();
     check_critical_pools_disjoint();
+    check_actuators(config_.actuators);
   }
 
  private:
@@ -180,6 +181,17 @@ class Validator {
             "daemon.state_dir = " + in_quotes(d.state_dir.string()) + " must be an absolute path");
     if (auto why = listen_problem(d.metrics_listen))
       error(d.metrics_listen_pos, "daemon.metrics_listen = " + in_quotes(d.metrics_listen) + ": " + *why);
+  }
+
+  void check_actuators(const Actuators& a) {
+    bool malformed = a.irq_names_pos.line != 0 && !a.irq_names_read;  // already reported
+    if (a.irq_affinity && a.irq_names.empty() && !malformed)
+      error(a.irq_names_pos.line ? a.irq_names_pos : a.pos,
+            "actuators.irq_affinity = true needs actuators.irq_names: the /proc/interrupts device names to keep "
+            "off critical CPUs, e.g. [\"virtio*-input.*\"]");
+    for (const auto& n : a.irq_names)
+      if (n.empty() || n.find_first_of(" \t") != std::string::npos)
+        error(a.irq_names_pos, "actuators.irq_names: \"" + n + "\" is not a device name pattern (empty or with spaces)");
   }
 
   void check_host(const HostSection& h) {

@@ -1,0 +1,66 @@
+// keel restore: every knob keel changed back to its original value, from the journal in the state
+// directory. Safe to run at any time and more than once; refuses while a running keel holds the state
+// (that keel restores on exit).
+#include <cstdio>
+
+#include "actuators/journal.h"
+#include "actuators/restore.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/host_facts.h"
+#include "config/config.h"
+#include "host/json.h"
+
+namespace keel::cli {
+
+int cmd_restore(const std::vector<std::string>& argv) {
+  auto args = parse_args(argv, {.switches = {"json"}, .with_value = {"state", "config", "root"}});
+  if (!args) return usage_error("restore", args.error().message());
+  if (!args->positional.empty()) return usage_error("restore", "takes no arguments (the journal is in --state DIR)");
+  // Kernel files under another root: a container that mounts the host's /sys and /proc at /host/...
+  SysRoots roots = SysRoots::host();
+  if (auto r = args->value("root")) roots = SysRoots::under(*r);
+
+  std::filesystem::path state = config::Daemon{}.state_dir;
+  if (auto f = args->value("config")) {
+    auto cfg = load_config_for_host("restore", *f, roots);  // prints why it failed; --state works without
+    if (!cfg) return cfg.error();
+    state = cfg->daemon.state_dir;
+  }
+  if (auto s = args->value("state")) state = *s;
+
+  if (!std::filesystem::exists(state / "journal") && !args->has("json")) {  // creates nothing on a clean host
+    std::printf("keel restore: nothing to restore (no journal in %s)\n", state.string().c_str());
+    return kExitOk;
+  }
+  auto journal = act::Journal::open(state, act::read_boot_id(roots.proc));
+  if (!journal) {
+    std::fprintf(stderr, "keel restore: %s\n", journal.error().message().c_str());
+    return kExitFailure;
+  }
+  size_t entries = journal->entries().size();
+  auto rep = act::restore(roots, *journal);
+  if (args->has("json")) {
+    JsonWriter j;
+    j.begin_object().field("state", state.string()).field("entries", static_cast<uint64_t>(entries))
+        .field("restored", static_cast<uint64_t>(rep.restored)).field("unchanged", static_cast<uint64_t>(rep.unchanged))
+        .field("gone", static_cast<uint64_t>(rep.gone)).key("failed").begin_array();
+    for (const auto& e : rep.failed) j.value(e.message());
+    j.end_array().end_object();
+    std::printf("%s\n", j.str().c_str());
+  } else if (entries == 0) {
+    std::printf("keel restore: nothing to restore (no journal in %s)\n", state.string().c_str());
+  } else {
+    std::printf("keel restore: %zu restored, %zu already at their original value, %zu gone with their cgroup, %zu failed\n",
+                rep.restored, rep.unchanged, rep.gone, rep.failed.size());
+  }
+  for (const auto& e : rep.failed) std::fprintf(stderr, "keel restore: %s\n", e.message().c_str());
+  if (!rep.failed.empty()) {
+    std::fprintf(stderr, "keel restore: the failed knobs stay journaled in %s; run keel restore again\n",
+                 journal->file().string().c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace keel::cli
