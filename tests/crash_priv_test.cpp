@@ -1,0 +1,164 @@
+// Crash safety with real processes and real cgroup v1 knobs (needs root): a child changes knobs
+// through keel's actuators in an endless random sequence and is SIGKILLed at a random point; then
+// `keel restore` (the real binary) must bring every knob back to its original value and change
+// nothing else. Repeated with many seeds and kill times.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "host/cgroup.h"
+#include "host/fileio.h"
+#include "tests/support/tmp_tree.h"
+
+namespace keel {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+using testing::slurp;
+
+class CrashSafety : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KEEL_REQUIRE_ROOT();
+    auto layout = discover(SysRoots::host());
+    ASSERT_TRUE(layout) << layout.error().message();
+    const CgroupHierarchy* cpu = layout->v1_with("cpu");
+    const CgroupHierarchy* cpuset = layout->v1_with("cpuset");
+    if (cpu == nullptr || cpuset == nullptr) GTEST_SKIP() << "skipped: needs the v1 cpu and cpuset hierarchies";
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "skipped: needs 2 CPUs";
+    const std::string name = "keel-crash-" + std::to_string(getpid());
+    cpu_ = cpu->mount / name;
+    cpuset_ = cpuset->mount / name;
+    for (const auto& base : {cpu_, cpuset_}) {
+      ASSERT_TRUE(fs::create_directory(base));
+      dirs_.push_back(base);
+      for (const char* c : {"a", "b"}) {
+        ASSERT_TRUE(fs::create_directory(base / c));
+        dirs_.insert(dirs_.begin(), base / c);  // children removed first
+      }
+    }
+    // A v1 cpuset needs CPUs and memory nodes before it can hold a task.
+    std::string mems(trim(slurp(cpuset->mount / "cpuset.mems")));
+    for (const auto& d : {cpuset_, cpuset_ / "a", cpuset_ / "b"}) {
+      ASSERT_TRUE(write_file(d / "cpuset.mems", mems));
+      ASSERT_TRUE(write_file(d / "cpuset.cpus", d == cpuset_ ? "0-1" : "0-1"));
+    }
+    // A populated leaf: the child's writes must never empty it, restore must give it back.
+    sleeper_ = fork();
+    if (sleeper_ == 0) {
+      for (;;) pause();
+    }
+    ASSERT_TRUE(write_file(cpuset_ / "a/cgroup.procs", std::to_string(sleeper_)));
+    ASSERT_TRUE(write_file(cpu_ / "a/cgroup.procs", std::to_string(sleeper_)));
+    roots_cgroup_ = SysRoots::host().cgroup;
+  }
+  void TearDown() override {
+    if (sleeper_ > 0) {
+      kill(sleeper_, SIGKILL);
+      waitpid(sleeper_, nullptr, 0);
+    }
+    for (const auto& d : dirs_)
+      for (int i = 0; i < 100 && fs::exists(d) && !fs::remove(d); ++i) usleep(10000);
+    for (const auto& d : dirs_) EXPECT_FALSE(fs::exists(d)) << "left behind: " << d;
+  }
+  // Every writable knob file of the test's cgroups (not membership, not resettable counters).
+  std::map<std::string, std::string> knobs() {
+    static const std::set<std::string> skip{"cgroup.procs", "tasks", "cgroup.event_control", "cpuacct.usage",
+                                            "cgroup.clone_children", "notify_on_release"};
+    std::map<std::string, std::string> m;
+    for (const auto& d : dirs_)
+      for (const auto& e : fs::directory_iterator(d)) {
+        struct stat st{};
+        if (!e.is_regular_file() || stat(e.path().c_str(), &st) != 0 || !(st.st_mode & S_IWUSR)) continue;
+        if (skip.contains(e.path().filename().string()) || e.path().filename().string().starts_with("cpuacct.")) continue;
+        auto v = read_file(e.path());
+        if (v) m[e.path().string()] = *v;
+      }
+    return m;
+  }
+  fs::path cpu_, cpuset_, roots_cgroup_;
+  std::vector<fs::path> dirs_;
+  pid_t sleeper_ = -1;
+};
+
+TEST_F(CrashSafety, KeelRestoreUndoesEveryChangeOfAProcessKilledAtRandomPoints) {
+  const auto before = knobs();
+  ASSERT_GT(before.size(), 10u);
+  testing::TempDir state;
+  const fs::path child_bin = testing::keel_binary().parent_path().parent_path() / "tests/keel_crash_child";
+  ASSERT_TRUE(fs::exists(child_bin)) << child_bin;
+  std::mt19937 rng(20261130);
+  int restored_something = 0;
+  const int rounds = 60;
+  for (int round = 0; round < rounds; ++round) {
+    pid_t child = fork();
+    if (child == 0) {
+      std::string cpu = cpu_.lexically_relative(roots_cgroup_).string();
+      std::string cpuset = cpuset_.lexically_relative(roots_cgroup_).string();
+      std::string seed = std::to_string(round);
+      execl(child_bin.c_str(), child_bin.c_str(), state.path().c_str(), cpu.c_str(), cpuset.c_str(), seed.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500 + rng() % 40000));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "round " << round << ": the child ended on its own, status " << status;
+
+    auto [rc, out] = run_command(testing::keel_binary().string() + " restore --json --state " + state.path().string());
+    ASSERT_EQ(rc, 0) << "round " << round << ": " << out;
+    auto at = out.find("\"restored\":");
+    ASSERT_NE(at, std::string::npos) << out;
+    if (std::stoul(out.substr(at + 11)) > 0) ++restored_something;
+    auto after = knobs();
+    for (const auto& [file, value] : before) EXPECT_EQ(after[file], value) << "round " << round << ": " << file;
+    EXPECT_EQ(after.size(), before.size());
+    EXPECT_FALSE(fs::exists(state.path() / "journal")) << "round " << round;
+    // The populated leaf was never left empty, and the sleeper still lives in it.
+    EXPECT_EQ(std::string(trim(slurp(cpuset_ / "a/cgroup.procs"))), std::to_string(sleeper_));
+    if (HasFailure()) break;
+  }
+  std::printf("%d of %d kills left changes that keel restore undid\n", restored_something, rounds);
+  EXPECT_GE(restored_something, rounds / 2);  // the kills really landed mid-sequence
+}
+
+// While a keel holds the state directory, restore refuses (that keel restores on exit) and changes
+// nothing; once it is gone, restore proceeds.
+TEST_F(CrashSafety, RestoreRefusesWhileAnotherKeelHoldsTheState) {
+  testing::TempDir state;
+  const fs::path child_bin = testing::keel_binary().parent_path().parent_path() / "tests/keel_crash_child";
+  pid_t child = fork();
+  if (child == 0) {
+    std::string cpu = cpu_.lexically_relative(roots_cgroup_).string();
+    std::string cpuset = cpuset_.lexically_relative(roots_cgroup_).string();
+    execl(child_bin.c_str(), child_bin.c_str(), state.path().c_str(), cpu.c_str(), cpuset.c_str(), "7",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 200 && !fs::exists(state.path() / "journal"); ++i) usleep(5000);
+  ASSERT_TRUE(fs::exists(state.path() / "journal"));
+  auto [rc, out] = run_command(testing::keel_binary().string() + " restore --state " + state.path().string());
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("another keel holds this state directory (pid " + std::to_string(child) + ")"), std::string::npos)
+      << out;
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  auto [rc2, out2] = run_command(testing::keel_binary().string() + " restore --state " + state.path().string());
+  EXPECT_EQ(rc2, 0) << out2;
+  EXPECT_FALSE(fs::exists(state.path() / "journal"));
+}
+
+}  // namespace
+}  // namespace keel
