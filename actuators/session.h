@@ -1,0 +1,43 @@
+// What `keel run` holds while it acts: the state directory's journal (exclusively), a writer in the
+// configured mode, and the promise to give everything back. Starting a session first restores a
+// journal a crashed keel left behind; finish() (or the destructor) restores what this one changed.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "actuators/journal.h"
+#include "actuators/restore.h"
+#include "actuators/writer.h"
+
+namespace keel::act {
+
+class Session {
+ public:
+  // Observe mode still takes the lock (two keels on one state directory is a mistake in any mode)
+  // but never journals or writes.
+  static Result<Session> start(const SysRoots& roots, const std::filesystem::path& state_dir, Mode mode,
+                               DirOps dirs = DirOps::real());
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  ~Session();
+
+  KnobWriter& writer() { return *writer_; }
+  // What start() found and restored from a previous run that did not finish (empty when clean).
+  const RestoreReport& recovered() const { return recovered_; }
+  size_t recovered_entries() const { return recovered_entries_; }
+  // Restores every knob this session changed; the session stays usable (a later change journals again).
+  RestoreReport finish();
+
+ private:
+  Session() = default;
+  SysRoots roots_;
+  DirOps dirs_;
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<KnobWriter> writer_;
+  RestoreReport recovered_;
+  size_t recovered_entries_ = 0;
+  bool finished_ = true;
+};
+
+}  // namespace keel::act
