@@ -429,7 +429,10 @@ std::string summary_line(const Topology& topo) {
 
 std::string sibling_group(const CpuSet& cpus) {
   std::string s = "(";
-  for (unsigned c : cpus.cpus()) s += (s.size() > 1 ? "," : "") + std::to_string(c);
+  for (unsigned c : cpus.cpus()) {
+    if (s.size() > 1) s += ',';
+    s += std::to_string(c);  // appended, not "lit" + string: g++ 12 -O3 warns -Wrestrict on that
+  }
   return s + ")";
 }
 
@@ -445,7 +448,8 @@ std::string cores_line(const Topology& topo, const std::vector<unsigned>& core_i
       if (i == kHead) line += " ...";
       continue;
     }
-    line += " " + sibling_group(topo.cores()[core_ids[i]].cpus);
+    line += ' ';
+    line += sibling_group(topo.cores()[core_ids[i]].cpus);
   }
   return line;
 }
