@@ -1,2 +1,776 @@
-// placeholder: being written
+// cgroup CPU knobs: the pure parts (weight mappings, cpuset write order, checked against cgroup v1's
+// rules by a small simulator), cgroup v2 and v1 trees in temporary directories with the kernel's
+// file formats (no cgroup v2 controllers on the development machines), and the real cgroup v1
+// cpuset and cpu hierarchies (root only).
+#include "actuators/cgroup_knobs.h"
+
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "actuators/restore.h"
+#include "host/fileio.h"
+#include "tests/support/tmp_tree.h"
+
+namespace keel::act {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::slurp;
+
+CpuSet L(std::string_view list) { return *CpuSet::parse_list(list); }
+
+// ---------------------------------------------------------------------------------------------
+// Weight mappings
+
+TEST(WeightMapping, SystemdIsLinearAndRoundsDown) {
+  auto s = [](uint64_t shares) { return shares_to_weight(shares, WeightMapping::systemd); };
+  EXPECT_EQ(s(2), 1u);  // 2 * 100 / 1024 = 0.19, clamped up to 1
+  EXPECT_EQ(s(1024), 100u);
+  EXPECT_EQ(s(262144), 10000u);  // 25600, clamped down
+  EXPECT_EQ(s(1023), 99u);       // 99.9: systemd divides in integers
+  EXPECT_EQ(s(1034), 100u);      // 100.98
+  EXPECT_EQ(s(512), 50u);
+  EXPECT_EQ(s(102400), 10000u);
+  EXPECT_EQ(s(102399), 9999u);
+}
+
+TEST(WeightMapping, RuncIsAQuadraticInLog2AndRoundsUp) {
+  auto r = [](uint64_t shares) { return shares_to_weight(shares, WeightMapping::runc); };
+  EXPECT_EQ(r(2), 1u);
+  EXPECT_EQ(r(1024), 100u);
+  EXPECT_EQ(r(262144), 10000u);
+  // By hand: l = 9 gives 10^((81 + 1125) / 612 - 7/34) = 10^1.7647 = 58.2; l = 11 gives 10^2.2386 = 173.2.
+  EXPECT_EQ(r(512), 59u);
+  EXPECT_EQ(r(2048), 174u);
+  EXPECT_EQ(r(1025), 101u);  // just above the default the ceiling moves up
+}
+
+TEST(WeightMapping, BothAreMonotonicAndClampOutsideTheSharesRange) {
+  for (WeightMapping m : {WeightMapping::systemd, WeightMapping::runc}) {
+    uint64_t prev = 0;
+    for (uint64_t shares = 2; shares <= 262144; ++shares) {
+      uint64_t w = shares_to_weight(shares, m);
+      ASSERT_GE(w, prev) << "shares " << shares;
+      ASSERT_GE(w, 1u);
+      ASSERT_LE(w, 10000u);
+      prev = w;
+    }
+    EXPECT_EQ(shares_to_weight(0, m), 1u);
+    EXPECT_EQ(shares_to_weight(1, m), 1u);
+    EXPECT_EQ(shares_to_weight(1000000, m), 10000u);
+    EXPECT_EQ(shares_to_weight(UINT64_MAX, m), 10000u);  // no overflow
+  }
+  // The two differ away from the anchors: runc gives small shares more weight.
+  EXPECT_LT(shares_to_weight(100, WeightMapping::systemd), shares_to_weight(100, WeightMapping::runc));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cpuset write order (pure), checked by simulating cgroup v1's rules
+
+std::string parent_path(const std::string& p) {
+  size_t at = p.rfind('/');
+  return at == 0 ? "/" : p.substr(0, at);
+}
+
+// Applies `writes` one by one and checks v1's rules after each: every cpuset inside its parent
+// (CPUs and nodes), none with tasks ever empty; at the end every target holds.
+::testing::AssertionResult applies_under_v1_rules(std::map<std::string, CpusetState> tree,
+                                                  const std::vector<CpusetWrite>& writes,
+                                                  const std::vector<CpusetTarget>& targets) {
+  auto broken = [&]() -> std::string {
+    for (const auto& [path, s] : tree) {
+      if (path == "/") continue;
+      auto up = tree.find(parent_path(path));
+      if (up != tree.end() && (!s.cpus.subset_of(up->second.cpus) || !s.mems.subset_of(up->second.mems)))
+        return path + " (" + s.cpus.to_list() + ") outside its parent (" + up->second.cpus.to_list() + ")";
+      if (s.populated && (s.cpus.empty() || s.mems.empty())) return path + " has tasks and is empty";
+    }
+    return {};
+  };
+  for (size_t i = 0; i < writes.size(); ++i) {
+    auto& s = tree.at(writes[i].cgroup);
+    (writes[i].mems ? s.mems : s.cpus) = writes[i].value;
+    if (auto why = broken(); !why.empty())
+      return ::testing::AssertionFailure()
+             << "after write " << i << " (" << writes[i].cgroup << " " << (writes[i].mems ? "mems" : "cpus")
+             << " = " << writes[i].value.to_list() << "): " << why;
+  }
+  for (const auto& t : targets) {
+    const auto& s = tree.at(t.cgroup);
+    if (s.cpus != t.cpus || (t.mems && s.mems != *t.mems))
+      return ::testing::AssertionFailure() << t.cgroup << " ends at " << s.cpus.to_list() << " / "
+                                           << s.mems.to_list() << ", not the target " << t.cpus.to_list();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::map<std::string, CpusetState> three_levels() {
+  return {
+      {"/", {L("0-3"), L("0"), true}},   {"/p", {L("0-1"), L("0"), true}},
+      {"/p/a", {L("0"), L("0"), true}},  {"/p/a/l", {L("0"), L("0"), true}},  // the tasks
+      {"/p/b", {L("1"), L("0"), false}}, {"/q", {L("2-3"), L("0"), false}},
+  };
+}
+
+TEST(CpusetOrder, ThreeLevelsWithMixedGrowAndShrinkKeepV1RulesAtEveryStep) {
+  auto tree = three_levels();
+  // /p gains 2 and loses 0; its populated leaf moves off CPU 0 onto 1-2; /p/b moves to 2; /q shrinks.
+  std::vector<CpusetTarget> targets = {
+      {"/p/a/l", L("1-2"), {}}, {"/q", L("3"), {}},     {"/p/b", L("2"), {}},
+      {"/p", L("1-2"), {}},     {"/p/a", L("1-2"), {}},
+  };
+  auto writes = order_cpuset_writes(tree, targets, true);
+  ASSERT_TRUE(writes) << writes.error().message();
+  EXPECT_TRUE(applies_under_v1_rules(tree, *writes, targets));
+  // The parent grows before its children do and shrinks after they did.
+  auto index = [&](const std::string& cg, const std::string& value) {
+    for (size_t i = 0; i < writes->size(); ++i)
+      if ((*writes)[i].cgroup == cg && (*writes)[i].value.to_list() == value) return static_cast<int>(i);
+    return -1;
+  };
+  EXPECT_LT(index("/p", "0-2"), index("/p/a", "0-2"));
+  EXPECT_LT(index("/p/a", "0-2"), index("/p/a/l", "0-2"));
+  EXPECT_LT(index("/p/a/l", "1-2"), index("/p/a", "1-2"));
+  EXPECT_LT(index("/p/a", "1-2"), index("/p", "1-2"));
+  EXPECT_LT(index("/p/b", "2"), index("/p", "1-2"));
+  for (const auto& w : *writes) EXPECT_FALSE(w.mems) << "mems are not targeted: " << w.cgroup;
+
+  // The checker has teeth: the targets written as given break the rules.
+  std::vector<CpusetWrite> naive;
+  for (const auto& t : targets) naive.push_back({t.cgroup, false, t.cpus});
+  EXPECT_FALSE(applies_under_v1_rules(tree, naive, targets));
+}
+
+TEST(CpusetOrder, RandomTreesAndTargetsNeverBreakV1Rules) {
+  const std::vector<std::string> nodes = {"/", "/p", "/p/a", "/p/a/l", "/p/b", "/q", "/q/x"};
+  std::mt19937 rng(20240607);
+  auto subset = [&](const CpuSet& of, bool nonempty) {
+    CpuSet s;
+    for (unsigned c : of.cpus())
+      if (rng() % 10 < 6) s.add(c);
+    if (nonempty && s.empty() && !of.empty()) s.add(of.cpus()[rng() % of.count()]);
+    return s;
+  };
+  for (int round = 0; round < 500; ++round) {
+    std::map<std::string, CpusetState> tree;
+    tree["/"] = {L("0-5"), L("0-1"), false};
+    for (size_t i = 1; i < nodes.size(); ++i) {
+      const auto& up = tree[parent_path(nodes[i])];
+      bool tasks = up.populated ? false : rng() % 3 == 0;  // decided below for ancestors
+      tree[nodes[i]] = {subset(up.cpus, false), subset(up.mems, false), tasks};
+    }
+    // Tasks only where the cpuset can hold them; a cgroup with tasks below it is populated too.
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      auto& s = tree[*it];
+      if (s.cpus.empty() || s.mems.empty()) s.populated = false;
+      for (const auto& n : nodes)
+        if (n != *it && parent_path(n) == *it && tree[n].populated) s.populated = true;
+    }
+    std::map<std::string, CpusetState> want = tree;
+    std::vector<CpusetTarget> targets;
+    for (size_t i = 1; i < nodes.size(); ++i) {
+      auto& s = want[nodes[i]];
+      const auto& up = want[parent_path(nodes[i])];
+      s.cpus = subset(up.cpus, s.populated);
+      s.mems = subset(up.mems, s.populated);
+      bool same_mems = s.mems == tree[nodes[i]].mems && !tree[nodes[i]].mems.empty();
+      targets.push_back(
+          {nodes[i], s.cpus, same_mems && rng() % 2 ? std::nullopt : std::optional<CpuSet>(s.mems)});
+    }
+    std::shuffle(targets.begin(), targets.end(), rng);
+    auto writes = order_cpuset_writes(tree, targets, true);
+    ASSERT_TRUE(writes) << "round " << round << ": " << writes.error().message();
+    ASSERT_TRUE(applies_under_v1_rules(tree, *writes, targets)) << "round " << round;
+    for (const auto& w : *writes) {  // at most two writes per knob: grow to the union, shrink to the target
+      int n = 0;
+      for (const auto& x : *writes) n += x.cgroup == w.cgroup && x.mems == w.mems;
+      ASSERT_LE(n, 2) << w.cgroup;
+    }
+  }
+}
+
+TEST(CpusetOrder, RejectsTargetsThatBreakTheRules) {
+  auto tree = three_levels();
+  auto err = [&](std::vector<CpusetTarget> t, bool v1) {
+    auto r = order_cpuset_writes(tree, t, v1);
+    return r ? std::string() : r.error().message();
+  };
+  EXPECT_NE(err({{"/p/a/l", L("0-2"), {}}}, true).find("would not fit in its parent"), std::string::npos);
+  EXPECT_NE(err({{"/p", L("1"), {}}}, true).find("/p/a (cpus 0"), std::string::npos);  // a child left out
+  EXPECT_NE(err({{"/p/a/l", CpuSet(), {}}}, true).find("has tasks"), std::string::npos);
+  EXPECT_NE(err({{"/p/a/l", CpuSet(), {}}}, false).find("has tasks"), std::string::npos);  // v2 too
+  EXPECT_NE(err({{"/p/a/l", L("0"), CpuSet()}}, true).find("without memory nodes"), std::string::npos);
+  EXPECT_NE(err({{"/", L("0-3"), {}}}, true).find("root"), std::string::npos);
+  EXPECT_NE(err({{"/q", L("2"), {}}, {"q/", L("3"), {}}}, true).find("twice"), std::string::npos);
+  EXPECT_NE(err({{"/nowhere", L("2"), {}}}, true).find("no cpuset state"), std::string::npos);
+  EXPECT_EQ(err({{"/p/b", CpuSet(), {}}}, true), "");     // no tasks: may be emptied
+  EXPECT_EQ(err({{"/p/a/l", L("0-2"), {}}}, false), "");  // v2: the kernel intersects with the parent
+}
+
+TEST(CpusetOrder, AV1CpusetWithoutMemsGetsItsParentsAndV2WritesEachChangeOnce) {
+  std::map<std::string, CpusetState> tree = {
+      {"/", {L("0-3"), L("0-1"), true}},
+      {"/k", {L("0-3"), L("1"), false}},
+      {"/k/new", {CpuSet(), CpuSet(), false}},
+      {"/k/new/leaf", {CpuSet(), CpuSet(), false}},
+  };
+  std::vector<CpusetTarget> t = {{"/k/new/leaf", L("2"), {}}, {"/k/new", L("2-3"), {}}};
+  auto w = order_cpuset_writes(tree, t, true);
+  ASSERT_TRUE(w) << w.error().message();
+  ASSERT_TRUE(applies_under_v1_rules(tree, *w, t));
+  ASSERT_EQ(w->size(), 4u);
+  EXPECT_EQ((*w)[1].cgroup, "/k/new");
+  EXPECT_TRUE((*w)[1].mems);
+  EXPECT_EQ((*w)[1].value, L("1"));  // the parent's node, not the host's 0-1
+  EXPECT_EQ((*w)[3].cgroup, "/k/new/leaf");
+  EXPECT_EQ((*w)[3].value, L("1"));
+
+  // v2: a mixed change is one write (no union step), and empty mems stay empty (inherit).
+  tree["/k/new"].cpus = L("0");
+  auto v2 = order_cpuset_writes(tree, {{"/k/new", L("3"), {}}}, false);
+  ASSERT_TRUE(v2) << v2.error().message();
+  ASSERT_EQ(v2->size(), 1u);
+  EXPECT_EQ((*v2)[0].value, L("3"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Temporary trees with the kernel's files
+
+std::map<std::string, std::string> snapshot(const fs::path& root) {
+  std::map<std::string, std::string> m;
+  for (auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file() && e.path().parent_path().filename() != "state")
+      m[e.path().lexically_relative(root).string()] = slurp(e.path());
+  return m;
+}
+
+// A cgroup v2 host: /kubepods with /kubepods/be (tasks) and /kubepods/guaranteed (none).
+class CgroupV2Tree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<std::pair<std::string, std::string>> files = {
+        {"proc/sys/kernel/random/boot_id", "11111111-2222\n"},
+        {"sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n"},
+        {"sys/fs/cgroup/cgroup.procs", "1\n"},
+        {"sys/fs/cgroup/cpuset.cpus.effective", "0-7\n"},
+        {"sys/fs/cgroup/cpuset.mems.effective", "0-1\n"},
+    };
+    for (std::string cg : {"kubepods", "kubepods/be", "kubepods/guaranteed"}) {
+      std::string d = "sys/fs/cgroup/" + cg + "/";
+      files.insert(files.end(), {{d + "cgroup.procs", cg == "kubepods/be" ? "4242\n4243\n" : ""},
+                                 {d + "cpu.weight", "100\n"},
+                                 {d + "cpu.max", "max 100000\n"},
+                                 {d + "cpu.max.burst", "0\n"},
+                                 {d + "cpu.idle", "0\n"},
+                                 {d + "cpuset.cpus", cg == "kubepods" ? "\n" : "0-7\n"},
+                                 {d + "cpuset.cpus.effective", "0-7\n"},
+                                 {d + "cpuset.mems", "\n"},
+                                 {d + "cpuset.mems.effective", "0-1\n"}});
+    }
+    testing::make_tree(t_.path(), files);
+    roots_ = SysRoots::under(t_.path());
+    h_.id = 0;
+    h_.unified = true;
+    h_.controllers = {"cpuset", "cpu", "io", "memory", "pids"};
+    h_.mount = roots_.cgroup;
+  }
+  std::string file(const std::string& rel) { return slurp(roots_.cgroup / rel); }
+  void put(const std::string& rel, const std::string& v) { testing::make_tree(roots_.cgroup, {{rel, v}}); }
+  Journal journal() {
+    auto j = Journal::open(t_.path() / "state", read_boot_id(roots_.proc));
+    EXPECT_TRUE(j) << j.error().message();
+    return std::move(*j);
+  }
+  testing::TempDir t_;
+  SysRoots roots_;
+  CgroupHierarchy h_;
+};
+
+TEST_F(CgroupV2Tree, KnobPathsAreRelativeToTheCgroupRoot) {
+  auto k = cgroup_knob(roots_, h_, "/kubepods/be", "cpu.weight");
+  ASSERT_TRUE(k) << k.error().message();
+  EXPECT_EQ(k->str(), "cgroup:kubepods/be/cpu.weight");
+  EXPECT_EQ(k->abs(roots_), roots_.cgroup / "kubepods/be/cpu.weight");
+  EXPECT_EQ(cgroup_knob(roots_, h_, "kubepods//be/", "cpu.weight")->str(), "cgroup:kubepods/be/cpu.weight");
+
+  CgroupHierarchy v1{
+      3, false, {"cpuset"}, roots_.cgroup / "cpuset", "/"};  // hybrid: one mount per controller
+  EXPECT_EQ(cgroup_knob(roots_, v1, "/kubepods", "cpuset.cpus")->str(), "cgroup:cpuset/kubepods/cpuset.cpus");
+  EXPECT_EQ(cgroup_knob(roots_, v1, "/", "cpuset.cpus")->str(), "cgroup:cpuset/cpuset.cpus");
+
+  EXPECT_FALSE(cgroup_knob(roots_, h_, "/kubepods/../../etc", "passwd"));
+  EXPECT_FALSE(cgroup_knob(roots_, h_, "/kubepods", "be/cpu.weight"));
+  CgroupHierarchy elsewhere{4, false, {"cpu"}, t_.path() / "other", "/"};
+  auto outside = cgroup_knob(roots_, elsewhere, "/a", "cpu.shares");
+  ASSERT_FALSE(outside);
+  EXPECT_NE(outside.error().message().find("not mounted under"), std::string::npos);
+}
+
+TEST_F(CgroupV2Tree, WritesEveryKnobAndRestoreGivesEachBack) {
+  auto before = snapshot(t_.path());
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j);
+    auto cs =
+        apply_cpusets(w, h_, {{"/kubepods/be", L("0-3"), {}}, {"/kubepods/guaranteed", L("4-7"), L("1")}});
+    ASSERT_TRUE(cs) << cs.error().message();
+    ASSERT_EQ(cs->size(), 2u);
+    EXPECT_TRUE((*cs)[0].changed);
+    EXPECT_EQ(file("kubepods/be/cpuset.cpus"), "0-3");
+    EXPECT_EQ(file("kubepods/guaranteed/cpuset.cpus"), "4-7");
+    EXPECT_EQ(file("kubepods/guaranteed/cpuset.mems"), "1");
+    EXPECT_EQ(file("kubepods/be/cpuset.mems"), "\n");  // v2: empty mems inherit, left alone
+
+    auto weight = set_cpu_weight(w, h_, "/kubepods/be", 512);
+    ASSERT_TRUE(weight) << weight.error().message();
+    EXPECT_TRUE(*weight);
+    EXPECT_EQ(file("kubepods/be/cpu.weight"), "50");  // systemd: 512 * 100 / 1024
+    ASSERT_TRUE(set_cpu_weight(w, h_, "/kubepods/guaranteed", 512, WeightMapping::runc));
+    EXPECT_EQ(file("kubepods/guaranteed/cpu.weight"), "59");
+
+    auto quota = set_cpu_quota(w, h_, "/kubepods/be", 50ms, 100ms);
+    ASSERT_TRUE(quota) << quota.error().message();
+    EXPECT_EQ(file("kubepods/be/cpu.max"), "50000 100000");
+    ASSERT_TRUE(set_cpu_quota(w, h_, "/kubepods/be", 20ms, 50ms));
+    EXPECT_EQ(file("kubepods/be/cpu.max"), "20000 50000");
+
+    auto idle = set_cpu_idle(w, h_, "/kubepods/be", true);  // after its weight
+    ASSERT_TRUE(idle) << idle.error().message();
+    EXPECT_TRUE(*idle);
+    EXPECT_EQ(file("kubepods/be/cpu.idle"), "1");
+    EXPECT_EQ(j.entries().size(), 7u);  // be: cpus, weight, max, idle; guaranteed: cpus, mems, weight
+  }
+  Journal j = journal();
+  auto rep = restore(roots_, j);
+  ASSERT_TRUE(rep.failed.empty()) << rep.failed[0].message();
+  auto after = snapshot(t_.path());
+  for (const auto& [path, content] : before) EXPECT_EQ(trim(after[path]), trim(content)) << path;
+  EXPECT_TRUE(j.entries().empty());
+}
+
+TEST_F(CgroupV2Tree, MakingAGroupIdleJournalsItsWeightWhichTheKernelChanges) {
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j);
+    put("kubepods/guaranteed/cpu.weight", "250\n");
+    ASSERT_TRUE(set_cpu_idle(w, h_, "/kubepods/guaranteed", true));
+    put("kubepods/guaranteed/cpu.weight", "1\n");  // what the kernel shows for an idle group
+  }
+  Journal j = journal();
+  auto rep = restore(roots_, j);
+  ASSERT_TRUE(rep.failed.empty()) << rep.failed[0].message();
+  EXPECT_EQ(trim(file("kubepods/guaranteed/cpu.idle")), "0");
+  EXPECT_EQ(trim(file("kubepods/guaranteed/cpu.weight")), "250");
+}
+
+TEST_F(CgroupV2Tree, ObserveModeComputesEveryWriteAndChangesNoByte) {
+  put("kubepods/guaranteed/cpu.idle", "1\n");
+  auto before = snapshot(t_.path());
+  KnobWriter w(roots_, Mode::observe, nullptr);
+  auto cs = apply_cpusets(w, h_, {{"/kubepods/be", L("0-3"), {}}, {"/kubepods/guaranteed", L("4-7"), {}}});
+  ASSERT_TRUE(cs) << cs.error().message();
+  EXPECT_EQ((*cs)[0].effective, L("0-3"));  // observe: the target
+  ASSERT_TRUE(set_cpu_weight(w, h_, "/kubepods/be", 2048));
+  ASSERT_TRUE(set_cpu_quota(w, h_, "/kubepods/be", 30ms));
+  ASSERT_TRUE(set_cpu_idle(w, h_, "/kubepods/be", true));
+  // An idle group's weight: the observed cpu.idle=0 comes first, so the weight is accepted.
+  ASSERT_TRUE(set_cpu_idle(w, h_, "/kubepods/guaranteed", false));
+  auto weight = set_cpu_weight(w, h_, "/kubepods/guaranteed", 4096);
+  ASSERT_TRUE(weight) << weight.error().message();
+
+  EXPECT_EQ(snapshot(t_.path()), before);  // byte for byte
+  EXPECT_FALSE(fs::exists(t_.path() / "state"));
+  std::vector<std::pair<std::string, std::string>> want = {
+      {"cgroup:kubepods/be/cpuset.cpus", "0-3"},
+      {"cgroup:kubepods/guaranteed/cpuset.cpus", "4-7"},
+      {"cgroup:kubepods/be/cpu.weight", "200"},
+      {"cgroup:kubepods/be/cpu.max", "30000 100000"},
+      {"cgroup:kubepods/be/cpu.idle", "1"},
+      {"cgroup:kubepods/guaranteed/cpu.idle", "0"},
+      {"cgroup:kubepods/guaranteed/cpu.weight", "400"},
+  };
+  ASSERT_EQ(w.changes().size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(w.changes()[i].path.str(), want[i].first);
+    EXPECT_EQ(w.changes()[i].to, want[i].second);
+    EXPECT_FALSE(w.changes()[i].written);
+  }
+  EXPECT_EQ(w.changes()[0].from, "0-7");
+}
+
+TEST_F(CgroupV2Tree, InvalidValuesAreErrorsThatWriteNothing) {
+  put("kubepods/guaranteed/cpu.max.burst", "20000\n");
+  auto before = snapshot(t_.path());
+  Journal j = journal();
+  KnobWriter w(roots_, Mode::enforce, &j);
+  auto expect_error = [&](auto r, std::string_view words) {
+    ASSERT_FALSE(r) << "accepted; wanted an error with '" << words << "'";
+    EXPECT_NE(r.error().message().find(words), std::string::npos) << r.error().message();
+  };
+  // A valid target first: a bad one later in the same call still means no write at all.
+  expect_error(apply_cpusets(w, h_, {{"/kubepods/be", L("0-3"), {}}, {"/kubepods/guaranteed", L("6-9"), {}}}),
+               "CPUs 8-9 are not on this host (0-7)");
+  expect_error(apply_cpusets(w, h_, {{"/kubepods/be", L("0-3"), {}}}, L("4-7")),
+               "CPUs 0-3 are not on this host");
+  expect_error(apply_cpusets(w, h_, {{"/kubepods/guaranteed", L("1"), L("2")}}), "memory nodes 2");
+  expect_error(apply_cpusets(w, h_, {{"/kubepods/guaranteed", L("1"), {}}, {"/kubepods/be", CpuSet(), {}}}),
+               "cannot take every CPU from /kubepods/be");
+  expect_error(apply_cpusets(w, h_, {{"/kubepods", CpuSet(), {}}}), "below it");  // tasks in a child
+  expect_error(apply_cpusets(w, h_, {{"/kubepods/nowhere", L("1"), {}}}), "no such cgroup");
+  expect_error(apply_cpusets(w, h_, {{"/", L("1"), {}}}), "root");
+  expect_error(set_cpu_weight(w, h_, "/kubepods/be", 1), "outside [2, 262144]");
+  expect_error(set_cpu_weight(w, h_, "/kubepods/be", 262145), "outside [2, 262144]");
+  expect_error(set_cpu_weight(w, h_, "/kubepods/../x", 1024), "'..'");
+  expect_error(set_cpu_quota(w, h_, "/kubepods/be", 999us, 100ms), "outside [1000,");
+  expect_error(set_cpu_quota(w, h_, "/kubepods/be", 10ms, 999us), "period 999 us");
+  expect_error(set_cpu_quota(w, h_, "/kubepods/be", 10ms, 1000001us), "period 1000001 us");
+  expect_error(set_cpu_quota(w, h_, "/kubepods/guaranteed", 10ms, 100ms), "below its burst (20000 us)");
+  put("kubepods/be/cpu.idle", "1\n");
+  before["sys/fs/cgroup/kubepods/be/cpu.idle"] = "1\n";
+  expect_error(set_cpu_weight(w, h_, "/kubepods/be", 2048), "set cpu.idle=0 first");
+  CgroupHierarchy no_cpu = h_;
+  no_cpu.controllers = {"memory"};
+  expect_error(set_cpu_idle(w, no_cpu, "/kubepods/be", false), "no cpu controller");
+  expect_error(apply_cpusets(w, no_cpu, {{"/kubepods/be", L("1"), {}}}), "no cpuset controller");
+
+  EXPECT_EQ(snapshot(t_.path()), before);
+  EXPECT_TRUE(j.entries().empty());
+  EXPECT_TRUE(w.changes().empty());
+}
+
+TEST_F(CgroupV2Tree, ValuesAlreadyInPlaceAreNotWritten) {
+  put("kubepods/be/cpuset.cpus", "0,1,2,3\n");  // the same set, written differently
+  put("kubepods/be/cpu.weight", "59\n");
+  Journal j = journal();
+  KnobWriter w(roots_, Mode::enforce, &j);
+  auto cs = apply_cpusets(w, h_, {{"/kubepods/be", L("0-3"), {}}});
+  ASSERT_TRUE(cs) << cs.error().message();
+  EXPECT_FALSE((*cs)[0].changed);
+  EXPECT_EQ(set_cpu_weight(w, h_, "/kubepods/be", 512, WeightMapping::runc), false);
+  EXPECT_EQ(set_cpu_quota(w, h_, "/kubepods/be", std::nullopt), false);  // "max 100000"
+  EXPECT_EQ(set_cpu_idle(w, h_, "/kubepods/be", false), false);
+  EXPECT_TRUE(j.entries().empty());
+  EXPECT_TRUE(w.changes().empty());
+  EXPECT_EQ(file("kubepods/be/cpuset.cpus"), "0,1,2,3\n");
+}
+
+TEST_F(CgroupV2Tree, ReportsTheCpusTheKernelGrantedAndEmptiesACgroupWithoutTasks) {
+  // The kernel intersects with the parent's: simulated by the effective file it would show.
+  put("kubepods/guaranteed/cpuset.cpus.effective", "2-3\n");
+  Journal j = journal();
+  KnobWriter w(roots_, Mode::enforce, &j);
+  auto cs = apply_cpusets(w, h_, {{"/kubepods/guaranteed", L("2-5"), {}}});
+  ASSERT_TRUE(cs) << cs.error().message();
+  EXPECT_EQ((*cs)[0].effective, L("2-3"));
+  auto empty = apply_cpusets(w, h_, {{"/kubepods/guaranteed", CpuSet(), {}}});
+  ASSERT_TRUE(empty) << empty.error().message();
+  EXPECT_EQ(file("kubepods/guaranteed/cpuset.cpus"), "\n");  // a newline: kernfs ignores a 0-byte write
+}
+
+// A cgroup v1 host in a tree: the cpu hierarchy, and a cpuset hierarchy mounted with noprefix.
+class CgroupV1Tree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::vector<std::pair<std::string, std::string>> files = {
+        {"sys/fs/cgroup/cpu/cpu.shares", "1024\n"},
+        {"sys/fs/cgroup/cpu/job/cpu.shares", "1024\n"},
+        {"sys/fs/cgroup/cpu/job/cpu.cfs_quota_us", "-1\n"},
+        {"sys/fs/cgroup/cpu/job/cpu.cfs_period_us", "100000\n"},
+        {"sys/fs/cgroup/cpu/job/cpu.cfs_burst_us", "0\n"},
+        {"sys/fs/cgroup/cpu/job/cpu.idle", "0\n"},
+        {"sys/fs/cgroup/cpuset/cpus", "0-3\n"},
+        {"sys/fs/cgroup/cpuset/mems", "0\n"},
+        {"sys/fs/cgroup/cpuset/tasks", "1\n"},
+        {"sys/fs/cgroup/cpuset/new/cpus", "\n"},
+        {"sys/fs/cgroup/cpuset/new/mems", "\n"},
+        {"sys/fs/cgroup/cpuset/new/effective_cpus", "\n"},
+        {"sys/fs/cgroup/cpuset/new/cgroup.procs", ""},
+        {"sys/fs/cgroup/cpuset/new/tasks", ""},
+    };
+    testing::make_tree(t_.path(), files);
+    roots_ = SysRoots::under(t_.path());
+    cpu_ = {1, false, {"cpu"}, roots_.cgroup / "cpu", "/"};
+    cpuset_ = {3, false, {"cpuset"}, roots_.cgroup / "cpuset", "/"};
+  }
+  // The v1 bandwidth writes (file=value) going from `from` (quota, period) to `to`.
+  std::vector<std::string> steps(const std::string& quota, const std::string& period,
+                                 std::optional<std::chrono::microseconds> q, std::chrono::microseconds p) {
+    testing::make_tree(roots_.cgroup,
+                       {{"cpu/job/cpu.cfs_quota_us", quota}, {"cpu/job/cpu.cfs_period_us", period}});
+    KnobWriter w(roots_, Mode::observe, nullptr);
+    auto r = set_cpu_quota(w, cpu_, "/job", q, p);
+    EXPECT_TRUE(r) << r.error().message();
+    std::vector<std::string> out;
+    for (const auto& c : w.changes()) out.push_back(c.path.rel.filename().string() + "=" + c.to);
+    return out;
+  }
+  testing::TempDir t_;
+  SysRoots roots_;
+  CgroupHierarchy cpu_, cpuset_;
+};
+
+TEST_F(CgroupV1Tree, QuotaAndPeriodAreWrittenInAnOrderTheKernelAccepts) {
+  using V = std::vector<std::string>;
+  // From no limit: the period first, then the limit.
+  EXPECT_EQ(steps("-1", "100000", 50ms, 200ms), (V{"cpu.cfs_period_us=200000", "cpu.cfs_quota_us=50000"}));
+  // To no limit: the limit off first.
+  EXPECT_EQ(steps("50000", "100000", std::nullopt, 200ms),
+            (V{"cpu.cfs_quota_us=-1", "cpu.cfs_period_us=200000"}));
+  // Quota down, period up (0.5 -> 0.2): period first passes 0.25, between old and new.
+  EXPECT_EQ(steps("50000", "100000", 40ms, 200ms), (V{"cpu.cfs_period_us=200000", "cpu.cfs_quota_us=40000"}));
+  // Both up (0.4 -> 0.4): either order passes 0.16 or 1.0, which a parent at 0.4 or a child at 0.4
+  // refuses; the limit comes off for the switch.
+  EXPECT_EQ(steps("40000", "100000", 100ms, 250ms),
+            (V{"cpu.cfs_quota_us=-1", "cpu.cfs_period_us=250000", "cpu.cfs_quota_us=100000"}));
+  // Only the quota: one write.
+  EXPECT_EQ(steps("40000", "100000", 60ms, 100ms), (V{"cpu.cfs_quota_us=60000"}));
+  EXPECT_EQ(steps("40000", "100000", 40ms, 100ms), V{});
+}
+
+TEST_F(CgroupV1Tree, NoprefixCpusetGetsItsParentsMemsAndSharesAreWrittenAsIs) {
+  Journal j = *Journal::open(t_.path() / "state", "");
+  KnobWriter w(roots_, Mode::enforce, &j);
+  auto cs = apply_cpusets(w, cpuset_, {{"/new", L("2-3"), {}}});
+  ASSERT_TRUE(cs) << cs.error().message();
+  EXPECT_EQ(slurp(roots_.cgroup / "cpuset/new/cpus"), "2-3");
+  EXPECT_EQ(slurp(roots_.cgroup / "cpuset/new/mems"), "0");
+  EXPECT_EQ(w.changes().size(), 2u);
+  auto weight = set_cpu_weight(w, cpu_, "/job", 512, WeightMapping::runc);  // v1: no mapping
+  ASSERT_TRUE(weight) << weight.error().message();
+  EXPECT_EQ(slurp(roots_.cgroup / "cpu/job/cpu.shares"), "512");
+  auto bad = apply_cpusets(w, cpuset_, {{"/new", L("4"), {}}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("CPUs 4 are not on this host (0-3)"), std::string::npos);
+}
+
+TEST_F(CgroupV1Tree, ObserveModeAcceptsACgroupNotMadeYetAndEnforceRefusesIt) {
+  auto before = snapshot(t_.path());
+  KnobWriter w(roots_, Mode::observe, nullptr);
+  auto cs = apply_cpusets(w, cpuset_, {{"/later", L("2-3"), {}}});
+  ASSERT_TRUE(cs) << cs.error().message();
+  auto q = set_cpu_quota(w, cpu_, "/later", 50ms);
+  ASSERT_TRUE(q) << q.error().message();
+  auto idle = set_cpu_idle(w, cpu_, "/later", true);
+  ASSERT_TRUE(idle) << idle.error().message();
+  std::vector<std::string> got;
+  for (const auto& c : w.changes()) got.push_back(c.path.str() + "=" + c.to);
+  EXPECT_EQ(got, (std::vector<std::string>{"cgroup:cpuset/later/cpus=2-3", "cgroup:cpuset/later/mems=0",
+                                           "cgroup:cpu/later/cpu.cfs_quota_us=50000",
+                                           "cgroup:cpu/later/cpu.idle=1"}));
+  EXPECT_EQ(snapshot(t_.path()), before);
+
+  Journal j = *Journal::open(t_.path() / "state", "");
+  KnobWriter e(roots_, Mode::enforce, &j);
+  auto cs_e = apply_cpusets(e, cpuset_, {{"/later", L("2-3"), {}}});
+  ASSERT_FALSE(cs_e);
+  EXPECT_EQ(cs_e.error().err, ENOENT) << cs_e.error().message();
+  for (auto r : {set_cpu_quota(e, cpu_, "/later", 50ms), set_cpu_idle(e, cpu_, "/later", true)}) {
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().err, ENOENT) << r.error().message();
+  }
+  EXPECT_TRUE(j.entries().empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real cgroup v1 hierarchies (root)
+
+// Cgroups and processes a test made, removed in reverse (processes first) even when it fails.
+class Scratch {
+ public:
+  explicit Scratch(fs::path mount) : mount_(std::move(mount)) {}
+  ~Scratch() {
+    for (pid_t p : pids_) {
+      ::kill(p, SIGKILL);
+      ::waitpid(p, nullptr, 0);
+    }
+    for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it)
+      for (int tries = 0; tries < 50 && ::rmdir(it->c_str()) != 0 && errno == EBUSY; ++tries) ::usleep(20000);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  fs::path make(const std::string& cg) {
+    fs::path p = mount_ / cg.substr(1);
+    if (::mkdir(p.c_str(), 0755) == 0)
+      dirs_.push_back(p);
+    else
+      ADD_FAILURE() << "mkdir " << p << ": " << std::strerror(errno);
+    return p;
+  }
+  // A sleeping child process (not a thread of the test), to populate a cgroup.
+  pid_t sleeper() {
+    pid_t p = ::fork();
+    if (p == 0) {
+      for (;;) ::pause();
+    }
+    if (p > 0) pids_.push_back(p);
+    return p;
+  }
+  fs::path path(const std::string& cg) const { return mount_ / cg.substr(1); }
+
+ private:
+  fs::path mount_;
+  std::vector<fs::path> dirs_;
+  std::vector<pid_t> pids_;
+};
+
+std::string value(const fs::path& f) {
+  auto s = read_file(f);
+  return s ? std::string(trim(*s)) : "(unreadable: " + s.error().message() + ")";
+}
+
+CpuSet cpus_of(const fs::path& dir) { return *CpuSet::parse_list(value(dir / "cpuset.cpus")); }
+
+int write_errno(const fs::path& f, std::string_view v) {
+  auto r = write_file(f, v);
+  return r ? 0 : r.error().err;
+}
+
+TEST(CgroupV1Actuators, NestedCpusetsResizeInBothDirectionsAndRestoreGivesThemBack) {
+  KEEL_REQUIRE_ROOT();
+  auto layout = discover(SysRoots::host());
+  ASSERT_TRUE(layout) << layout.error().message();
+  const CgroupHierarchy* h = layout->v1_with("cpuset");
+  if (h == nullptr) GTEST_SKIP() << "skipped: no cgroup v1 cpuset hierarchy on this host";
+  CpuSet host = cpus_of(h->mount);
+  if (host.count() < 2) GTEST_SKIP() << "skipped: needs 2 CPUs, host has " << host.to_list();
+  const std::string c0 = std::to_string(host.cpus()[0]), c1 = std::to_string(host.cpus()[1]);
+  const CpuSet s0 = L(c0), s1 = L(c1), both = L(c0 + "," + c1);
+  const std::string mems = value(h->mount / "cpuset.mems");
+
+  // P = c0,c1 with A = c0 (holding L = c0, with a task) and B = c1.
+  const std::string P = "/keel-test-cpuset-" + std::to_string(::getpid()), A = P + "/a", Lf = A + "/l",
+                    B = P + "/b";
+  Scratch s(h->mount);
+  for (const auto& [cg, cpus] :
+       std::vector<std::pair<std::string, CpuSet>>{{P, both}, {A, s0}, {Lf, s0}, {B, s1}}) {
+    fs::path d = s.make(cg);
+    ASSERT_EQ(write_errno(d / "cpuset.cpus", cpus.to_list()), 0) << cg;
+    ASSERT_EQ(write_errno(d / "cpuset.mems", mems), 0) << cg;
+  }
+  pid_t task = s.sleeper();
+  ASSERT_GT(task, 0);
+  ASSERT_EQ(write_errno(s.path(Lf) / "cgroup.procs", std::to_string(task)), 0);
+
+  std::map<fs::path, std::string> before;
+  for (const auto& cg : {P, A, Lf, B})
+    for (const char* f : {"cpuset.cpus", "cpuset.mems"}) before[s.path(cg) / f] = value(s.path(cg) / f);
+
+  testing::TempDir state;
+  auto j = Journal::open(state.path(), read_boot_id("/proc"));
+  ASSERT_TRUE(j) << j.error().message();
+  KnobWriter w(SysRoots::host(), Mode::enforce, &*j);
+  auto cpus = [&](const std::string& cg) { return cpus_of(s.path(cg)); };
+
+  // 1. Shrink the parent below a child: the kernel refuses it before B is shrunk.
+  EXPECT_EQ(write_errno(s.path(P) / "cpuset.cpus", c0), EBUSY);
+  auto r = apply_cpusets(w, *h, {{P, s0, {}}, {B, s0, {}}});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(cpus(P), s0);
+  EXPECT_EQ(cpus(B), s0);
+
+  // 2. Grow children beyond their parent: the kernel refuses it before P grows. Given leaf first.
+  EXPECT_EQ(write_errno(s.path(A) / "cpuset.cpus", both.to_list()), EACCES);
+  r = apply_cpusets(w, *h, {{Lf, both, {}}, {A, both, {}}, {P, both, {}}});
+  ASSERT_TRUE(r) << r.error().message();
+  for (const auto& cg : {P, A, Lf}) EXPECT_EQ(cpus(cg), both) << cg;
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[0].effective, both);  // effective_cpus as the kernel reports it
+
+  // 3. A mixed move: CPU c1 leaves A (and its populated leaf) and joins B, in one call.
+  r = apply_cpusets(w, *h, {{B, both, {}}, {A, s0, {}}, {Lf, s0, {}}});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(cpus(A), s0);
+  EXPECT_EQ(cpus(Lf), s0);
+  EXPECT_EQ(cpus(B), both);
+
+  // 4. Emptying the populated leaf is an error that writes nothing, not even the valid target.
+  size_t journaled = j->entries().size(), changes = w.changes().size();
+  r = apply_cpusets(w, *h, {{B, s1, {}}, {Lf, CpuSet(), {}}});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("has tasks"), std::string::npos) << r.error().message();
+  EXPECT_EQ(cpus(B), both);
+  EXPECT_EQ(cpus(Lf), s0);
+  EXPECT_EQ(j->entries().size(), journaled);
+  EXPECT_EQ(w.changes().size(), changes);
+  EXPECT_EQ(value(s.path(Lf) / "cgroup.procs"), std::to_string(task));
+
+  // 5. Grow A and its leaf again, so restore has to shrink the leaf before A.
+  r = apply_cpusets(w, *h, {{Lf, both, {}}, {A, both, {}}});
+  ASSERT_TRUE(r) << r.error().message();
+
+  auto rep = restore(SysRoots::host(), *j);
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed[0].message();
+  for (const auto& [f, v] : before) EXPECT_EQ(*CpuSet::parse_list(value(f)), *CpuSet::parse_list(v)) << f;
+  EXPECT_TRUE(j->entries().empty());
+}
+
+TEST(CgroupV1Actuators, SharesQuotaAndIdleOnTheCpuHierarchyAndRestoreGivesThemBack) {
+  KEEL_REQUIRE_ROOT();
+  auto layout = discover(SysRoots::host());
+  ASSERT_TRUE(layout) << layout.error().message();
+  const CgroupHierarchy* h = layout->v1_with("cpu");
+  if (h == nullptr) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy on this host";
+  const std::string P = "/keel-test-cpu-" + std::to_string(::getpid()), C = P + "/c";
+  Scratch s(h->mount);
+  s.make(P);
+  s.make(C);
+  bool has_idle = fs::exists(s.path(C) / "cpu.idle");
+  std::map<fs::path, std::string> before;
+  for (const auto& cg : {P, C})
+    for (const char* f : {"cpu.shares", "cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.idle"})
+      if (fs::exists(s.path(cg) / f)) before[s.path(cg) / f] = value(s.path(cg) / f);
+
+  testing::TempDir state;
+  auto j = Journal::open(state.path(), read_boot_id("/proc"));
+  ASSERT_TRUE(j) << j.error().message();
+  KnobWriter w(SysRoots::host(), Mode::enforce, &*j);
+  auto at = [&](const std::string& cg, const char* f) { return value(s.path(cg) / f); };
+
+  auto q = set_cpu_quota(w, *h, P, 50ms, 100ms);  // the parent: half a CPU
+  ASSERT_TRUE(q) << q.error().message();
+  EXPECT_EQ(at(P, "cpu.cfs_quota_us"), "50000");
+  q = set_cpu_quota(w, *h, C, 40ms, 100ms);
+  ASSERT_TRUE(q) << q.error().message();
+  EXPECT_EQ(at(C, "cpu.cfs_quota_us"), "40000");
+  // The child's 0.4 CPU as 100 ms per 250 ms: the quota first would ask 1.0 of a 0.5 parent.
+  EXPECT_EQ(write_errno(s.path(C) / "cpu.cfs_quota_us", "100000"), EINVAL);
+  q = set_cpu_quota(w, *h, C, 100ms, 250ms);
+  ASSERT_TRUE(q) << q.error().message();
+  EXPECT_EQ(at(C, "cpu.cfs_quota_us"), "100000");
+  EXPECT_EQ(at(C, "cpu.cfs_period_us"), "250000");
+  auto bad = set_cpu_quota(w, *h, C, 500us, 100ms);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(at(C, "cpu.cfs_quota_us"), "100000");
+
+  auto wt = set_cpu_weight(w, *h, C, 512);
+  ASSERT_TRUE(wt) << wt.error().message();
+  EXPECT_EQ(at(C, "cpu.shares"), "512");
+  EXPECT_FALSE(set_cpu_weight(w, *h, C, 1));
+  EXPECT_EQ(at(C, "cpu.shares"), "512");
+
+  if (has_idle) {
+    auto idle = set_cpu_idle(w, *h, C, true);
+    ASSERT_TRUE(idle) << idle.error().message();
+    EXPECT_EQ(at(C, "cpu.idle"), "1");
+    EXPECT_EQ(at(C, "cpu.shares"), "3");  // the kernel's weight for an idle group
+    auto refused = set_cpu_weight(w, *h, C, 700);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message().find("cpu.idle=0 first"), std::string::npos)
+        << refused.error().message();
+  }
+
+  auto rep = restore(SysRoots::host(), *j);
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed[0].message();
+  for (const auto& [f, v] : before) EXPECT_EQ(value(f), v) << f;  // shares 512 -> 3 -> 1024 included
+  EXPECT_TRUE(j->entries().empty());
+}
+
+}  // namespace
+}  // namespace keel::act
