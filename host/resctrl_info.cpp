@@ -1,7 +1,9 @@
 #include "host/resctrl_info.h"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
+#include <vector>
 
 #include "host/fileio.h"
 
@@ -53,9 +55,69 @@ Result<void> read_l3(const std::filesystem::path& dir, ResctrlInfo& info) {
   return {};
 }
 
+// mountinfo escapes space, tab, newline and backslash in paths as \ooo.
+std::string unescape_octal(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && s.size() - i >= 4) {
+      int v = 0;
+      bool ok = true;
+      for (size_t k = 1; k <= 3; ++k) {
+        char c = s[i + k];
+        if (c < '0' || c > '7') ok = false;
+        v = v * 8 + (c - '0');
+      }
+      if (ok) {
+        out += static_cast<char>(v);
+        i += 3;
+        continue;
+      }
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+bool has_option(std::string_view opts, std::string_view opt) {
+  while (!opts.empty()) {
+    size_t comma = opts.find(',');
+    if (opts.substr(0, comma) == opt) return true;
+    if (comma == std::string_view::npos) break;
+    opts.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
 }  // namespace
 
-Result<std::optional<ResctrlInfo>> read_resctrl_info(const std::filesystem::path& root) {
+bool resctrl_mount_has_option(std::string_view mountinfo, const std::filesystem::path& mount_point,
+                              std::string_view opt) {
+  // "36 25 0:31 / /sys/fs/resctrl rw,relatime shared:9 - resctrl resctrl rw,mba_MBps"
+  std::string want = mount_point.lexically_normal().string();
+  while (want.size() > 1 && want.back() == '/') want.pop_back();
+  bool found = false;
+  while (!mountinfo.empty()) {
+    size_t nl = mountinfo.find('\n');
+    std::string_view line = mountinfo.substr(0, nl);
+    mountinfo.remove_prefix(nl == std::string_view::npos ? mountinfo.size() : nl + 1);
+    std::vector<std::string_view> f;
+    for (size_t at = 0; at < line.size();) {
+      size_t sp = line.find(' ', at);
+      if (sp == std::string_view::npos) sp = line.size();
+      if (sp > at) f.push_back(line.substr(at, sp - at));
+      at = sp + 1;
+    }
+    // Fields: id parent dev root mount-point options [optional...] - fstype source super-options
+    size_t dash = 6;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (dash + 2 >= f.size() || f[dash + 1] != "resctrl" || unescape_octal(f[4]) != want) continue;
+    found = has_option(f[5], opt) || (dash + 3 < f.size() && has_option(f[dash + 3], opt));
+  }
+  return found;
+}
+
+Result<std::optional<ResctrlInfo>> read_resctrl_info(const std::filesystem::path& root,
+                                                     const std::filesystem::path& mountinfo) {
   std::error_code ec;
   auto info_dir = root / "info";
   if (!std::filesystem::is_directory(info_dir, ec)) return std::optional<ResctrlInfo>{};
@@ -75,7 +137,15 @@ Result<std::optional<ResctrlInfo>> read_resctrl_info(const std::filesystem::path
     info.mb = true;
     info.min_bandwidth = *min_bw;
     info.bandwidth_gran = *gran;
+    // Groups need a CLOSID in every resource: the kernel offers the smallest count.
+    if (std::filesystem::exists(info_dir / "MB/num_closids", ec)) {
+      auto closids = read_uint(info_dir / "MB/num_closids");
+      if (!closids) return std::unexpected(closids.error());
+      info.num_closids = info.l3 ? std::min(info.num_closids, *closids) : *closids;
+    }
   }
+  if (!mountinfo.empty())
+    if (auto text = read_file(mountinfo)) info.mba_mbps = resctrl_mount_has_option(*text, root, "mba_MBps");
   return std::optional<ResctrlInfo>{info};
 }
 

@@ -51,6 +51,47 @@ TEST(ResctrlInfoTempTree, KunpengMpamTwentyEightWaysWithCdpLayout) {
   EXPECT_EQ((*r)->min_bandwidth, 1u);
 }
 
+TEST(ResctrlInfoTempTree, ClosidsAreTheSmallestOverL3AndMbAndMbaMbpsComesFromMountinfo) {
+  testing::TempDir t;
+  auto root = t.path() / "sys/fs/resctrl";
+  testing::make_tree(root, {{"info/L3/cbm_mask", "7ff\n"},
+                            {"info/L3/min_cbm_bits", "1\n"},
+                            {"info/L3/num_closids", "16\n"},
+                            {"info/MB/min_bandwidth", "10\n"},
+                            {"info/MB/bandwidth_gran", "10\n"},
+                            {"info/MB/num_closids", "8\n"}});
+  std::string mountinfo = "22 1 0:21 / /proc rw - proc proc rw\n40 25 0:36 / " + root.string() +
+                          " rw,relatime shared:10 - resctrl resctrl rw,mba_MBps\n";
+  testing::make_tree(t.path(), {{"mountinfo", mountinfo}});
+  auto r = read_resctrl_info(root, t.path() / "mountinfo");
+  ASSERT_TRUE(r && r->has_value()) << (r ? "" : r.error().message());
+  EXPECT_EQ((*r)->num_closids, 8u);  // MB has fewer: groups need one in each
+  EXPECT_TRUE((*r)->mba_mbps);
+  // Without mountinfo (or with it unreadable) the options are taken as none.
+  auto plain = read_resctrl_info(root);
+  ASSERT_TRUE(plain && plain->has_value());
+  EXPECT_FALSE((*plain)->mba_mbps);
+  EXPECT_FALSE((*read_resctrl_info(root, t.path() / "missing"))->mba_mbps);
+}
+
+TEST(ResctrlInfoMountinfo, OptionsOfTheResctrlMountAtThatPathOnly) {
+  std::string mi =
+      "40 25 0:36 / /sys/fs/resctrl rw,relatime shared:10 - resctrl resctrl rw,cdp\n"
+      "41 25 0:37 / /mnt/other rw - resctrl resctrl rw,mba_MBps\n"
+      "42 25 0:38 / /srv/with\\040space rw master:1 - resctrl resctrl rw,mba_MBps\n"
+      "43 25 0:39 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mba_MBps\n";
+  EXPECT_TRUE(resctrl_mount_has_option(mi, "/sys/fs/resctrl", "cdp"));
+  EXPECT_TRUE(resctrl_mount_has_option(mi, "/sys/fs/resctrl/", "cdp"));
+  EXPECT_FALSE(resctrl_mount_has_option(mi, "/sys/fs/resctrl", "mba_MBps"));  // another mount's option
+  EXPECT_FALSE(resctrl_mount_has_option(mi, "/sys/fs/resctrl", "cd"));        // whole options only
+  EXPECT_TRUE(resctrl_mount_has_option(mi, "/srv/with space", "mba_MBps"));   // \040 unescaped
+  EXPECT_FALSE(resctrl_mount_has_option(mi, "/sys/fs/cgroup", "mba_MBps"));   // not resctrl
+  // A later mount over the same path hides the earlier one.
+  EXPECT_FALSE(resctrl_mount_has_option(mi + "50 25 0:40 / /sys/fs/resctrl rw - resctrl resctrl rw\n",
+                                        "/sys/fs/resctrl", "cdp"));
+  EXPECT_FALSE(resctrl_mount_has_option("garbage\n\n1 2\n", "/sys/fs/resctrl", "cdp"));
+}
+
 TEST(ResctrlInfoTempTree, NotMountedIsNotAnError) {
   testing::TempDir t;
   auto r = read_resctrl_info(t.path() / "resctrl");
