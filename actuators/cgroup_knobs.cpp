@@ -505,11 +505,8 @@ Result<bool> set_cpu_idle(KnobWriter& w, const CgroupHierarchy& h, const std::st
     // journal the weight now so restore (cpu.idle first, then weights) gives the old one back.
     auto wk = cgroup_knob(w.roots(), h, *cg, h.unified ? "cpu.weight" : "cpu.shares");
     if (!wk) return std::unexpected(wk.error());
-    if (auto weight = read_file(wk->abs(w.roots()))) {
-      std::string v(trim(*weight));
-      if (auto r = w.write_journaled(*wk, v, JournalEntry{EntryKind::file, *wk, v}); !r)
-        return std::unexpected(r.error());
-    }
+    if (fs::exists(wk->abs(w.roots())))
+      if (auto r = w.journal(*wk); !r) return std::unexpected(r.error());
   }
   return w.set(*k, idle ? "1" : "0", same_number);
 }

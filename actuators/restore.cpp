@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "host/cpuset.h"
@@ -56,14 +57,16 @@ bool same_value(const JournalEntry& e, std::string_view current) {
   return current == want;
 }
 
-Result<void> write_value(const SysRoots& roots, const KnobPath& k, std::string_view value) {
+Result<void> write_value(const SysRoots& roots, const KnobPath& k, std::string_view text) {
   fs::path p = k.abs(roots);
+  const std::string bytes = kernel_bytes(k, text);
+  const std::string_view value = trim(text);
   int fd = ::open(p.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) return fail_errno("cannot open to restore '" + std::string(value) + "'", p.string());
-  ssize_t n = ::write(fd, value.data(), value.size());
+  ssize_t n = ::write(fd, bytes.data(), bytes.size());
   int e = errno;
   ::close(fd);
-  if (n == static_cast<ssize_t>(value.size())) return {};
+  if (n == static_cast<ssize_t>(bytes.size())) return {};
   if (n >= 0) e = EIO;
   std::string what = "restoring '" + std::string(value) + "' refused";
   if (k.root == Root::resctrl)
@@ -71,13 +74,22 @@ Result<void> write_value(const SysRoots& roots, const KnobPath& k, std::string_v
   return fail(what, p.string(), e);
 }
 
-// The order restore tries file knobs in: cpu.idle before weights (an idle group refuses a weight);
-// cpusets growing parents first, then cpusets shrinking children first; then everything else.
-struct Ordered {
+// One write restore makes. A cpuset changed both ways (CPU 1 moved from A to B) cannot go straight
+// back on v1, so it is restored in two steps: grown to (current | original) parents first, then
+// shrunk to the original children first. Other knobs take one step. cpu.idle goes before weights
+// (an idle group refuses a weight).
+struct Step {
   const JournalEntry* e;
+  std::string value;
+  bool last;  // the entry's final step: its outcome is the entry's
   int rank;
   int depth;
 };
+
+bool is_cpuset_list(const KnobPath& k) {
+  auto name = k.rel.filename().string();
+  return k.root == Root::cgroup && (name == "cpuset.cpus" || name == "cpuset.mems" || name == "cpus" || name == "mems");
+}
 
 }  // namespace
 
@@ -111,7 +123,7 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
   }
 
   // 2. Knob values, in an order the kernel accepts, retried while a pass makes progress.
-  std::vector<Ordered> todo;
+  std::vector<Step> steps;
   for (const auto& e : all) {
     if (e.kind == EntryKind::created_dir) continue;
     fs::path p = e.path.abs(roots);
@@ -120,62 +132,60 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
       return !rel.empty() && *rel.begin() != "..";
     });
     if (inside_removed) continue;  // went with its group
-    std::string name = e.path.rel.filename().string();
-    int depth = static_cast<int>(std::distance(e.path.rel.begin(), e.path.rel.end()));
-    int rank = 5;
-    if (e.path.root == Root::resctrl) rank = 0;
-    else if (name == "cpu.idle") rank = 1;
-    else if (name == "cpuset.cpus" || name == "cpuset.mems") {
-      auto cur = read_file(p);
-      auto a = cur ? CpuSet::parse_list(*cur) : Result<CpuSet>(fail("unreadable"));
-      auto b = CpuSet::parse_list(e.original);
-      bool grows = a && b && a->subset_of(*b);
-      rank = grows ? 2 : 3;
-      if (!grows) depth = -depth;  // shrink: children (deeper) first
+    auto cur = read_file(p);
+    if (!cur && cur.error().err == ENOENT) {
+      ++rep.gone;  // the cgroup (or device) is gone: nothing to give back
+      continue;
     }
-    todo.push_back({&e, rank, depth});
+    if (cur && same_value(e, *cur)) {
+      ++rep.unchanged;
+      continue;
+    }
+    int depth = static_cast<int>(std::distance(e.path.rel.begin(), e.path.rel.end()));
+    if (e.path.root == Root::resctrl) {
+      steps.push_back({&e, e.original, true, 0, depth});
+    } else if (e.path.rel.filename() == "cpu.idle") {
+      steps.push_back({&e, e.original, true, 1, depth});
+    } else if (is_cpuset_list(e.path)) {
+      auto now = cur ? CpuSet::parse_list(*cur) : Result<CpuSet>(fail("unreadable"));
+      auto want = CpuSet::parse_list(e.original);
+      if (now && want && !now->subset_of(*want))  // shrinks (maybe also grows): grow to the union first
+        steps.push_back({&e, (*now | *want).to_list(), false, 2, depth});
+      steps.push_back({&e, e.original, true, 3, -depth});
+    } else {
+      steps.push_back({&e, e.original, true, 4, depth});
+    }
   }
-  std::stable_sort(todo.begin(), todo.end(),
-                   [](const Ordered& a, const Ordered& b) { return a.rank != b.rank ? a.rank < b.rank : a.depth < b.depth; });
+  std::stable_sort(steps.begin(), steps.end(),
+                   [](const Step& a, const Step& b) { return a.rank != b.rank ? a.rank < b.rank : a.depth < b.depth; });
 
-  std::vector<std::pair<const JournalEntry*, Error>> pending;
-  for (const auto& o : todo) pending.push_back({o.e, Error{}});
+  std::vector<std::pair<Step, Error>> pending;
+  for (const auto& st : steps) pending.push_back({st, Error{}});
+  std::set<const JournalEntry*> done;  // entries whose last step went through (or whose file went)
   for (bool progress = true; progress && !pending.empty();) {
     progress = false;
-    std::vector<std::pair<const JournalEntry*, Error>> next;
-    for (auto& [e, last_err] : pending) {
-      fs::path p = e->path.abs(roots);
-      auto cur = read_file(p);
-      if (!cur) {
-        if (cur.error().err == ENOENT) {
-          ++rep.gone;  // the cgroup (or device) is gone: nothing to give back
-          progress = true;
-          continue;
-        }
-        next.push_back({e, cur.error()});
-        continue;
-      }
-      if (same_value(*e, *cur)) {
-        ++rep.unchanged;
+    std::vector<std::pair<Step, Error>> next;
+    for (auto& [st, last_err] : pending) {
+      if (done.contains(st.e)) continue;  // a late union step must not undo the restored value
+      auto r = write_value(roots, st.e->path, st.value);
+      if (r || r.error().err == ENOENT) {
         progress = true;
-        continue;
-      }
-      auto r = write_value(roots, e->path, e->original);
-      if (r) {
-        ++rep.restored;
-        progress = true;
-      } else if (r.error().err == ENOENT) {
-        ++rep.gone;
-        progress = true;
+        if (!st.last && r) continue;
+        done.insert(st.e);
+        ++(r ? rep.restored : rep.gone);
       } else {
-        next.push_back({e, r.error()});
+        next.push_back({st, r.error()});
       }
     }
     pending = std::move(next);
   }
-  for (auto& [e, err] : pending) {
-    rep.failed.push_back(err);
-    left.push_back(*e);
+  std::set<const JournalEntry*> failed;
+  for (auto& [st, err] : pending) {
+    if (done.contains(st.e) || !st.last) continue;  // the last step's error is the one to report
+    if (failed.insert(st.e).second) {
+      rep.failed.push_back(err);
+      left.push_back(*st.e);
+    }
   }
   if (auto r = journal.replace(std::move(left)); !r) rep.failed.push_back(r.error());
   return rep;

@@ -176,7 +176,7 @@ TEST_F(Tree, GroupsKeelCreatedAreRemovedFirstAndTheirFilesGoWithThem) {
     ASSERT_TRUE(w.set({Root::resctrl, "schemata"}, "L3:0=7f0;1=7f0"));
     auto pid = w.append({Root::resctrl, "keel-redis/tasks"}, "4242");
     ASSERT_TRUE(pid);
-    EXPECT_EQ(slurp(t_.path() / "sys/fs/resctrl/keel-redis/tasks"), "4242");
+    EXPECT_EQ(slurp(t_.path() / "sys/fs/resctrl/keel-redis/tasks"), "4242\n");  // resctrl input ends in a newline
   }
   Journal j = journal();
   auto rep = restore(roots_, j, fake);

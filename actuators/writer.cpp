@@ -31,8 +31,18 @@ std::vector<Change> KnobWriter::take_changes() {
   return out;
 }
 
-Result<void> KnobWriter::raw_write(const KnobPath& k, std::string_view value, bool append) {
+// What goes to the kernel: an empty value as a lone newline (a 0-byte write is ignored), and a resctrl
+// value newline-terminated (schemata refuses input without it).
+std::string kernel_bytes(const KnobPath& k, std::string_view value) {
+  std::string v(value);
+  if (v.empty() || (k.root == Root::resctrl && v.back() != '\n')) v += '\n';
+  return v;
+}
+
+Result<void> KnobWriter::raw_write(const KnobPath& k, std::string_view text, bool append) {
   fs::path p = k.abs(roots_);
+  const std::string bytes = kernel_bytes(k, text);
+  const std::string_view value = bytes;
   int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC | (append ? O_APPEND : O_TRUNC));
   ssize_t n = -1;
   int e = errno;
@@ -43,7 +53,8 @@ Result<void> KnobWriter::raw_write(const KnobPath& k, std::string_view value, bo
   }
   if (n == static_cast<ssize_t>(value.size())) return {};
   if (n >= 0) e = EIO;  // a short write of a kernel file
-  std::string what = (fd < 0 ? "cannot open to write '" : "write '") + std::string(value) + "' refused";
+  std::string what = (fd < 0 ? "cannot open to write '" : "write '") + std::string(trim(value)) +
+                     (fd < 0 ? "'" : "' refused");
   if (k.root == Root::resctrl)
     if (std::string why = resctrl_status(roots_); !why.empty()) what += " (last_cmd_status: " + why + ")";
   return fail(what, p.string(), e);
@@ -83,9 +94,17 @@ Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view val
   return {};
 }
 
+Result<void> KnobWriter::journal(const KnobPath& k) {
+  if (mode_ == Mode::observe || (journal_ != nullptr && journal_->has(k))) return {};
+  if (journal_ == nullptr) return fail("no journal", k.abs(roots_).string());
+  auto cur = read_file(k.abs(roots_));
+  if (!cur) return std::unexpected(cur.error());
+  return journal_->record(JournalEntry{EntryKind::file, k, std::string(trim(*cur))});
+}
+
 Result<bool> KnobWriter::append(const KnobPath& k, std::string_view value) {
   if (mode_ == Mode::observe) {
-    changes_.push_back({k, "", std::string(value), false});
+    changes_.push_back({k, "", std::string(trim(value)), false});
     return true;
   }
   auto r = raw_write(k, value, true);
@@ -93,7 +112,7 @@ Result<bool> KnobWriter::append(const KnobPath& k, std::string_view value) {
     if (r.error().err == ESRCH) return false;  // the task exited meanwhile
     return std::unexpected(r.error());
   }
-  changes_.push_back({k, "", std::string(value), true});
+  changes_.push_back({k, "", std::string(trim(value)), true});
   return true;
 }
 

@@ -47,6 +47,9 @@ class KnobWriter {
   // Writes `value` to `k`, journaling `original` first unless `k` is already journaled. For knobs
   // whose restore is not "write the file's old content back" (sched features).
   Result<void> write_journaled(const KnobPath& k, std::string_view value, const JournalEntry& original);
+  // Journals `k`'s current value without writing (a knob the kernel will change as a side effect of
+  // another write, e.g. an idle group's weight). Observe mode: nothing.
+  Result<void> journal(const KnobPath& k);
   // One write of `value` (a pid to `tasks`), not journaled: membership is undone by removing the
   // group keel created. ESRCH (the task exited) is not an error: returns false.
   Result<bool> append(const KnobPath& k, std::string_view value);
@@ -71,6 +74,10 @@ class KnobWriter {
   std::vector<Change> changes_;
   size_t taken_ = 0;
 };
+
+// The bytes a write of `value` to `k` sends: an empty value as "\n" (the kernel ignores a 0-byte
+// write), resctrl values newline-terminated (schemata requires it).
+std::string kernel_bytes(const KnobPath& k, std::string_view value);
 
 // The kernel's reason for the last failed resctrl write, or "" (info/last_cmd_status, "ok" = none).
 std::string resctrl_status(const SysRoots& roots);

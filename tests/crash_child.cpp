@@ -1,53 +1,63 @@
 // A process that changes real cgroup v1 knobs through keel's actuators in an endless random
 // sequence, for the crash-safety test to SIGKILL at random points.
-// Usage: keel_crash_child STATE_DIR CPU_GROUP CPUSET_GROUP SEED
-//   CPU_GROUP / CPUSET_GROUP: the test's cgroup in the v1 cpu / cpuset hierarchy, relative to the
-//   cgroup root (e.g. "cpu,cpuacct/keel-crash-42"), each with children a and b.
+// Usage: keel_crash_child STATE_DIR NAME SEED
+//   NAME: the test's cgroup, in both the v1 cpu and cpuset hierarchies, each with children a, a/leaf
+//   and b.
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
 
-#include "actuators/journal.h"
-#include "actuators/writer.h"
-#include "host/sys_roots.h"
+#include "actuators/cgroup_knobs.h"
+#include "actuators/session.h"
+#include "host/cgroup.h"
 
 int main(int argc, char** argv) {
   using namespace keel;
   using namespace keel::act;
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: keel_crash_child STATE_DIR CPU_GROUP CPUSET_GROUP SEED\n");
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: keel_crash_child STATE_DIR NAME SEED\n");
     return 2;
   }
   const SysRoots roots = SysRoots::host();
+  auto layout = discover(roots);
+  if (!layout || !layout->v1_with("cpu") || !layout->v1_with("cpuset")) {
+    std::fprintf(stderr, "needs the v1 cpu and cpuset hierarchies\n");
+    return 1;
+  }
+  const CgroupHierarchy cpu = *layout->v1_with("cpu"), cpuset = *layout->v1_with("cpuset");
+  // Not Session::start: it would restore a leftover journal, and the test wants keel restore to.
   auto journal = Journal::open(argv[1], read_boot_id(roots.proc));
   if (!journal) {
     std::fprintf(stderr, "%s\n", journal.error().message().c_str());
     return 1;
   }
   KnobWriter w(roots, Mode::enforce, &*journal);
-  const std::string cpu = argv[2], cpuset = argv[3];
-  std::mt19937 rng(static_cast<unsigned>(std::stoul(argv[4])));
-  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  const char* lists[] = {"0", "1", "0-1"};
+  const std::string base = std::string("/") + argv[2];
+  std::mt19937 rng(static_cast<unsigned>(std::stoul(argv[3])));
+  auto pick = [&](unsigned n) { return rng() % n; };
+  const CpuSet sets[] = {CpuSet::range(0, 0), CpuSet::range(1, 1), CpuSet::range(0, 1)};
   for (;;) {
-    switch (pick(6)) {
-      case 0: (void)w.set({Root::cgroup, cpu + "/cpu.shares"}, std::to_string(2 + pick(4000))); break;
-      case 1: (void)w.set({Root::cgroup, cpu + "/a/cpu.shares"}, std::to_string(2 + pick(4000))); break;
-      case 2: (void)w.set({Root::cgroup, cpu + "/a/cpu.cfs_quota_us"}, std::to_string(1000 + pick(200000))); break;
-      case 3: (void)w.set({Root::cgroup, cpu + "/b/cpu.cfs_period_us"}, std::to_string(10000 + pick(90000))); break;
-      // Children first when shrinking, parent first when growing: the order the kernel accepts.
-      case 4: {
-        std::string l = lists[pick(2)];
-        (void)w.set({Root::cgroup, cpuset + "/b/cpuset.cpus"}, l);
-        (void)w.set({Root::cgroup, cpuset + "/a/cpuset.cpus"}, l);
-        (void)w.set({Root::cgroup, cpuset + "/cpuset.cpus"}, l);
+    switch (pick(5)) {
+      case 0: (void)set_cpu_weight(w, cpu, base, 2 + pick(8000)); break;
+      case 1: (void)set_cpu_weight(w, cpu, base + "/a", 2 + pick(8000)); break;
+      case 2: {
+        auto period = std::chrono::microseconds(10000 + pick(90000));
+        (void)set_cpu_quota(w, cpu, base + "/a", std::chrono::microseconds(1000 + pick(200000)), period);
         break;
       }
-      case 5:
-        (void)w.set({Root::cgroup, cpuset + "/cpuset.cpus"}, "0-1");
-        (void)w.set({Root::cgroup, cpuset + "/a/cpuset.cpus"}, lists[pick(3)]);
-        (void)w.set({Root::cgroup, cpuset + "/b/cpuset.cpus"}, lists[pick(3)]);
+      case 3: (void)set_cpu_idle(w, cpu, base + "/b", pick(2) == 1); break;
+      case 4: {
+        // Parent and children together: moves CPUs between siblings, shrinks and grows the parent.
+        CpuSet parent = sets[pick(3)];
+        CpuSet a = sets[pick(3)] & parent, b = sets[pick(3)] & parent;
+        if (a.empty()) a = parent;
+        CpuSet leaf = sets[pick(3)] & a;  // a/leaf holds a task: never empty
+        if (leaf.empty()) leaf = a;
+        (void)apply_cpusets(w, cpuset, {{base, parent, {}}, {base + "/a", a, {}}, {base + "/a/leaf", leaf, {}},
+                                        {base + "/b", b.empty() ? parent : b, {}}});
         break;
+      }
     }
   }
 }

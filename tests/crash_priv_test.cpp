@@ -1,5 +1,5 @@
 // Crash safety with real processes and real cgroup v1 knobs (needs root): a child changes knobs
-// through keel's actuators in an endless random sequence and is SIGKILLed at a random point; then
+// (nested cpusets, shares, quota, cpu.idle) through keel's actuators in an endless random sequence and is SIGKILLed at a random point; then
 // `keel restore` (the real binary) must bring every knob back to its original value and change
 // nothing else. Repeated with many seeds and kill times.
 #include <gtest/gtest.h>
@@ -43,23 +43,25 @@ class CrashSafety : public ::testing::Test {
     for (const auto& base : {cpu_, cpuset_}) {
       ASSERT_TRUE(fs::create_directory(base));
       dirs_.push_back(base);
-      for (const char* c : {"a", "b"}) {
+      for (const char* c : {"a", "b", "a/leaf"}) {
         ASSERT_TRUE(fs::create_directory(base / c));
         dirs_.insert(dirs_.begin(), base / c);  // children removed first
       }
     }
     // A v1 cpuset needs CPUs and memory nodes before it can hold a task.
     std::string mems(trim(slurp(cpuset->mount / "cpuset.mems")));
-    for (const auto& d : {cpuset_, cpuset_ / "a", cpuset_ / "b"}) {
+    for (const auto& d : {cpuset_, cpuset_ / "a", cpuset_ / "b", cpuset_ / "a/leaf"}) {
       ASSERT_TRUE(write_file(d / "cpuset.mems", mems));
-      ASSERT_TRUE(write_file(d / "cpuset.cpus", d == cpuset_ ? "0-1" : "0-1"));
+      // Siblings on different CPUs: moving a CPU from one to the other is a change v1 can only undo
+      // in two steps (grow to the union parents first, then shrink children first).
+      ASSERT_TRUE(write_file(d / "cpuset.cpus", d == cpuset_ ? "0-1" : d.filename() == "b" ? "1" : "0"));
     }
     // A populated leaf: the child's writes must never empty it, restore must give it back.
     sleeper_ = fork();
     if (sleeper_ == 0) {
       for (;;) pause();
     }
-    ASSERT_TRUE(write_file(cpuset_ / "a/cgroup.procs", std::to_string(sleeper_)));
+    ASSERT_TRUE(write_file(cpuset_ / "a/leaf/cgroup.procs", std::to_string(sleeper_)));
     ASSERT_TRUE(write_file(cpu_ / "a/cgroup.procs", std::to_string(sleeper_)));
     roots_cgroup_ = SysRoots::host().cgroup;
   }
@@ -104,10 +106,9 @@ TEST_F(CrashSafety, KeelRestoreUndoesEveryChangeOfAProcessKilledAtRandomPoints) 
   for (int round = 0; round < rounds; ++round) {
     pid_t child = fork();
     if (child == 0) {
-      std::string cpu = cpu_.lexically_relative(roots_cgroup_).string();
-      std::string cpuset = cpuset_.lexically_relative(roots_cgroup_).string();
+      std::string name = cpu_.filename().string();
       std::string seed = std::to_string(round);
-      execl(child_bin.c_str(), child_bin.c_str(), state.path().c_str(), cpu.c_str(), cpuset.c_str(), seed.c_str(),
+      execl(child_bin.c_str(), child_bin.c_str(), state.path().c_str(), name.c_str(), seed.c_str(),
             static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -127,7 +128,7 @@ TEST_F(CrashSafety, KeelRestoreUndoesEveryChangeOfAProcessKilledAtRandomPoints) 
     EXPECT_EQ(after.size(), before.size());
     EXPECT_FALSE(fs::exists(state.path() / "journal")) << "round " << round;
     // The populated leaf was never left empty, and the sleeper still lives in it.
-    EXPECT_EQ(std::string(trim(slurp(cpuset_ / "a/cgroup.procs"))), std::to_string(sleeper_));
+    EXPECT_EQ(std::string(trim(slurp(cpuset_ / "a/leaf/cgroup.procs"))), std::to_string(sleeper_));
     if (HasFailure()) break;
   }
   std::printf("%d of %d kills left changes that keel restore undid\n", restored_something, rounds);
@@ -141,10 +142,8 @@ TEST_F(CrashSafety, RestoreRefusesWhileAnotherKeelHoldsTheState) {
   const fs::path child_bin = testing::keel_binary().parent_path().parent_path() / "tests/keel_crash_child";
   pid_t child = fork();
   if (child == 0) {
-    std::string cpu = cpu_.lexically_relative(roots_cgroup_).string();
-    std::string cpuset = cpuset_.lexically_relative(roots_cgroup_).string();
-    execl(child_bin.c_str(), child_bin.c_str(), state.path().c_str(), cpu.c_str(), cpuset.c_str(), "7",
-          static_cast<char*>(nullptr));
+    std::string name = cpu_.filename().string();
+    execl(child_bin.c_str(), child_bin.c_str(), state.path().c_str(), name.c_str(), "7", static_cast<char*>(nullptr));
     _exit(127);
   }
   for (int i = 0; i < 200 && !fs::exists(state.path() / "journal"); ++i) usleep(5000);
