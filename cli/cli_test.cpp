@@ -266,3 +266,54 @@ TEST(CliPriv, ProbeReportsThisKernel) {
 
 }  // namespace
 }  // namespace keel
+
+namespace keel {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::keel_binary;
+using testing::run_command;
+
+// keel restore over a tree (--root), from a journal written here by hand in its documented format:
+// values come back, vanished cgroups count as gone, the journal goes, and a second run has nothing
+// to do.
+TEST(CliTree, RestoreFromAJournalPutsTheTreeBack) {
+  testing::TempDir t;
+  testing::make_tree(t.path(), {
+      {"proc/sys/kernel/random/boot_id", "abc-1\n"},
+      {"sys/fs/cgroup/cpu/batch/cpu.shares", "2\n"},
+      {"sys/fs/cgroup/cpu/batch/cpu.cfs_quota_us", "50000\n"},
+      {"proc/irq/24/smp_affinity_list", "1\n"},
+      {"state/journal", "keel-journal 1 boot_id=abc-1\n"
+                        "file cgroup cpu/batch/cpu.shares 1024\n"
+                        "file cgroup cpu/batch/cpu.cfs_quota_us -1\n"
+                        "file cgroup cpu/gone/cpu.shares 1024\n"
+                        "file proc irq/24/smp_affinity_list 0-1\n"},
+  });
+  std::string cmd = keel_binary().string() + " restore --json --root " + t.path().string() + " --state " +
+                    (t.path() / "state").string();
+  auto [rc, out] = run_command(cmd);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"entries\":4,\"restored\":3,\"unchanged\":0,\"gone\":1,\"failed\":[]"), std::string::npos) << out;
+  EXPECT_EQ(testing::slurp(t.path() / "sys/fs/cgroup/cpu/batch/cpu.shares"), "1024");
+  EXPECT_EQ(testing::slurp(t.path() / "sys/fs/cgroup/cpu/batch/cpu.cfs_quota_us"), "-1");
+  EXPECT_EQ(testing::slurp(t.path() / "proc/irq/24/smp_affinity_list"), "0-1");
+  EXPECT_FALSE(fs::exists(t.path() / "state/journal"));
+  auto [rc2, out2] = run_command(keel_binary().string() + " restore --root " + t.path().string() + " --state " +
+                                 (t.path() / "state").string());
+  EXPECT_EQ(rc2, 0);
+  EXPECT_NE(out2.find("nothing to restore"), std::string::npos) << out2;
+}
+
+TEST(CliTree, RestoreRefusesAJournalItCannotReadAndKeepsIt) {
+  testing::TempDir t;
+  testing::make_tree(t.path(), {{"state/journal", "not a journal\n"}});
+  auto [rc, out] = run_command(keel_binary().string() + " restore --root " + t.path().string() + " --state " +
+                               (t.path() / "state").string());
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("not a keel journal"), std::string::npos) << out;
+  EXPECT_EQ(testing::slurp(t.path() / "state/journal"), "not a journal\n");
+}
+
+}  // namespace
+}  // namespace keel
