@@ -262,6 +262,12 @@ TEST(CliPriv, ProbeReportsThisKernel) {
   auto [rct, text] = run_command(keel("probe"));
   EXPECT_EQ(rct, 0);
   EXPECT_NE(text.find("hardware PMU"), std::string::npos) << text;
+  // STEAL exists only on openEuler kernels; elsewhere (this machine) it is unsupported, with the reason.
+  bool features = fs::exists("/sys/kernel/debug/sched/features") || fs::exists("/sys/kernel/debug/sched_features");
+  if (!features) {
+    EXPECT_NE(out.find("\"steal_task\":\"unsupported\""), std::string::npos) << out;
+    EXPECT_NE(text.find("steal_task          unsupported ("), std::string::npos) << text;
+  }
 }
 
 }  // namespace

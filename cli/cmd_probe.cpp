@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "actuators/sched_features.h"
 #include "bpf/features.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -37,6 +38,12 @@ int cmd_probe(const std::vector<std::string>& argv) {
     if (r.mb) resctrl_text += ", MB min " + std::to_string(r.min_bandwidth) + "%";
   }
 
+  auto steal = act::probe_sched_feature(roots, act::kSteal);
+  std::string steal_text;
+  if (!steal) steal_text = "error (" + steal.error().message() + ")";
+  else if (steal->state == act::FeatureState::unsupported) steal_text = "unsupported (" + steal->why + ")";
+  else steal_text = std::string(steal->state == act::FeatureState::on ? "on" : "off") + " (" + steal->file.str() + ")";
+
   if (args->has("json")) {
     JsonWriter j;
     j.begin_object().field("btf", f.btf).field("tp_btf", f.tp_btf).field("raw_tp", f.raw_tp)
@@ -47,7 +54,11 @@ int cmd_probe(const std::vector<std::string>& argv) {
         j.begin_object().field("id", h.id).field("name", h.name()).field("mount", h.mount.string()).end_object();
       j.end_array();
     }
-    j.field("resctrl", resctrl && resctrl->has_value()).end_object();
+    j.field("resctrl", resctrl && resctrl->has_value());
+    j.field("steal_task", !steal ? "error" : steal->state == act::FeatureState::unsupported ? "unsupported"
+                                             : steal->state == act::FeatureState::on        ? "on"
+                                                                                            : "off");
+    j.end_object();
     std::puts(j.str().c_str());
     return kExitOk;
   }
@@ -66,6 +77,7 @@ int cmd_probe(const std::vector<std::string>& argv) {
     std::printf("cgroups             error (%s)\n", layout.error().message().c_str());
   }
   std::printf("resctrl             %s\n", resctrl_text.c_str());
+  std::printf("steal_task          %s\n", steal_text.c_str());
   if (!root) std::printf("note: not root; BPF loads need CAP_BPF/CAP_PERFMON, so 'no' above may only mean that\n");
   return kExitOk;
 }
