@@ -263,7 +263,8 @@ TEST(CliPriv, ProbeReportsThisKernel) {
   EXPECT_EQ(rct, 0);
   EXPECT_NE(text.find("hardware PMU"), std::string::npos) << text;
   // STEAL exists only on openEuler kernels; elsewhere (this machine) it is unsupported, with the reason.
-  bool features = fs::exists("/sys/kernel/debug/sched/features") || fs::exists("/sys/kernel/debug/sched_features");
+  const auto debugfs = SysRoots::host().debugfs;
+  bool features = fs::exists(debugfs / "sched/features") || fs::exists(debugfs / "sched_features");
   if (!features) {
     EXPECT_NE(out.find("\"steal_task\":\"unsupported\""), std::string::npos) << out;
     EXPECT_NE(text.find("steal_task          unsupported ("), std::string::npos) << text;
