@@ -500,9 +500,10 @@ Result<bool> set_cpu_idle(KnobWriter& w, const CgroupHierarchy& h, const std::st
     return std::unexpected(cur.error());
   }
   if (parse_int(*cur) == (idle ? 1 : 0)) return false;
-  if (idle && w.mode() == Mode::enforce) {
+  if (w.mode() == Mode::enforce) {
     // The kernel sets an idle group's weight to its minimum and back to the default when it leaves:
-    // journal the weight now so restore (cpu.idle first, then weights) gives the old one back.
+    // journal the weight now (in both directions) so restore (cpu.idle first, then weights) gives
+    // the old one back, and never journals the kernel's side effect as an original.
     auto wk = cgroup_knob(w.roots(), h, *cg, h.unified ? "cpu.weight" : "cpu.shares");
     if (!wk) return std::unexpected(wk.error());
     if (fs::exists(wk->abs(w.roots())))

@@ -164,8 +164,9 @@ Result<Journal> Journal::open(const fs::path& state_dir, std::string boot_id) {
     j.boot_id_ = parsed->first;
     j.entries_ = std::move(parsed->second);
   } else {
-    j.boot_id_ = std::move(boot_id);
+    j.boot_id_ = boot_id;
   }
+  j.current_boot_ = std::move(boot_id);
   return j;
 }
 
@@ -177,6 +178,7 @@ Journal& Journal::operator=(Journal&& o) noexcept {
     dir_ = std::move(o.dir_);
     file_ = std::move(o.file_);
     boot_id_ = std::move(o.boot_id_);
+    current_boot_ = std::move(o.current_boot_);
     entries_ = std::move(o.entries_);
     lock_fd_ = std::exchange(o.lock_fd_, -1);
   }
@@ -195,6 +197,7 @@ bool Journal::has(const KnobPath& k) const {
 
 Result<void> Journal::record(JournalEntry e) {
   if (has(e.path)) return {};
+  if (entries_.empty()) boot_id_ = current_boot_;  // after a restore (maybe of another boot's journal)
   entries_.push_back(std::move(e));
   if (auto r = save(); !r) {
     entries_.pop_back();
@@ -205,6 +208,7 @@ Result<void> Journal::record(JournalEntry e) {
 
 Result<void> Journal::replace(std::vector<JournalEntry> entries) {
   auto old = std::exchange(entries_, std::move(entries));
+  if (entries_.empty()) boot_id_ = current_boot_;
   if (auto r = save(); !r) {
     entries_ = std::move(old);
     return r;

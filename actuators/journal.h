@@ -50,7 +50,8 @@ class Journal {
   Journal() = default;
   Result<void> save();
   std::filesystem::path dir_, file_;
-  std::string boot_id_;
+  std::string boot_id_;       // the boot the entries were written in
+  std::string current_boot_;  // this boot: an empty journal's next entries belong to it
   std::vector<JournalEntry> entries_;
   int lock_fd_ = -1;
 };

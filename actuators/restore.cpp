@@ -97,7 +97,14 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
   RestoreReport rep;
   const auto& all = journal.entries();
   std::string boot = read_boot_id(roots.proc);
-  if (!journal.boot_id().empty() && !boot.empty() && journal.boot_id() != boot) {
+  if (all.empty()) return rep;
+  if (boot.empty()) {
+    // A wrong --root (or no /proc) would make every knob look gone and the journal be thrown away.
+    rep.failed.push_back(Error{0, (roots.proc / "sys/kernel/random/boot_id").string(),
+                               "cannot read this boot's id: is the root right? nothing restored, the journal is kept"});
+    return rep;
+  }
+  if (!journal.boot_id().empty() && journal.boot_id() != boot) {
     rep.gone = all.size();  // written before a reboot: nothing of it is still applied
     (void)journal.replace({});
     return rep;
@@ -134,8 +141,29 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
     if (inside_removed) continue;  // went with its group
     auto cur = read_file(p);
     if (!cur && cur.error().err == ENOENT) {
+      std::error_code ec;
+      if (!fs::is_directory(KnobPath{e.path.root, {}}.abs(roots), ec)) {
+        // Not the cgroup that is gone but the whole root (debugfs unmounted, a wrong --root): keep it.
+        rep.failed.push_back(Error{ENOENT, p.string(), "its file system is not there; kept for a later restore"});
+        left.push_back(e);
+        continue;
+      }
       ++rep.gone;  // the cgroup (or device) is gone: nothing to give back
       continue;
+    }
+    // An idle group's weight is fixed by the kernel (it refuses writes): once cpu.idle is back to 1,
+    // the weight is what the kernel makes it.
+    auto name = e.path.rel.filename().string();
+    if (cur && (name == "cpu.shares" || name == "cpu.weight")) {
+      auto idle = read_file(p.parent_path() / "cpu.idle");
+      bool idle_after = idle && trim(*idle) == "1";
+      for (const auto& x : all)
+        if (x.path.rel == e.path.rel.parent_path() / "cpu.idle" && x.path.root == e.path.root)
+          idle_after = trim(x.original) == "1";
+      if (idle_after) {
+        ++rep.unchanged;
+        continue;
+      }
     }
     if (cur && same_value(e, *cur)) {
       ++rep.unchanged;

@@ -10,6 +10,11 @@ Result<Session> Session::start(const SysRoots& roots, const std::filesystem::pat
   s.dirs_ = dirs;
   s.journal_ = std::make_unique<Journal>(std::move(*j));
   s.recovered_entries_ = s.journal_->entries().size();
+  if (s.recovered_entries_ > 0 && mode == Mode::observe)
+    // Observe mode never writes, not even to undo another keel's changes.
+    return fail("a previous keel left " + std::to_string(s.recovered_entries_) + " changed knobs (journal " +
+                    s.journal_->file().string() + "); observe mode does not write: run `keel restore` first",
+                state_dir.string());
   if (s.recovered_entries_ > 0) {
     // A keel that crashed (or was killed) left these: give them back before deciding anything.
     s.recovered_ = restore(roots, *s.journal_, dirs);

@@ -47,7 +47,11 @@ TEST_F(SessionTree, StartingAfterACrashRestoresTheLeftoverJournalFirst) {
     ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
   }
   ASSERT_EQ(shares("be"), "2");
-  auto s = Session::start(roots_, t_.path() / "state", Mode::observe);
+  auto observe = Session::start(roots_, t_.path() / "state", Mode::observe);  // never writes, so refuses
+  ASSERT_FALSE(observe);
+  EXPECT_NE(observe.error().message().find("run `keel restore` first"), std::string::npos) << observe.error().message();
+  EXPECT_EQ(shares("be"), "2");
+  auto s = Session::start(roots_, t_.path() / "state", Mode::enforce);
   ASSERT_TRUE(s) << s.error().message();
   EXPECT_EQ(s->recovered_entries(), 1u);
   EXPECT_EQ(s->recovered().restored, 1u);
@@ -64,6 +68,37 @@ TEST_F(SessionTree, ObserveSessionsNeverJournalNorWrite) {
   EXPECT_FALSE(fs::exists(t_.path() / "state/journal"));
   auto second = Session::start(roots_, t_.path() / "state", Mode::observe);
   EXPECT_FALSE(second);  // one keel per state directory, in any mode
+}
+
+// A journal from before a reboot is dropped, and what this session changes afterwards is journaled
+// under this boot, so it is restored.
+TEST_F(SessionTree, AfterAStaleJournalTheNewSessionsChangesAreStillRestored) {
+  testing::make_tree(t_.path(), {{"state/journal", "keel-journal 1 boot_id=old-boot\nfile cgroup cpu/be/cpu.shares 512\n"}});
+  {
+    auto s = Session::start(roots_, t_.path() / "state", Mode::enforce);
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_EQ(s->recovered().gone, 1u);
+    EXPECT_EQ(shares("be"), "1024");  // the pre-reboot value was not applied
+    ASSERT_TRUE(s->writer().set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
+  }
+  EXPECT_EQ(shares("be"), "1024");
+}
+
+// A wrong root must not make every knob look gone: nothing restored, the journal kept.
+TEST_F(SessionTree, RestoreUnderAWrongRootKeepsTheJournal) {
+  {
+    auto j = Journal::open(t_.path() / "state", "b-1");
+    ASSERT_TRUE(j);
+    KnobWriter w(roots_, Mode::enforce, &*j);
+    ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
+  }
+  auto j = Journal::open(t_.path() / "state", "b-1");
+  ASSERT_TRUE(j);
+  auto rep = restore(SysRoots::under(t_.path() / "nowhere"), *j);
+  EXPECT_FALSE(rep.failed.empty());
+  EXPECT_EQ(rep.gone, 0u);
+  EXPECT_EQ(j->entries().size(), 1u);
+  EXPECT_TRUE(fs::exists(t_.path() / "state/journal"));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "actuators/writer.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -145,15 +147,27 @@ Result<bool> KnobWriter::remove_dir(const KnobPath& k) {
   fs::path p = k.abs(roots_);
   std::error_code ec;
   if (!fs::is_directory(p, ec)) return false;
+  bool ours = journal_ != nullptr && std::any_of(journal_->entries().begin(), journal_->entries().end(), [&](const auto& e) {
+    return e.kind == EntryKind::created_dir && e.path == k;
+  });
   if (mode_ == Mode::observe) {
     changes_.push_back({k, "(dir)", "(rmdir)", false});
     return true;
   }
+  if (!ours) return fail("not removed: keel did not create it", p.string());
   if (dirs_.remove(p) != 0) {
     int e = errno;
     if (e == ENOENT) return false;
     return fail("rmdir refused", p.string(), e);
   }
+  // The directory and the knobs inside it are gone: nothing of them is left to restore.
+  std::vector<JournalEntry> keep;
+  for (const auto& x : journal_->entries()) {
+    auto rel = x.path.rel.lexically_relative(k.rel);
+    bool inside = x.path.root == k.root && !rel.empty() && *rel.begin() != "..";
+    if (!inside) keep.push_back(x);
+  }
+  if (auto r = journal_->replace(std::move(keep)); !r) return std::unexpected(r.error());
   changes_.push_back({k, "(dir)", "(rmdir)", true});
   return true;
 }

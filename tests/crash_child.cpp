@@ -46,7 +46,14 @@ int main(int argc, char** argv) {
         (void)set_cpu_quota(w, cpu, base + "/a", std::chrono::microseconds(1000 + pick(200000)), period);
         break;
       }
-      case 3: (void)set_cpu_idle(w, cpu, base + "/b", pick(2) == 1); break;
+      case 3:
+        if (pick(2) == 1) {
+          (void)set_cpu_idle(w, cpu, base + "/b", true);
+        } else {  // out of idle, then a weight: the kernel's reset weight must not become the original
+          (void)set_cpu_idle(w, cpu, base + "/b", false);
+          (void)set_cpu_weight(w, cpu, base + "/b", 2 + pick(8000));
+        }
+        break;
       case 4: {
         // Parent and children together: moves CPUs between siblings, shrinks and grows the parent.
         CpuSet parent = sets[pick(3)];
