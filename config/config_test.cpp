@@ -240,6 +240,8 @@ cpu_weight = false
 resctrl = true
 steal_task = true
 irq_affinity = true
+irq_names = ["virtio*-input.*", "mlx5_comp*"]
+weight_mapping = "runc"
 )";
 
 TEST(Load, DaemonAndHostValues) {
@@ -295,6 +297,8 @@ TEST(Load, ActuatorValues) {
   EXPECT_TRUE(c.actuators.resctrl);
   EXPECT_TRUE(c.actuators.steal_task);
   EXPECT_TRUE(c.actuators.irq_affinity);
+  EXPECT_EQ(c.actuators.irq_names, (std::vector<std::string>{"virtio*-input.*", "mlx5_comp*"}));
+  EXPECT_EQ(c.actuators.weight_mapping, WeightMapping::runc);
 }
 
 TEST(Load, EmptyFileIsAllDefaults) {
