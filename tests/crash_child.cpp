@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   KnobWriter w(roots, Mode::enforce, &*journal);
+  std::fputs("ready\n", stdout);  // the test times its kill from here, not from a slow start
+  std::fflush(stdout);
   const std::string base = std::string("/") + argv[2];
   std::mt19937 rng(static_cast<unsigned>(std::stoul(argv[3])));
   auto pick = [&](unsigned n) { return rng() % n; };
