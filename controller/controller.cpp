@@ -1,0 +1,437 @@
+#include "controller/controller.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "host/cpu_planner.h"
+
+namespace keel::ctl {
+
+namespace {
+
+constexpr uint64_t kDefaultShares = 1024;
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string show(const std::optional<uint64_t>& v) { return v ? std::to_string(*v) : ""; }
+std::string show(const std::optional<unsigned>& v) { return v ? std::to_string(*v) : ""; }
+std::string show(const std::optional<CpuSet>& v) { return v ? v->to_list() : ""; }
+
+const config::Workload* find_workload(const config::Config& cfg, const std::string& name) {
+  for (const auto& w : cfg.workloads)
+    if (w.name == name) return &w;
+  return nullptr;
+}
+
+}  // namespace
+
+const char* to_string(Knob k) {
+  switch (k) {
+    case Knob::shares: return "shares";
+    case Knob::cpus: return "cpus";
+    case Knob::l3_ways: return "l3_ways";
+    case Knob::mba_percent: return "mba_percent";
+    case Knob::steal: return "steal";
+  }
+  return "?";
+}
+
+Controller::Controller(config::Config cfg, Topology topo, Policy policy, Defaults defaults)
+    : cfg_(std::move(cfg)), topo_(std::move(topo)), policy_(policy), defaults_(defaults) {}
+
+// Smooths each instance's p99 and counts consecutive good and bad ticks.
+void Controller::smooth(const Snapshot& s, Plan& plan) {
+  for (const auto& w : s.workloads) {
+    InstanceState& st = states_[w.instance];
+    if (!st.shares_found) st.shares_found = w.shares;
+    if (w.rq_waits > 0) {
+      st.p99_us = st.seen ? policy_.ewma_alpha * w.rq_p99_us + (1 - policy_.ewma_alpha) * st.p99_us : w.rq_p99_us;
+      st.seen = true;
+    } else if (st.seen) {
+      st.p99_us *= 1 - policy_.ewma_alpha;  // it did not wait at all this tick: no latency to speak of
+    }
+    WorkloadView v;
+    v.p99_us = st.p99_us;
+    v.rung = static_cast<unsigned>(st.steps.size());
+    const config::Workload* cw = find_workload(cfg_, w.workload);
+    if (w.critical && cw && cw->slo.runqueue_p99) {
+      double target = static_cast<double>(cw->slo.runqueue_p99->count()) / 1e3;
+      v.slack = st.seen ? (target - st.p99_us) / target : 1.0;
+      st.bad = v.slack < policy_.act_below ? st.bad + 1 : 0;
+      st.good = v.slack > policy_.give_back_above ? st.good + 1 : 0;
+      v.violated = st.bad >= policy_.violate_ticks;
+    }
+    plan.workloads[w.instance] = v;
+  }
+}
+
+// Who takes what the victim needs: other instances running on its CPUs, by the CPU time they take
+// there (their usage spread evenly over their CPUs), weighted up by cache misses where counted.
+std::vector<Interference> Controller::rank(const Snapshot& s, const WorkloadSignals& victim) const {
+  std::vector<Interference> out;
+  for (const auto& w : s.workloads) {
+    if (w.instance == victim.instance || w.critical) continue;
+    CpuSet overlap = w.cpus & victim.cpus;
+    if (overlap.empty() || w.cpus.empty() || !w.cpu_usage) continue;
+    double score = *w.cpu_usage * overlap.count() / w.cpus.count();
+    if (w.mpki) score *= 1.0 + *w.mpki / 10.0;
+    if (score > 0.01) out.push_back({victim.instance, w.instance, score});
+  }
+  std::sort(out.begin(), out.end(), [](const Interference& a, const Interference& b) {
+    return a.score != b.score ? a.score > b.score : a.antagonist < b.antagonist;
+  });
+  return out;
+}
+
+// The next rung with room, lowest first, as a step; none (with the reason) when nothing is left.
+std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const WorkloadSignals& victim,
+                                                      InstanceState& st, const std::vector<Interference>& antagonists,
+                                                      std::string& why_not) const {
+  const config::Workload* cw = find_workload(cfg_, victim.workload);
+  auto locked = [&](Rung r) {
+    auto it = st.locked_until.find(r);
+    return it != st.locked_until.end() && s.tick < it->second;
+  };
+  auto current = [&](const std::string& inst) {
+    auto it = desired_.find(inst);
+    return it == desired_.end() ? KnobState{} : it->second;
+  };
+  auto shares_now = [&](const std::string& inst) -> uint64_t {
+    auto k = current(inst);
+    if (k.shares) return *k.shares;
+    auto it = states_.find(inst);
+    return it != states_.end() && it->second.shares_found ? *it->second.shares_found : kDefaultShares;
+  };
+  auto signals = [&](const std::string& inst) -> const WorkloadSignals* {
+    for (const auto& w : s.workloads)
+      if (w.instance == inst) return &w;
+    return nullptr;
+  };
+  std::vector<std::string> notes;
+
+  // 1. Weight: the victim's up (x2, to its bounds), the antagonists' down (/2, to theirs).
+  if (cfg_.actuators.cpu_weight && !locked(Rung::weight)) {
+    Step step;
+    step.rung = Rung::weight;
+    uint64_t max = cw && cw->bounds.shares ? static_cast<uint64_t>(cw->bounds.shares->max) : defaults_.critical_shares_max;
+    uint64_t vmin = cw && cw->bounds.shares ? static_cast<uint64_t>(cw->bounds.shares->min) : 2;
+    uint64_t now = shares_now(victim.instance);
+    if (now < max) {
+      KnobState k = current(victim.instance);
+      step.before[victim.instance] = k;
+      k.shares = std::clamp<uint64_t>(std::max<uint64_t>(now * 2, now + 1), vmin, max);
+      step.after[victim.instance] = k;
+    }
+    for (const auto& a : antagonists) {
+      const WorkloadSignals* aw = signals(a.antagonist);
+      const config::Workload* acw = aw ? find_workload(cfg_, aw->workload) : nullptr;
+      uint64_t min = acw && acw->bounds.shares ? static_cast<uint64_t>(acw->bounds.shares->min) : defaults_.best_effort_shares_min;
+      uint64_t amax = acw && acw->bounds.shares ? static_cast<uint64_t>(acw->bounds.shares->max) : 262144;
+      uint64_t an = shares_now(a.antagonist);
+      if (an <= min) continue;
+      KnobState k = current(a.antagonist);
+      step.before[a.antagonist] = k;
+      k.shares = std::clamp<uint64_t>(an / 2, min, std::max(min, amax));
+      step.after[a.antagonist] = k;
+    }
+    if (!step.after.empty()) return step;
+    notes.push_back("weights at their bounds");
+  }
+
+  // 2. Whole cores for the victim from its pool, best-effort work off them.
+  if (cfg_.actuators.cpuset && !locked(Rung::cpus)) {
+    const CpuSet host = topo_.online();
+    CpuSet other_critical;
+    for (const auto& [inst, k] : desired_)
+      if (inst != victim.instance && k.cpus) {
+        const WorkloadSignals* w = signals(inst);
+        if (w && w->critical) other_critical |= *k.cpus;
+      }
+    KnobState vk = current(victim.instance);
+    unsigned have = vk.cpus ? vk.cpus->count() : 0;
+    unsigned want = have == 0 ? std::max(1u, static_cast<unsigned>(std::ceil(victim.cpu_usage.value_or(0.5) * 1.25)))
+                              : have + 1;  // already dedicated and still violated: one more
+    unsigned lo = cw && cw->bounds.cpus ? static_cast<unsigned>(cw->bounds.cpus->min) : 1;
+    unsigned hi = cw && cw->bounds.cpus ? static_cast<unsigned>(cw->bounds.cpus->max) : host.count();
+    // Best-effort keeps its minimum: the victim can take at most what that leaves.
+    unsigned be_min = defaults_.best_effort_cpus_min;
+    for (const auto& w : s.workloads)
+      if (!w.critical) {
+        const config::Workload* bw = find_workload(cfg_, w.workload);
+        if (bw && bw->bounds.cpus) be_min = std::max(be_min, static_cast<unsigned>(bw->bounds.cpus->min));
+      }
+    unsigned room = host.count() > (cfg_.host.reserved_cpus & host).count() + other_critical.count() + be_min
+                        ? host.count() - (cfg_.host.reserved_cpus & host).count() - other_critical.count() - be_min
+                        : 0;
+    want = std::min({std::max(want, lo), hi, room});
+    if (want > have && want >= lo) {
+      CpuRequest req;
+      req.cpus = want;
+      req.max_cpus = hi;
+      req.numa = cw && cw->bounds.numa == config::NumaPolicy::single ? NumaPolicy::single : NumaPolicy::any;
+      req.critical = true;
+      if (cw && cw->bounds.cpu_pool) req.pool = *cw->bounds.cpu_pool;
+      req.reserved = cfg_.host.reserved_cpus;
+      req.other_critical = other_critical;
+      if (vk.cpus) req.current = *vk.cpus;
+      auto placed = plan_cpus(topo_, req);
+      if (placed) {
+        Step step;
+    step.rung = Rung::cpus;
+        step.before[victim.instance] = vk;
+        vk.cpus = placed->cpus;
+        step.after[victim.instance] = vk;
+        // Best-effort work must keep its minimum on what is left (it is moved there every tick).
+        CpuSet taken = placed->cpus | placed->held_idle | other_critical;
+        bool ok = true;
+        for (const auto& w : s.workloads) {
+          if (w.critical) continue;
+          const config::Workload* bw = find_workload(cfg_, w.workload);
+          CpuSet pool = bw && bw->bounds.cpu_pool ? *bw->bounds.cpu_pool & host : host;
+          unsigned min = bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min) : defaults_.best_effort_cpus_min;
+          if ((pool - taken - cfg_.host.reserved_cpus).count() < std::max(1u, min)) {
+            ok = false;
+            notes.push_back("best-effort " + w.instance + " would keep " +
+                            std::to_string((pool - taken - cfg_.host.reserved_cpus).count()) +
+                            " CPUs, below its minimum " + std::to_string(std::max(1u, min)));
+            break;
+          }
+        }
+        if (ok) return step;
+      } else {
+        notes.push_back("no placement: " + placed.error().message());
+      }
+    } else {
+      notes.push_back(have ? "dedicated CPUs at their bound (" + std::to_string(have) + ")" : "no room for dedicated CPUs");
+    }
+  }
+
+  // 3. More L3 ways to the victim (its bounds), when resctrl is enabled.
+  if (cfg_.actuators.resctrl && cw && cw->bounds.l3_ways && !locked(Rung::l3_ways)) {
+    KnobState k = current(victim.instance);
+    unsigned now = k.l3_ways.value_or(static_cast<unsigned>(cw->bounds.l3_ways->min) - 1);
+    if (now < static_cast<unsigned>(cw->bounds.l3_ways->max)) {
+      Step step;
+    step.rung = Rung::l3_ways;
+      step.before[victim.instance] = k;
+      k.l3_ways = std::max(now + 1, static_cast<unsigned>(cw->bounds.l3_ways->min));
+      step.after[victim.instance] = k;
+      return step;
+    }
+    notes.push_back("L3 ways at their bound");
+  }
+
+  // 4. Antagonists' memory bandwidth down (10 points a step, to their bounds).
+  if (cfg_.actuators.resctrl && !locked(Rung::mba)) {
+    Step step;
+    step.rung = Rung::mba;
+    for (const auto& a : antagonists) {
+      const WorkloadSignals* aw = signals(a.antagonist);
+      const config::Workload* acw = aw ? find_workload(cfg_, aw->workload) : nullptr;
+      if (!acw || !acw->bounds.mba_percent) continue;
+      KnobState k = current(a.antagonist);
+      unsigned now = k.mba_percent.value_or(100);
+      unsigned min = static_cast<unsigned>(acw->bounds.mba_percent->min);
+      unsigned max = static_cast<unsigned>(acw->bounds.mba_percent->max);
+      if (now <= min) continue;
+      step.before[a.antagonist] = k;
+      k.mba_percent = std::clamp(now >= 10 ? now - 10 : 0u, min, std::max(min, max));
+      step.after[a.antagonist] = k;
+    }
+    if (!step.after.empty()) return step;
+  }
+
+  // 5. steal_task, when the victim spans several CPUs of one LLC.
+  if (cfg_.actuators.steal_task && !steal_ && !locked(Rung::steal)) {
+    KnobState k = current(victim.instance);
+    CpuSet cpus = k.cpus ? *k.cpus : victim.cpus;
+    std::map<unsigned, unsigned> per_llc;
+    for (unsigned c : cpus.cpus())
+      if (const Pu* pu = topo_.find_pu(c)) ++per_llc[pu->l3];
+    bool spans = std::any_of(per_llc.begin(), per_llc.end(), [](const auto& e) { return e.second >= 2; });
+    if (spans) {
+      Step step;
+    step.rung = Rung::steal;
+      step.steal_before = false;
+      step.steal_after = true;
+      return step;
+    }
+    notes.push_back("steal_task: the victim does not span 2 CPUs of one LLC");
+  }
+  why_not = "nothing left within bounds";
+  for (const auto& n : notes) why_not += "; " + n;
+  return std::nullopt;
+}
+
+void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const std::string& reason) {
+  const auto& to = kind == Action::Kind::act ? step.after : step.before;
+  for (auto [inst, k] : to) {
+    KnobState was = desired_.contains(inst) ? desired_.at(inst) : KnobState{};
+    // A best-effort instance's CPUs are not stepped: they follow the critical ones every tick.
+    if (std::find(critical_.begin(), critical_.end(), inst) == critical_.end()) k.cpus = was.cpus;
+    auto emit = [&](Knob knob, std::string a, std::string b) {
+      if (a != b) plan.actions.push_back({plan.tick, inst, knob, a, b, kind, reason});
+    };
+    emit(Knob::shares, show(was.shares), show(k.shares));
+    emit(Knob::cpus, show(was.cpus), show(k.cpus));
+    emit(Knob::l3_ways, show(was.l3_ways), show(k.l3_ways));
+    emit(Knob::mba_percent, show(was.mba_percent), show(k.mba_percent));
+    if (k == KnobState{}) desired_.erase(inst);
+    else desired_[inst] = k;
+  }
+  auto steal_to = kind == Action::Kind::act ? step.steal_after : step.steal_before;
+  if (steal_to && *steal_to != steal_) {
+    plan.actions.push_back({plan.tick, "", Knob::steal, steal_ ? "on" : "off", *steal_to ? "on" : "off", kind, reason});
+    steal_ = *steal_to;
+  }
+}
+
+Plan Controller::step(const Snapshot& s) {
+  Plan plan;
+  plan.tick = s.tick;
+  critical_.clear();
+  for (const auto& w : s.workloads)
+    if (w.critical) critical_.push_back(w.instance);
+  smooth(s, plan);
+  // Instances that are gone: their state and wishes go (the reconciler restores what they had).
+  for (auto it = states_.begin(); it != states_.end();) {
+    bool live = std::any_of(s.workloads.begin(), s.workloads.end(), [&](const auto& w) { return w.instance == it->first; });
+    if (!live) {
+      desired_.erase(it->first);
+      it = states_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Critical instances in a fixed order (name), one step each at most per tick.
+  std::vector<const WorkloadSignals*> victims;
+  for (const auto& w : s.workloads)
+    if (w.critical) victims.push_back(&w);
+  std::sort(victims.begin(), victims.end(), [](auto* a, auto* b) { return a->instance < b->instance; });
+  for (const WorkloadSignals* v : victims) {
+    InstanceState& st = states_[v->instance];
+    const WorkloadView& view = plan.workloads[v->instance];
+    const config::Workload* cw = find_workload(cfg_, v->workload);
+    if (!cw || !cw->slo.runqueue_p99) continue;
+    double target_us = static_cast<double>(cw->slo.runqueue_p99->count()) / 1e3;
+    auto antagonists = rank(s, *v);
+    if (view.violated)
+      for (const auto& a : antagonists) plan.interference.push_back(a);
+    std::string numbers = "rq p99 " + fmt("%.0f", st.p99_us) + " us vs SLO " + fmt("%.0f", target_us) + " us (slack " +
+                          fmt("%.2f", view.slack) + ")";
+    std::string named = antagonists.empty() ? "" : "; antagonist " + antagonists.front().antagonist + " (" +
+                                                       fmt("%.2f", antagonists.front().score) + " CPUs on its CPUs)";
+    // A give-back that brought the violation back is undone and give-back locked out for a while.
+    if (st.given_back && view.violated &&
+        s.tick <= st.given_back_tick + 2 * policy_.give_back_ticks + policy_.revert_after + policy_.violate_ticks) {
+      size_t first = plan.actions.size();
+      apply(*st.given_back, plan, Action::Kind::act, "give-back reverted: " + numbers);
+      for (size_t i = first; i < plan.actions.size(); ++i) plan.actions[i].kind = Action::Kind::revert;
+      st.steps.push_back(*st.given_back);
+      st.steps.back().verified = true;
+      st.given_back.reset();
+      // Each failed give-back doubles the wait before the next (constant load: stay put).
+      st.give_back_failures = std::min(st.give_back_failures + 1, 6u);
+      st.give_back_locked_until = s.tick + (static_cast<uint64_t>(policy_.lockout_ticks) << (st.give_back_failures - 1));
+      st.quiet_until = s.tick + policy_.cooldown_ticks;
+      continue;
+    }
+    if (s.tick < st.quiet_until) continue;
+    // A step that did not raise slack within revert_after ticks is undone; its rung is locked out.
+    if (!st.steps.empty() && !st.steps.back().verified && s.tick >= st.steps.back().tick + policy_.revert_after) {
+      Step& last = st.steps.back();
+      if (view.slack > last.slack_before + 0.02 || !view.violated) {
+        last.verified = true;
+      } else {
+        Step undo = last;
+        st.steps.pop_back();
+        apply(undo, plan, Action::Kind::revert,
+              "no improvement after " + std::to_string(policy_.revert_after) + " ticks (slack " +
+                  fmt("%.2f", undo.slack_before) + " -> " + fmt("%.2f", view.slack) + ")");
+        st.locked_until[undo.rung] = s.tick + policy_.lockout_ticks;
+        st.quiet_until = s.tick + policy_.cooldown_ticks;
+        continue;
+      }
+    }
+    if (view.violated) {
+      std::string why_not;
+      auto next = next_step(s, *v, st, antagonists, why_not);
+      // At most one step per knob per instance per tick: another victim's step this tick wins.
+      std::string clash;
+      if (next)
+        for (const auto& entry : next->after)
+          for (const auto& a : plan.actions)
+            if (a.instance == entry.first) clash = entry.first;
+      if (!clash.empty()) {
+        next.reset();
+        why_not = "waits a tick: " + clash + " was changed for another workload this tick";
+      }
+      if (next) {
+        next->tick = s.tick;
+        next->slack_before = view.slack;
+        apply(*next, plan, Action::Kind::act,
+              numbers + " for " + std::to_string(st.bad) + " ticks" + named);
+        st.steps.push_back(*next);
+        st.quiet_until = s.tick + policy_.cooldown_ticks;
+        st.given_back.reset();
+      } else {
+        plan.workloads[v->instance].blocked = why_not;
+      }
+      continue;
+    }
+    // Pressure gone for long enough: give back one step, newest first.
+    if (st.good >= policy_.give_back_ticks && !st.steps.empty() && s.tick >= st.give_back_locked_until &&
+        st.steps.back().verified) {
+      Step back = st.steps.back();
+      st.steps.pop_back();
+      apply(back, plan, Action::Kind::give_back,
+            numbers + " above " + fmt("%.2f", policy_.give_back_above) + " for " + std::to_string(st.good) + " ticks");
+      st.given_back = back;
+      st.given_back_tick = s.tick;
+      st.good = 0;
+      st.quiet_until = s.tick + policy_.cooldown_ticks;
+    }
+  }
+  // Best-effort CPUs follow the critical ones every tick: the pool minus what critical instances hold
+  // (new instances included); back to as found when no critical instance holds CPUs.
+  CpuSet taken;
+  for (const auto& w : s.workloads)
+    if (w.critical)
+      if (auto it = desired_.find(w.instance); it != desired_.end() && it->second.cpus) taken |= *it->second.cpus;
+  for (const auto& w : s.workloads) {
+    if (w.critical) continue;
+    const config::Workload* bw = find_workload(cfg_, w.workload);
+    KnobState k = desired_.contains(w.instance) ? desired_.at(w.instance) : KnobState{};
+    std::optional<CpuSet> want;
+    if (!taken.empty() && cfg_.actuators.cpuset) {
+      CpuSet pool = bw && bw->bounds.cpu_pool ? *bw->bounds.cpu_pool & topo_.online() : topo_.online();
+      CpuSet rest = pool - taken - cfg_.host.reserved_cpus;
+      unsigned min = std::max(1u, bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min) : defaults_.best_effort_cpus_min);
+      unsigned max = bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->max) : rest.count();
+      if (rest.count() < min) continue;  // cannot move it off without breaking its minimum: leave it
+      CpuSet capped;
+      for (unsigned c : rest.cpus())
+        if (capped.count() < max) capped.add(c);
+      want = capped;
+    }
+    if (want == k.cpus) continue;
+    plan.actions.push_back({plan.tick, w.instance, Knob::cpus, show(k.cpus), show(want),
+                            want ? Action::Kind::act : Action::Kind::give_back,
+                            want ? "best-effort off critical CPUs " + taken.to_list() : "no critical CPUs held"});
+    k.cpus = want;
+    if (k == KnobState{}) desired_.erase(w.instance);
+    else desired_[w.instance] = k;
+  }
+  plan.desired = desired_;
+  plan.steal = steal_;
+  for (auto& [inst, v] : plan.workloads)
+    if (auto it = states_.find(inst); it != states_.end()) v.rung = static_cast<unsigned>(it->second.steps.size());
+  return plan;
+}
+
+}  // namespace keel::ctl

@@ -1,0 +1,137 @@
+// The controller: per tick, a Snapshot in, a Plan out. Pure and deterministic (no files, no clocks):
+// the same config, host and snapshots give the same plans, which is what replay and the plant-model
+// tests rely on. The reconciler turns a plan's desired knob values into actuator writes.
+//
+// Per critical workload: the run-queue p99 is smoothed (EWMA); slack = (target - p99) / target; a
+// violation is slack below `act_below` for `violate_ticks` ticks. Then one step per tick up a ladder,
+// cheap to strong: (1) the victim's CPU weight up, the antagonists' down; (2) whole cores for the
+// victim (CPU planner), best-effort work off them; (3) L3 ways to the victim, (4) antagonists' memory
+// bandwidth down (when resctrl is enabled); (5) steal_task on (when enabled and the victim spans
+// several CPUs of one LLC). After a step: a cooldown; a step that did not raise slack within
+// `revert_after` ticks is reverted and its rung locked out for `lockout_ticks`. With slack above
+// `give_back_above` for `give_back_ticks` ticks, one rung is given back per tick in reverse order; a
+// give-back that brings a violation back is reverted and give-back locked out.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "controller/snapshot.h"
+#include "host/cpuset.h"
+#include "host/topology.h"
+
+namespace keel::ctl {
+
+enum class Knob { shares, cpus, l3_ways, mba_percent, steal };
+const char* to_string(Knob k);
+
+// What keel wants a workload instance's knobs to be; unset = keel leaves the knob as it found it.
+struct KnobState {
+  std::optional<uint64_t> shares;
+  std::optional<CpuSet> cpus;
+  std::optional<unsigned> l3_ways;
+  std::optional<unsigned> mba_percent;
+  bool operator==(const KnobState&) const = default;
+};
+
+struct Action {
+  uint64_t tick = 0;
+  std::string instance;  // "" for host-wide knobs (steal)
+  Knob knob = Knob::shares;
+  std::string from, to;  // as the kernel would print them ("" = as found)
+  enum class Kind { act, give_back, revert } kind = Kind::act;
+  std::string reason;    // in numbers: "rq p99 7.3 ms > SLO 5 ms (slack -0.46) for 2 ticks; antagonist batch"
+};
+
+struct Interference {
+  std::string victim, antagonist;
+  double score = 0;  // CPU-seconds per second taken on the victim's CPUs (and MPKI-weighted with a PMU)
+};
+
+struct WorkloadView {  // for logs and metrics
+  double p99_us = 0;     // smoothed
+  double slack = 0;      // (target - p99) / target; critical workloads with an SLO only
+  bool violated = false;
+  unsigned rung = 0;     // ladder steps in use (0 = nothing applied)
+  std::string blocked;   // violated but no step is possible: why (bounds, placement, lockouts)
+};
+
+struct Plan {
+  uint64_t tick = 0;
+  std::vector<Action> actions;                       // this tick's changes, in order
+  std::map<std::string, KnobState> desired;          // every managed instance's knob values after them
+  bool steal = false;                                // steal_task wanted on
+  std::vector<Interference> interference;            // victims' antagonists, strongest first
+  std::map<std::string, WorkloadView> workloads;
+};
+
+struct Policy {
+  double act_below = 0.05;
+  double give_back_above = 0.20;
+  unsigned violate_ticks = 2;
+  unsigned give_back_ticks = 5;
+  unsigned cooldown_ticks = 2;
+  unsigned revert_after = 3;
+  unsigned lockout_ticks = 30;
+  double ewma_alpha = 0.5;  // weight of the newest tick
+};
+
+// Bounds a config leaves out, and the documented defaults that replace them.
+struct Defaults {
+  uint64_t critical_shares_max = 8192;   // 8x the kernel default
+  uint64_t best_effort_shares_min = 128; // 1/8 of the kernel default
+  unsigned best_effort_cpus_min = 1;     // best-effort work always keeps a CPU
+};
+
+class Controller {
+ public:
+  Controller(config::Config cfg, Topology topo, Policy policy = {}, Defaults defaults = {});
+  Plan step(const Snapshot& s);
+  const Policy& policy() const { return policy_; }
+
+ private:
+  config::Config cfg_;
+  Topology topo_;
+  Policy policy_;
+  Defaults defaults_;
+  enum class Rung { weight, cpus, l3_ways, mba, steal };
+  // One applied step: the knob values it changed, as they were before (nullopt = as found).
+  struct Step {
+    Rung rung = Rung::weight;
+    std::map<std::string, KnobState> before;  // instance -> every field as it was (whole state)
+    std::map<std::string, KnobState> after;
+    std::optional<bool> steal_before, steal_after;
+    uint64_t tick = 0;
+    double slack_before = 0;
+    bool verified = false;
+  };
+  struct InstanceState {
+    double p99_us = 0;
+    bool seen = false;
+    unsigned bad = 0, good = 0;      // consecutive ticks below act_below / above give_back_above
+    uint64_t quiet_until = 0;        // cooldown: no step before this tick
+    std::vector<Step> steps;         // applied, oldest first; give-back pops from the back
+    std::map<Rung, uint64_t> locked_until;
+    uint64_t give_back_locked_until = 0;
+    unsigned give_back_failures = 0;
+    std::optional<Step> given_back;  // the last give-back, re-applied if the violation returns
+    uint64_t given_back_tick = 0;
+    std::optional<uint64_t> shares_found;  // as found, before keel changed anything
+  };
+  std::map<std::string, InstanceState> states_;
+  // Pieces of step(), in controller.cpp.
+  void smooth(const Snapshot& s, Plan& plan);
+  std::vector<Interference> rank(const Snapshot& s, const WorkloadSignals& victim) const;
+  std::optional<Step> next_step(const Snapshot& s, const WorkloadSignals& victim, InstanceState& st,
+                                const std::vector<Interference>& antagonists, std::string& why_not) const;
+  void apply(const Step& step, Plan& plan, Action::Kind kind, const std::string& reason);
+  std::map<std::string, KnobState> desired_;
+  std::vector<std::string> critical_;  // this tick's critical instances (best-effort CPUs are derived)
+  bool steal_ = false;
+};
+
+}  // namespace keel::ctl

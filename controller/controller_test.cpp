@@ -1,0 +1,1384 @@
+// The controller against the plant model (controller/plant.h): property tests over thousands of random
+// scenarios (fixed seeds, so every run is the same) and a few hand-written ones. Every scenario's config
+// is TOML parsed and validated by config::load_string against the synthetic host, so the controller only
+// sees configs keel would accept. A failing property prints the seed, the scenario and its plan sequence.
+#include "controller/controller.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "controller/plant.h"
+
+namespace keel::ctl {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------
+// The summary table, printed once at the end of the run.
+
+struct Row {
+  explicit Row(std::string p) : property(std::move(p)) {}
+  std::string property;
+  unsigned scenarios = 0;
+  uint64_t ticks = 0;
+  uint64_t checks = 0;
+  unsigned failed = 0;
+  std::string note;
+};
+
+std::vector<Row>& rows() {
+  static std::vector<Row> r;
+  return r;
+}
+
+class SummaryPrinter : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (rows().empty()) return;
+    std::printf("\n%-44s %9s %8s %10s %7s  %s\n", "property", "scenarios", "ticks", "checks", "failed",
+                "notes");
+    for (const Row& r : rows())
+      std::printf("%-44s %9u %8llu %10llu %7u  %s\n", r.property.c_str(), r.scenarios,
+                  static_cast<unsigned long long>(r.ticks), static_cast<unsigned long long>(r.checks),
+                  r.failed, r.note.c_str());
+    std::printf("\n");
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kSummary =
+    ::testing::AddGlobalTestEnvironment(new SummaryPrinter);
+
+// ---------------------------------------------------------------------------------------------------
+// Deterministic randomness (raw engine output only, so the scenarios are the same on every library).
+
+class Rand {
+ public:
+  explicit Rand(uint64_t seed) : g_(seed) {}
+  double uni(double a, double b) { return a + (b - a) * (static_cast<double>(g_() >> 11) * 0x1.0p-53); }
+  int between(int a, int b) { return a + static_cast<int>(g_() % static_cast<uint64_t>(b - a + 1)); }
+  bool chance(double p) { return uni(0, 1) < p; }
+  template <class T>
+  T pick(std::initializer_list<T> v) {
+    return *(v.begin() + g_() % v.size());
+  }
+
+ private:
+  std::mt19937_64 g_;
+};
+
+const Topology& topology(const std::string& spec) {
+  static std::map<std::string, std::unique_ptr<Topology>> cache;
+  auto& t = cache[spec];
+  if (!t) {
+    auto r = Topology::synthetic(spec);
+    if (!r) throw std::runtime_error("synthetic topology " + spec + ": " + r.error().message());
+    t = std::make_unique<Topology>(std::move(*r));
+  }
+  return *t;
+}
+
+config::HostFacts facts(const Topology& topo) {
+  config::HostFacts f;
+  f.cpus = topo.online();
+  f.numa_nodes = static_cast<unsigned>(topo.numa_nodes().size());
+  for (const auto& n : topo.numa_nodes()) f.numa_cpus.push_back(n.cpus);
+  for (const auto& c : topo.cores()) f.cores.push_back(c.cpus);
+  f.l3_ways = 11;
+  f.min_cbm_bits = 1;
+  f.mba_min = 10;
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Scenarios: a synthetic host, a config (as TOML), the plant's workloads and a load schedule.
+
+struct LoadChange {
+  uint64_t tick = 0;  // applied before that tick's snapshot
+  std::string instance;
+  double demand = 0;
+};
+
+enum class Kind {
+  random,   // anything the validator accepts; loads change at random ticks
+  steady,   // like random, but every demand is constant from tick 1
+  fixable,  // one victim whose bounds allow dedicated cores, antagonists saturating the host from pressure_at
+  quiet,    // no pressure: SLOs far above what the victims see
+  hand,     // written by hand
+};
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::random:
+      return "random";
+    case Kind::steady:
+      return "steady";
+    case Kind::fixable:
+      return "fixable";
+    case Kind::quiet:
+      return "quiet";
+    case Kind::hand:
+      return "hand";
+  }
+  return "?";
+}
+
+struct Scenario {
+  Kind kind = Kind::hand;
+  uint64_t seed = 0;
+  std::string spec;
+  std::string toml;
+  config::Config cfg;
+  const Topology* topo = nullptr;
+  std::vector<PlantWorkload> workloads;
+  PlantParams params;
+  std::vector<LoadChange> loads;
+  uint64_t ticks = 0;
+  uint64_t pressure_at = 0;  // when the antagonists start (fixable scenarios)
+  uint64_t relief_at = 0;    // when the pressure stops (give-back scenarios)
+
+  std::string describe() const {
+    std::ostringstream o;
+    o << kind_name(kind) << " scenario, seed " << seed;
+    if (kind != Kind::hand) o << " (replay: KEEL_PLANT_REPLAY=" << kind_name(kind) << ":" << seed << ")";
+    o << ", host '" << spec << "', " << ticks << " ticks, noise sigma " << params.noise_sigma
+      << (params.pmu ? ", pmu" : "") << "\n";
+    for (const auto& w : workloads)
+      o << "  plant " << w.instance << (w.critical ? " critical" : " best-effort") << " demand " << w.demand
+        << " base " << w.base_p99_us << "us pressure " << w.cache_pressure << "\n";
+    for (const auto& l : loads)
+      o << "  tick " << l.tick << ": " << l.instance << " demand -> " << l.demand << "\n";
+    o << "  config:\n";
+    std::istringstream in(toml);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) o << "    " << line << "\n";
+    return o.str();
+  }
+};
+
+const config::Workload* find(const config::Config& cfg, const std::string& name) {
+  for (const auto& w : cfg.workloads)
+    if (w.name == name) return &w;
+  return nullptr;
+}
+
+double slo_us(const config::Workload& w) { return static_cast<double>(w.slo.runqueue_p99->count()) / 1e3; }
+
+std::string range(long long lo, long long hi) {
+  return "{ min = " + std::to_string(lo) + ", max = " + std::to_string(hi) + " }";
+}
+
+// The CPUs of cores [first, first + n) of the topology.
+CpuSet core_span(const Topology& t, unsigned first, unsigned n) {
+  CpuSet s;
+  for (unsigned c = first; c < first + n && c < t.cores().size(); ++c) s |= t.cores()[c].cpus;
+  return s;
+}
+
+struct Generated {
+  std::optional<Scenario> scenario;
+  std::string refused;  // the validator's message when it refused the config
+};
+
+Generated generate(Kind kind, uint64_t seed) {
+  Rand r(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(kind));
+  Scenario sc;
+  sc.kind = kind;
+  sc.seed = seed;
+
+  // Host.
+  unsigned cores, smt, numa = 1;
+  if (kind == Kind::fixable) {
+    cores = r.pick({2u, 4u, 6u, 8u});
+    smt = r.pick({1u, 2u});
+    if (cores * smt < 4) cores = 4;
+  } else {
+    cores = r.pick({2u, 3u, 4u, 6u, 8u, 12u, 16u});
+    smt = r.pick({1u, 1u, 2u});
+  }
+  if (kind != Kind::fixable && cores % 2 == 0 && cores >= 4 && r.chance(0.25)) numa = 2;
+  sc.spec = "pack:1 numa:" + std::to_string(numa) + " l3:1 core:" + std::to_string(cores / numa) +
+            " pu:" + std::to_string(smt);
+  sc.topo = &topology(sc.spec);
+  const Topology& t = *sc.topo;
+  const unsigned n = t.online().count();
+
+  CpuSet reserved;
+  if (n >= (kind == Kind::fixable ? 8u : 4u) && r.chance(0.3)) reserved = t.cores()[0].cpus;
+  const unsigned first_free_core = reserved.empty() ? 0 : 1;
+  const unsigned free_cores = cores - first_free_core;
+
+  // Workloads.
+  unsigned ncrit = 1;
+  if (kind != Kind::fixable && free_cores >= 4 && r.chance(0.3)) ncrit = 2;
+  unsigned nbe = static_cast<unsigned>(r.between(1, 3));
+
+  sc.params.noise_sigma = kind == Kind::fixable ? r.uni(0.02, 0.2)
+                          : kind == Kind::quiet ? r.uni(0.02, 0.15)
+                                                : r.uni(0.02, 0.3);
+  sc.params.pmu = r.chance(0.3);
+
+  std::ostringstream toml;
+  toml << "[daemon]\nmode = \"enforce\"\n[host]\nreserved_cpus = \"" << reserved.to_list() << "\"\n";
+
+  std::vector<double> crit_slo;
+  for (unsigned i = 0; i < ncrit; ++i) {
+    PlantWorkload w;
+    w.instance = "svc" + std::to_string(i);
+    w.critical = true;
+    w.demand = r.uni(0.3, 1.5);
+    w.base_p99_us = r.uni(20, 100);
+    sc.workloads.push_back(w);
+  }
+  for (unsigned i = 0; i < nbe; ++i) {
+    PlantWorkload w;
+    w.instance = "be" + std::to_string(i);
+    w.critical = false;
+    if (kind == Kind::fixable)
+      w.demand = r.uni(1.0, 1.5) * n / nbe;
+    else if (kind == Kind::quiet)
+      w.demand = r.uni(0.0, 0.1) * n / nbe;
+    else
+      w.demand = r.uni(0.5, std::min(4.0, 1.5 * n));
+    w.cache_pressure = kind == Kind::fixable ? r.uni(0, 1.0 / nbe) : r.uni(0, 1);
+    sc.workloads.push_back(w);
+  }
+
+  // SLOs. Fixable: above what dedicated CPUs give (<= 100us * 1.64 * 1.5 cache) and below what sharing a
+  // saturated CPU gives at any weight (>= 4000us * 0.3). Quiet: 4-10x the p99 the victim sees as found.
+  if (kind == Kind::quiet) {
+    Plant probe(t.online(), sc.workloads, 1, sc.params);
+    for (unsigned i = 0; i < ncrit; ++i)
+      crit_slo.push_back(probe.model_p99_us(sc.workloads[i].instance) * r.uni(4, 10));
+  } else {
+    for (unsigned i = 0; i < ncrit; ++i)
+      crit_slo.push_back(kind == Kind::fixable ? r.uni(700, 1100) : r.uni(200, 4000));
+  }
+
+  // Pools of two critical workloads are disjoint halves of the free cores.
+  std::vector<std::optional<CpuSet>> pools(ncrit);
+  if (ncrit == 2) {
+    unsigned half = free_cores / 2;
+    pools[0] = core_span(t, first_free_core, half);
+    pools[1] = core_span(t, first_free_core + half, free_cores - half);
+  } else if (kind != Kind::fixable && r.chance(0.3)) {
+    unsigned len = static_cast<unsigned>(r.between(1, static_cast<int>(free_cores)));
+    unsigned start =
+        first_free_core + static_cast<unsigned>(r.between(0, static_cast<int>(free_cores - len)));
+    pools[0] = core_span(t, start, len);
+    if (r.chance(0.3)) *pools[0] |= reserved;  // a pool may name reserved CPUs; they are skipped
+  }
+
+  for (unsigned i = 0; i < ncrit; ++i) {
+    const auto& w = sc.workloads[i];
+    toml << "[[workload]]\nname = \"" << w.instance << "\"\nmatch = { cgroup = \"/plant/" << w.instance
+         << "\" }\nclass = \"critical\"\nslo = { runqueue_p99 = \"" << std::max(1L, std::lround(crit_slo[i]))
+         << "us\" }\n";
+    std::ostringstream b;
+    if (pools[i]) b << "cpu_pool = \"" << pools[i]->to_list() << "\"\n";
+    unsigned usable = ((pools[i] ? *pools[i] : t.online()) - reserved).count();
+    if (kind == Kind::fixable) {
+      if (r.chance(0.5))
+        b << "shares = " << range(r.pick({256, 512, 1024}), r.pick({2048, 4096, 8192})) << "\n";
+      if (r.chance(0.5)) b << "cpus = " << range(1, std::max<long long>(2 * smt, usable - smt)) << "\n";
+    } else {
+      if (r.chance(0.5)) {
+        long long lo = r.pick({2, 256, 1024, 2048, 4096});
+        long long hi = std::max<long long>(lo, r.pick({512, 1024, 2048, 8192, 16384, 262144}));
+        b << "shares = " << range(lo, hi) << "\n";
+      }
+      if (r.chance(0.5)) {
+        long long lo = r.between(1, 2);
+        long long hi = r.between(static_cast<int>(lo), static_cast<int>(std::max<long long>(lo, usable)));
+        b << "cpus = " << range(lo, hi) << "\n";
+      }
+      if (numa > 1 && r.chance(0.3)) b << "numa = \"single\"\n";
+    }
+    if (r.chance(0.4)) {
+      long long lo = r.between(1, 3);
+      b << "l3_ways = " << range(lo, r.between(static_cast<int>(lo), 11)) << "\n";
+    }
+    if (!b.str().empty()) toml << "[workload.bounds]\n" << b.str();
+  }
+  for (unsigned i = ncrit; i < sc.workloads.size(); ++i) {
+    const auto& w = sc.workloads[i];
+    toml << "[[workload]]\nname = \"" << w.instance << "\"\nmatch = { cgroup = \"/plant/" << w.instance
+         << "\" }\nclass = \"best-effort\"\n";
+    std::ostringstream b;
+    if (kind == Kind::fixable) {
+      if (r.chance(0.4)) b << "shares = " << range(r.pick({2, 64, 128, 256}), 1024) << "\n";
+    } else {
+      if (r.chance(0.4)) {
+        long long lo = r.pick({2, 64, 128, 256, 512, 1024, 2000});
+        b << "shares = " << range(lo, std::max<long long>(lo, r.pick({512, 1024, 2048, 4096}))) << "\n";
+      }
+      if (r.chance(0.3)) {
+        long long lo = r.between(1, 2);
+        b << "cpus = "
+          << range(lo, r.between(static_cast<int>(lo), static_cast<int>(std::max(lo, (long long)n)))) << "\n";
+      }
+      if (r.chance(0.2)) {
+        unsigned len = static_cast<unsigned>(r.between(1, static_cast<int>(cores)));
+        unsigned start = static_cast<unsigned>(r.between(0, static_cast<int>(cores - len)));
+        b << "cpu_pool = \"" << core_span(t, start, len).to_list() << "\"\n";
+      }
+    }
+    if (r.chance(0.4)) {
+      long long lo = r.pick({10, 20, 30, 50, 70});
+      b << "mba_percent = " << range(lo, std::max<long long>(lo, r.pick({50, 80, 100}))) << "\n";
+    }
+    if (!b.str().empty()) toml << "[workload.bounds]\n" << b.str();
+  }
+  bool cpuset = kind == Kind::fixable || r.chance(0.85);
+  toml << "[actuators]\ncpuset = " << (cpuset ? "true" : "false")
+       << "\ncpu_weight = " << (r.chance(0.85) ? "true" : "false")
+       << "\nresctrl = " << (r.chance(0.4) ? "true" : "false")
+       << "\nsteal_task = " << (r.chance(0.3) ? "true" : "false") << "\n";
+  sc.toml = toml.str();
+
+  auto cfg = config::load_string(sc.toml, "scenario.toml", facts(t));
+  if (!cfg) {
+    Generated g;
+    g.refused = cfg.error().empty() ? "?" : cfg.error().front().message;
+    return g;
+  }
+  sc.cfg = std::move(*cfg);
+
+  // Load schedule.
+  switch (kind) {
+    case Kind::steady:
+    case Kind::quiet:
+      sc.ticks = kind == Kind::steady ? 200 : 100;
+      break;
+    case Kind::random: {
+      sc.ticks = 150;
+      int changes = r.between(0, 4);
+      for (int c = 0; c < changes; ++c) {
+        const auto& w =
+            sc.workloads[static_cast<size_t>(r.between(0, static_cast<int>(sc.workloads.size()) - 1))];
+        double d = r.chance(0.3) ? 0.0 : w.critical ? r.uni(0.3, 1.5) : r.uni(0.5, std::min(4.0, 1.5 * n));
+        sc.loads.push_back({static_cast<uint64_t>(r.between(2, 140)), w.instance, d});
+      }
+      std::sort(sc.loads.begin(), sc.loads.end(),
+                [](const auto& a, const auto& b) { return a.tick < b.tick; });
+      break;
+    }
+    case Kind::hand:
+      break;
+    case Kind::fixable: {
+      // Antagonists idle until pressure_at, then saturating the host; the pressure stops at relief_at
+      // (the antagonists' load drops, or in a third of the scenarios the victim's own load stops).
+      sc.pressure_at = static_cast<uint64_t>(r.between(5, 15));
+      sc.relief_at = sc.pressure_at + static_cast<uint64_t>(r.between(60, 90));
+      sc.ticks = sc.relief_at + 120;
+      bool victim_stops = r.chance(1.0 / 3);
+      for (size_t i = 1; i < sc.workloads.size(); ++i) {
+        sc.loads.push_back({sc.pressure_at, sc.workloads[i].instance, sc.workloads[i].demand});
+        sc.workloads[i].demand = 0;
+        if (!victim_stops) sc.loads.push_back({sc.relief_at, sc.workloads[i].instance, 0});
+      }
+      if (victim_stops) sc.loads.push_back({sc.relief_at, sc.workloads[0].instance, 0});
+      std::sort(sc.loads.begin(), sc.loads.end(),
+                [](const auto& a, const auto& b) { return a.tick < b.tick; });
+      break;
+    }
+  }
+  Generated g;
+  g.scenario = std::move(sc);
+  return g;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Running a scenario: plant -> snapshot -> controller -> plan -> plant.
+
+struct TickView {
+  const Snapshot& snap;
+  const Plan& plan;
+  const std::vector<std::string>& refused;  // what the simulated kernel clamped or refused
+  const Plant& plant;
+};
+
+void simulate(const Scenario& sc, const std::function<void(const TickView&)>& on_tick, Policy policy = {}) {
+  Plant plant(sc.topo->online(), sc.workloads, sc.seed ^ 0xC0FFEEull, sc.params);
+  Controller ctl(sc.cfg, *sc.topo, policy);
+  size_t next = 0;
+  for (uint64_t t = 1; t <= sc.ticks; ++t) {
+    while (next < sc.loads.size() && sc.loads[next].tick <= t) {
+      plant.set_demand(sc.loads[next].instance, sc.loads[next].demand);
+      ++next;
+    }
+    Snapshot s = plant.tick();
+    Plan p = ctl.step(s);
+    auto refused = plant.apply(p);
+    on_tick({s, p, refused, plant});
+  }
+}
+
+const char* kind_name(Action::Kind k) {
+  switch (k) {
+    case Action::Kind::act:
+      return "act";
+    case Action::Kind::give_back:
+      return "give_back";
+    case Action::Kind::revert:
+      return "revert";
+  }
+  return "?";
+}
+
+std::string action_line(const Action& a) {
+  return "t=" + std::to_string(a.tick) + " " + kind_name(a.kind) + " " +
+         (a.instance.empty() ? "(host)" : a.instance) + " " + to_string(a.knob) + " '" + a.from + "' -> '" +
+         a.to + "'  [" + a.reason + "]";
+}
+
+// The scenario replayed, as a readable log: every action, and each critical workload's p99 per tick.
+// With `live`, each tick's lines are also printed as they come (so a crash leaves the log up to it).
+std::string replay_log(const Scenario& sc, bool live = false) {
+  std::ostringstream o;
+  simulate(sc, [&](const TickView& v) {
+    size_t mark = live ? o.str().size() : 0;
+    for (const auto& a : v.plan.actions) o << "    " << action_line(a) << "\n";
+    for (const auto& [inst, w] : v.plan.workloads) {
+      const auto* cw = find(sc.cfg, inst);
+      if (!cw || cw->klass != config::WorkloadClass::critical) continue;
+      char b[256];
+      std::snprintf(b, sizeof b, "    t=%llu %s p99 %.0f (model %.0f) slack %.2f%s rung %u%s%s\n",
+                    static_cast<unsigned long long>(v.plan.tick), inst.c_str(), w.p99_us,
+                    v.plant.model_p99_us(inst), w.slack, w.violated ? " VIOLATED" : "", w.rung,
+                    w.blocked.empty() ? "" : " blocked: ", w.blocked.c_str());
+      o << b;
+    }
+    if (live) {
+      std::fputs(o.str().c_str() + mark, stdout);
+      std::fflush(stdout);
+    }
+  });
+  return o.str();
+}
+
+// Failures of one property: counted, the first few printed with their scenario and plan sequence.
+struct Failures {
+  explicit Failures(std::string p) : property(std::move(p)) {}
+  std::string property;
+  unsigned count = 0;
+  std::vector<uint64_t> seeds;
+  std::string details;
+
+  std::set<std::string> shown;  // kinds whose example is in details
+  unsigned examples = 0;
+
+  // One failing scenario. Its scenario and plan sequence are printed for the first two failures and
+  // for the first failure of each kind (`kind` non-empty), at most eight in all.
+  void add(const Scenario& sc, const std::string& what, const std::string& kind_of_what = "") {
+    ++count;
+    seeds.push_back(sc.seed);
+    bool new_kind = !kind_of_what.empty() && shown.insert(kind_of_what).second;
+    if ((count <= 2 || new_kind) && examples < 8) {
+      ++examples;
+      details +=
+          "\n=== " + property + " FAILED: " + what + "\n" + sc.describe() + "  plans:\n" + replay_log(sc);
+    }
+  }
+  std::map<std::string, unsigned> kinds;  // what failed, numbers and names blanked -> scenarios
+
+  // Counts the kind of a failure message: "t=3 svc1: shares 2048 outside [4096, 4096]" -> "shares # outside
+  // [#, #]".
+  static std::string kind(const std::string& message) {
+    std::string k;
+    std::string m = message.starts_with("t=") ? message.substr(message.find(' ') + 1) : message;
+    for (size_t i = 0; i < m.size(); ++i) {
+      if (std::isdigit(static_cast<unsigned char>(m[i])) ||
+          (m[i] == '-' && i + 1 < m.size() && std::isdigit(static_cast<unsigned char>(m[i + 1])) &&
+           (i == 0 || m[i - 1] == ' '))) {
+        while (i + 1 < m.size() && (std::isdigit(static_cast<unsigned char>(m[i + 1])) ||
+                                    std::string_view("-,.").find(m[i + 1]) != std::string_view::npos))
+          ++i;
+        k += '#';
+      } else {
+        k += m[i];
+      }
+    }
+    return k;
+  }
+  std::string summary() const {
+    std::string s = property + ": " + std::to_string(count) + " failing scenario(s), seeds:";
+    for (size_t i = 0; i < seeds.size() && i < 20; ++i) s += " " + std::to_string(seeds[i]);
+    if (!kinds.empty()) {
+      s += "\nkinds (scenarios):";
+      for (const auto& [k, n] : kinds) s += "\n  " + std::to_string(n) + "  " + k;
+    }
+    return s + details;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Property 1: every desired value within the config's bounds.
+
+std::vector<std::string> bound_violations(const Scenario& sc, const TickView& v, uint64_t& checks) {
+  std::vector<std::string> out;
+  const Defaults d;
+  const config::Config& cfg = sc.cfg;
+  const CpuSet& online = sc.topo->online();
+  auto bad = [&](const std::string& m) { out.push_back("t=" + std::to_string(v.plan.tick) + " " + m); };
+  for (const auto& r : v.refused) bad("the kernel would refuse or clamp: " + r);
+  if (v.plan.steal && !cfg.actuators.steal_task)
+    bad("steal_task wanted on with actuators.steal_task = false");
+  for (const auto& a : v.plan.actions)
+    if (a.reason.empty()) bad("action without a reason: " + action_line(a));
+
+  for (const auto& [name, k] : v.plan.desired) {
+    const config::Workload* w = find(cfg, name);
+    if (!w) {
+      bad("desired for unknown instance " + name);
+      continue;
+    }
+    const bool critical = w->klass == config::WorkloadClass::critical;
+    const std::string inst = (critical ? "critical " : "best-effort ") + name;
+    const PlantKnobs& found = v.plant.found(name);
+    const auto& b = w->bounds;
+    if (k.shares) {
+      ++checks;
+      uint64_t lo = b.shares   ? static_cast<uint64_t>(b.shares->min)
+                    : critical ? found.shares
+                               : d.best_effort_shares_min;
+      uint64_t hi = b.shares   ? static_cast<uint64_t>(b.shares->max)
+                    : critical ? d.critical_shares_max
+                               : found.shares;
+      if (!cfg.actuators.cpu_weight) bad(inst + ": shares set with actuators.cpu_weight = false");
+      if (*k.shares < lo || *k.shares > hi)
+        bad(inst + ": shares " + std::to_string(*k.shares) + " outside [" + std::to_string(lo) + ", " +
+            std::to_string(hi) + "]" + (b.shares ? " (bounds.shares)" : " (Defaults / as found)"));
+    }
+    if (k.cpus) {
+      ++checks;
+      const CpuSet& c = *k.cpus;
+      if (!cfg.actuators.cpuset) bad(inst + ": cpus set with actuators.cpuset = false");
+      if (c.empty()) bad(inst + ": empty cpuset");
+      if (!c.subset_of(online)) bad(inst + ": cpus " + c.to_list() + " not all online");
+      if (b.cpu_pool && !c.subset_of(*b.cpu_pool))
+        bad(inst + ": cpus " + c.to_list() + " outside cpu_pool " + b.cpu_pool->to_list());
+      if (b.cpus && (c.count() < b.cpus->min || c.count() > b.cpus->max))
+        bad(inst + ": " + std::to_string(c.count()) + " cpus (" + c.to_list() + ") outside bounds.cpus [" +
+            std::to_string(b.cpus->min) + ", " + std::to_string(b.cpus->max) + "]");
+      if (critical && c.intersects(cfg.host.reserved_cpus))
+        bad(inst + ": critical cpus " + c.to_list() + " on reserved " + cfg.host.reserved_cpus.to_list());
+      if (!critical) {
+        unsigned min = std::max(d.best_effort_cpus_min, b.cpus ? static_cast<unsigned>(b.cpus->min) : 0u);
+        if (c.count() < min)
+          bad(inst + ": best-effort keeps " + std::to_string(c.count()) + " cpus, below " +
+              std::to_string(min));
+      }
+    }
+    if (k.l3_ways) {
+      ++checks;
+      if (!cfg.actuators.resctrl) bad(inst + ": l3_ways set with actuators.resctrl = false");
+      if (!b.l3_ways || *k.l3_ways < b.l3_ways->min || *k.l3_ways > b.l3_ways->max)
+        bad(inst + ": l3_ways " + std::to_string(*k.l3_ways) + " outside bounds.l3_ways" +
+            (b.l3_ways ? " [" + std::to_string(b.l3_ways->min) + ", " + std::to_string(b.l3_ways->max) + "]"
+                       : " (none)"));
+    }
+    if (k.mba_percent) {
+      ++checks;
+      if (!cfg.actuators.resctrl) bad(inst + ": mba_percent set with actuators.resctrl = false");
+      if (!b.mba_percent || *k.mba_percent < b.mba_percent->min || *k.mba_percent > b.mba_percent->max)
+        bad(inst + ": mba_percent " + std::to_string(*k.mba_percent) + " outside bounds.mba_percent" +
+            (b.mba_percent
+                 ? " [" + std::to_string(b.mba_percent->min) + ", " + std::to_string(b.mba_percent->max) + "]"
+                 : " (none)"));
+    }
+  }
+  // Dedicated means dedicated: a critical workload's desired CPUs hold no best-effort work, and two
+  // critical workloads never hold the same CPU.
+  for (const auto& [inst, k] : v.plan.desired) {
+    const config::Workload* w = find(cfg, inst);
+    if (!w || w->klass != config::WorkloadClass::critical || !k.cpus) continue;
+    for (const auto& pw : v.plant.workloads()) {
+      if (pw.instance == inst) continue;
+      ++checks;
+      auto it = v.plan.desired.find(pw.instance);
+      if (pw.critical) {
+        if (it != v.plan.desired.end() && it->second.cpus && it->second.cpus->intersects(*k.cpus))
+          bad(inst + " and " + pw.instance + " (both critical) hold CPUs " +
+              (*k.cpus & *it->second.cpus).to_list());
+        continue;
+      }
+      CpuSet be =
+          it != v.plan.desired.end() && it->second.cpus ? *it->second.cpus : v.plant.found(pw.instance).cpus;
+      if (be.intersects(*k.cpus))
+        bad("best-effort " + pw.instance + " (cpus " + be.to_list() + ") on " + inst + "'s dedicated CPUs " +
+            k.cpus->to_list());
+    }
+  }
+  return out;
+}
+
+// Property 7 (design.md, "Data flow of one tick"): at most one step per knob per workload per tick, and
+// the actions tell the truth: each one's `from` is the value the previous plan wanted, the last one's `to`
+// is what this plan wants, no desired value changes without an action, and the actions of one step
+// (one reason) have one kind.
+class PlanLedger {
+ public:
+  std::vector<std::string> check(const Plan& p) {
+    std::vector<std::string> out;
+    auto bad = [&](const std::string& m) { out.push_back("t=" + std::to_string(p.tick) + " " + m); };
+    std::map<std::pair<std::string, Knob>, std::string> now = values(p);
+    std::map<std::pair<std::string, Knob>, unsigned> count;
+    std::map<std::pair<std::string, Knob>, std::string> last_to;
+    std::map<std::string, std::set<Action::Kind>> kinds_of_reason;
+    for (const auto& a : p.actions) {
+      auto key = std::make_pair(a.instance, a.knob);
+      std::string who = (a.instance.empty() ? "(host)" : a.instance) + " " + to_string(a.knob);
+      if (++count[key] == 2) bad("two steps on " + who + " in one tick");
+      std::string was = last_to.contains(key) ? last_to[key] : value_of(prev_, key);
+      if (a.from != was) bad(who + ": action says from '" + a.from + "' but the value was '" + was + "'");
+      last_to[key] = a.to;
+      kinds_of_reason[a.reason].insert(a.kind);
+    }
+    for (const auto& [key, to] : last_to)
+      if (value_of(now, key) != to)
+        bad((key.first.empty() ? "(host)" : key.first) + " " + to_string(key.second) +
+            ": last action says '" + to + "' but desired is '" + value_of(now, key) + "'");
+    std::set<std::pair<std::string, Knob>> keys;
+    for (const auto& [k, v] : now) keys.insert(k);
+    for (const auto& [k, v] : prev_) keys.insert(k);
+    for (const auto& key : keys)
+      if (value_of(now, key) != value_of(prev_, key) && !last_to.contains(key))
+        bad((key.first.empty() ? "(host)" : key.first) + " " + to_string(key.second) + " changed '" +
+            value_of(prev_, key) + "' -> '" + value_of(now, key) + "' without an action");
+    for (const auto& [reason, kinds] : kinds_of_reason)
+      if (kinds.size() > 1)
+        bad("the actions of one step have different kinds (act/give_back/revert): " + reason);
+    prev_ = std::move(now);
+    return out;
+  }
+
+ private:
+  static std::map<std::pair<std::string, Knob>, std::string> values(const Plan& p) {
+    std::map<std::pair<std::string, Knob>, std::string> v;
+    for (const auto& [inst, k] : p.desired) {
+      if (k.shares) v[{inst, Knob::shares}] = std::to_string(*k.shares);
+      if (k.cpus) v[{inst, Knob::cpus}] = k.cpus->to_list();
+      if (k.l3_ways) v[{inst, Knob::l3_ways}] = std::to_string(*k.l3_ways);
+      if (k.mba_percent) v[{inst, Knob::mba_percent}] = std::to_string(*k.mba_percent);
+    }
+    v[{"", Knob::steal}] = p.steal ? "on" : "off";
+    return v;
+  }
+  static std::string value_of(const std::map<std::pair<std::string, Knob>, std::string>& m,
+                              const std::pair<std::string, Knob>& key) {
+    auto it = m.find(key);
+    if (it != m.end()) return it->second;
+    return key.second == Knob::steal ? "off" : "";
+  }
+  std::map<std::pair<std::string, Knob>, std::string> prev_ = {{{"", Knob::steal}, "off"}};
+};
+
+// Records a scenario's failure kinds in f (tagged with how many critical workloads it has), with the
+// first message of a kind not shown yet as its example.
+void add_kinds(Failures& f, const Scenario& sc, const std::map<std::string, std::string>& kinds) {
+  if (kinds.empty()) return;
+  unsigned ncrit = 0;
+  for (const auto& w : sc.workloads) ncrit += w.critical;
+  for (const auto& [k, m] : kinds) ++f.kinds["[" + std::to_string(ncrit) + " critical] " + k];
+  auto ex =
+      std::find_if(kinds.begin(), kinds.end(), [&](const auto& e) { return !f.shown.contains(e.first); });
+  if (ex == kinds.end()) ex = kinds.begin();
+  f.add(sc, ex->second, ex->first);
+}
+
+TEST(ControllerProperty, BoundsNeverCrossedAndPlansConsistent) {
+  Failures f{"bounds never crossed"}, c{"plan consistency"};
+  Row row{"1 bounds never crossed (random, load changes)"};
+  Row crow{"7 one step per knob per tick, truthful log"};
+  unsigned refused = 0, acted = 0, be_reserved = 0;
+  for (uint64_t seed = 1; row.scenarios < 2000; ++seed) {
+    auto g = generate(seed % 4 == 0 ? Kind::steady : Kind::random, seed);
+    if (!g.scenario) {
+      ++refused;
+      continue;
+    }
+    const Scenario& sc = *g.scenario;
+    ++row.scenarios;
+    ++crow.scenarios;
+    std::map<std::string, std::string> kinds, ckinds;  // kind -> its first message in this scenario
+    bool any_action = false, be_on_reserved = false;
+    PlanLedger ledger;
+    simulate(sc, [&](const TickView& v) {
+      ++row.ticks;
+      ++crow.ticks;
+      crow.checks += v.plan.actions.size() + 1;
+      any_action = any_action || !v.plan.actions.empty();
+      for (const auto& b : bound_violations(sc, v, row.checks)) kinds.emplace(Failures::kind(b), b);
+      for (const auto& b : ledger.check(v.plan)) ckinds.emplace(Failures::kind(b), b);
+      for (const auto& [inst, k] : v.plan.desired) {
+        const config::Workload* w = find(sc.cfg, inst);
+        if (w && w->klass == config::WorkloadClass::best_effort && k.cpus &&
+            k.cpus->intersects(sc.cfg.host.reserved_cpus))
+          be_on_reserved = true;
+      }
+    });
+    acted += any_action;
+    be_reserved += be_on_reserved;
+    add_kinds(f, sc, kinds);
+    add_kinds(c, sc, ckinds);
+  }
+  row.failed = f.count;
+  row.note =
+      std::to_string(acted) + " scenarios acted; " + std::to_string(refused) +
+      " configs refused by the validator; not checked: best-effort cpus written onto host.reserved_cpus in " +
+      std::to_string(be_reserved);
+  crow.failed = c.count;
+  rows().push_back(row);
+  rows().push_back(crow);
+  EXPECT_EQ(f.count, 0u) << f.summary();
+  EXPECT_EQ(c.count, 0u) << c.summary();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Properties 2 and 4 on fixable scenarios: recovery within N ticks of the pressure starting, and
+// everything given back within M ticks of it stopping.
+
+// Weight steps the ladder may take before its next rung: the victim doubles to its maximum, the
+// antagonists halve to their minimum, one step per cooldown.
+unsigned weight_steps(const Scenario& sc) {
+  const Defaults d;
+  auto log2_ratio = [](double a, double b) {
+    return a > b ? static_cast<unsigned>(std::ceil(std::log2(a / b))) : 0u;
+  };
+  unsigned steps = 0;
+  if (!sc.cfg.actuators.cpu_weight) return 0;
+  for (const auto& w : sc.cfg.workloads) {
+    if (w.klass == config::WorkloadClass::critical)
+      steps = std::max(steps, log2_ratio(w.bounds.shares ? static_cast<double>(w.bounds.shares->max)
+                                                         : static_cast<double>(d.critical_shares_max),
+                                         1024));
+    else
+      steps =
+          std::max(steps, log2_ratio(1024, w.bounds.shares ? static_cast<double>(w.bounds.shares->min)
+                                                           : static_cast<double>(d.best_effort_shares_min)));
+  }
+  return steps;
+}
+
+TEST(ControllerProperty, RecoveryAndGiveBack) {
+  const Policy pol;
+  Failures rec{"recovery"}, give{"give-back"};
+  Row rrow{"2 recovery within N ticks (fixable)"}, grow{"4 give-back within M ticks (fixable)"};
+  unsigned violated = 0, refused = 0, victim_stops = 0, worst_rec = 0, worst_give = 0;
+  for (uint64_t seed = 1; rrow.scenarios < 1000; ++seed) {
+    auto g = generate(Kind::fixable, seed);
+    if (!g.scenario) {
+      ++refused;
+      continue;
+    }
+    const Scenario& sc = *g.scenario;
+    ++rrow.scenarios;
+    ++grow.scenarios;
+    const std::string victim = sc.workloads[0].instance;
+    const double slo = slo_us(*find(sc.cfg, victim));
+    // N: detection (violate_ticks, plus the EWMA catching up), one cooldown per weight step and per
+    // CPU step (at most 3: the first placement sized by usage, then one more CPU or core at a time),
+    // then the EWMA coming down.
+    const uint64_t n = pol.violate_ticks + 3 + pol.cooldown_ticks * (weight_steps(sc) + 3) + 4;
+    bool stops = false;
+    for (const auto& l : sc.loads) stops = stops || (l.instance == victim && l.demand == 0);
+    victim_stops += stops;
+
+    uint64_t recovered_at = 0, seen_at = 0, returned_at = 0, m = 0;
+    bool was_violated = false;
+    unsigned rungs_at_relief = 0;
+    simulate(sc, [&](const TickView& v) {
+      uint64_t t = v.plan.tick;
+      ++rrow.ticks;
+      const WorkloadView& view = v.plan.workloads.at(victim);
+      if (t >= sc.pressure_at && t < sc.relief_at) {
+        was_violated = was_violated || view.violated;
+        ++rrow.checks;
+        if (!recovered_at && v.plant.model_p99_us(victim) < slo) recovered_at = t;
+        if (recovered_at && !seen_at && view.p99_us < slo) seen_at = t;
+      }
+      if (t == sc.relief_at) {
+        rungs_at_relief = view.rung;
+        // M: a give-back lockout that may be running, the EWMA coming up, then give_back_ticks per rung.
+        m = pol.lockout_ticks + 4 + static_cast<uint64_t>(rungs_at_relief) * (pol.give_back_ticks + 1);
+      }
+      if (t >= sc.relief_at) {
+        ++grow.checks;
+        bool home = v.plan.desired.empty() && !v.plan.steal;
+        for (const auto& w : v.plant.workloads())
+          home = home && v.plant.knobs(w.instance) == v.plant.found(w.instance);
+        if (home && !returned_at) returned_at = t;
+        if (!home) returned_at = 0;
+      }
+    });
+    grow.ticks += sc.ticks - sc.relief_at;
+    violated += was_violated;
+    if (!recovered_at || recovered_at > sc.pressure_at + n || !seen_at || seen_at > sc.pressure_at + n + 3) {
+      rec.add(sc, "victim " + victim + " not recovered within N=" + std::to_string(n) + " ticks of tick " +
+                      std::to_string(sc.pressure_at) + " (model p99 under SLO at " +
+                      (recovered_at ? std::to_string(recovered_at) : std::string("never")) +
+                      ", controller sees it at " +
+                      (seen_at ? std::to_string(seen_at) : std::string("never")) + ")");
+    } else {
+      worst_rec = std::max(worst_rec, static_cast<unsigned>(seen_at - sc.pressure_at));
+    }
+    if (!returned_at || returned_at > sc.relief_at + m) {
+      const std::string kind = stops ? "the victim's load stopped" : "the antagonists' load dropped";
+      ++give.kinds[kind];
+      give.add(sc,
+               std::string(stops ? "victim's load stopped" : "antagonists' load dropped") + " at tick " +
+                   std::to_string(sc.relief_at) + " with " + std::to_string(rungs_at_relief) +
+                   " rungs in use; not all given back (and kept) within M=" + std::to_string(m) + " ticks" +
+                   (returned_at ? " (home at " + std::to_string(returned_at) + ")" : ""),
+               kind);
+    } else {
+      worst_give = std::max(worst_give, static_cast<unsigned>(returned_at - sc.relief_at));
+    }
+  }
+  rrow.failed = rec.count;
+  rrow.note = std::to_string(violated) + " violated; slowest recovery " + std::to_string(worst_rec) +
+              " ticks; " + std::to_string(refused) + " configs refused";
+  grow.failed = give.count;
+  grow.note = std::to_string(victim_stops) + " with the victim stopping; slowest give-back " +
+              std::to_string(worst_give) + " ticks";
+  rows().push_back(rrow);
+  rows().push_back(grow);
+  EXPECT_GT(violated, rrow.scenarios * 9 / 10)
+      << "the fixable scenarios should nearly all start with a violation";
+  EXPECT_EQ(rec.count, 0u) << rec.summary();
+  EXPECT_EQ(give.count, 0u) << give.summary();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Property 3: no flapping under constant load.
+
+struct KnobTrack {
+  std::optional<std::string> last_value;
+  int last_dir = 0;
+  unsigned moves = 0, reversals = 0;
+};
+
+// How much a knob value protects the critical workloads: more shares, CPUs of its own and L3 ways for a
+// critical workload; fewer shares, CPUs and less bandwidth for a best-effort one; steal on. As found
+// ("") is the least protection.
+double protection(const Scenario& sc, const std::string& inst, Knob k, const std::string& value) {
+  if (k == Knob::steal) return value == "on" ? 1 : 0;
+  const config::Workload* w = find(sc.cfg, inst);
+  const bool critical = w && w->klass == config::WorkloadClass::critical;
+  const double all = sc.topo->online().count();
+  switch (k) {
+    case Knob::shares:
+      return critical ? (value.empty() ? 1024 : std::stod(value))
+                      : -(value.empty() ? 1024 : std::stod(value));
+    case Knob::cpus: {
+      double n = value.empty() ? (critical ? 0 : all) : CpuSet::parse_list(value).value().count();
+      return critical ? n : -n;
+    }
+    case Knob::l3_ways:
+      return value.empty() ? 0 : std::stod(value);
+    case Knob::mba_percent:
+      return -(value.empty() ? 100 : std::stod(value));
+    case Knob::steal:
+      break;
+  }
+  return 0;
+}
+
+TEST(ControllerProperty, NoFlappingUnderConstantLoad) {
+  const Policy pol;
+  Failures f{"no flapping"};
+  Row row{"3 no flapping (steady, 200 ticks)"};
+  unsigned refused = 0, worst = 0;
+  uint64_t failed_probes = 0;  // give-backs that brought the violation back (a few ticks over SLO each)
+  std::map<unsigned, unsigned> histogram;  // reversals of the busiest knob -> scenarios
+  for (uint64_t seed = 1; row.scenarios < 600; ++seed) {
+    auto g = generate(Kind::steady, seed + 100000);
+    if (!g.scenario) {
+      ++refused;
+      continue;
+    }
+    const Scenario& sc = *g.scenario;
+    ++row.scenarios;
+    unsigned ncrit = 0;
+    for (const auto& w : sc.workloads) ncrit += w.critical;
+    // K: a victim's ladder may probe a knob (give back, and re-apply on a returning violation; or step,
+    // and revert a step that did not help) at most once per lockout period, plus the initial climb. A
+    // best-effort knob (or steal) answers to every critical workload, so it gets that many times more.
+    const unsigned per_victim =
+        2 * static_cast<unsigned>((sc.ticks + pol.lockout_ticks - 1) / pol.lockout_ticks);
+    auto k_max = [&](const std::string& inst) {
+      const config::Workload* w = find(sc.cfg, inst);
+      bool own = w && w->klass == config::WorkloadClass::critical;
+      return (own ? 1 : ncrit) * per_victim + 2;
+    };
+    std::map<std::pair<std::string, Knob>, KnobTrack> tracks;
+    simulate(sc, [&](const TickView& v) {
+      ++row.ticks;
+      std::set<std::string> probes;
+      for (const auto& a : v.plan.actions)
+        if (a.reason.starts_with("give-back reverted")) probes.insert(a.reason);
+      failed_probes += probes.size();
+      for (const auto& a : v.plan.actions) {
+        ++row.checks;
+        KnobTrack& tr = tracks[{a.instance, a.knob}];
+        double before = protection(sc, a.instance, a.knob, a.from),
+               after = protection(sc, a.instance, a.knob, a.to);
+        // A change at equal protection (the same number of other CPUs) is a reshuffle: counted as a reversal.
+        int dir = after > before ? 1 : after < before ? -1 : 0;
+        ++tr.moves;
+        if (dir == 0 || (tr.last_dir != 0 && dir != tr.last_dir)) ++tr.reversals;
+        if (dir != 0) tr.last_dir = dir;
+      }
+    });
+    unsigned busiest = 0, over = 0, k = 0;
+    std::string which;
+    for (const auto& [key, tr] : tracks) {
+      busiest = std::max(busiest, tr.reversals);
+      if (tr.reversals > k_max(key.first) && tr.reversals - k_max(key.first) >= over) {
+        over = tr.reversals - k_max(key.first);
+        k = k_max(key.first);
+        which = (key.first.empty() ? "(host)" : key.first) + " " + to_string(key.second);
+      }
+    }
+    ++histogram[busiest];
+    worst = std::max(worst, busiest);
+    if (!which.empty()) {
+      const std::string kind = std::to_string(ncrit) + " critical workload(s), knob " +
+                               Failures::kind(which.substr(0, which.find(' '))) +
+                               which.substr(which.find(' '));
+      ++f.kinds[kind];
+      f.add(sc,
+            which + " changed direction " + std::to_string(k + over) + " times in " +
+                std::to_string(sc.ticks) + " ticks (K=" + std::to_string(k) + ")",
+            kind);
+    }
+  }
+  row.failed = f.count;
+  std::string hist;
+  for (const auto& [rv, count] : histogram) hist += " " + std::to_string(rv) + ":" + std::to_string(count);
+  row.note = "most reversals of one knob " + std::to_string(worst) + "; " + std::to_string(failed_probes) +
+             " give-backs undone by a returning violation; reversals:scenarios" + hist;
+  rows().push_back(row);
+  EXPECT_EQ(f.count, 0u) << f.summary();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Property 5: the same scenario twice gives the same plans.
+
+std::string plan_text(const Plan& p) {
+  std::ostringstream o;
+  o << p.tick << (p.steal ? " steal" : "") << "\n";
+  for (const auto& a : p.actions) o << action_line(a) << "\n";
+  for (const auto& [inst, k] : p.desired)
+    o << inst << " " << (k.shares ? std::to_string(*k.shares) : "-") << " "
+      << (k.cpus ? k.cpus->to_list() : "-") << " " << (k.l3_ways ? std::to_string(*k.l3_ways) : "-") << " "
+      << (k.mba_percent ? std::to_string(*k.mba_percent) : "-") << "\n";
+  for (const auto& i : p.interference) o << i.victim << "<" << i.antagonist << " " << i.score << "\n";
+  for (const auto& [inst, w] : p.workloads)
+    o << inst << " " << w.p99_us << " " << w.slack << " " << w.violated << " " << w.rung << " " << w.blocked
+      << "\n";
+  return o.str();
+}
+
+TEST(ControllerProperty, DeterministicReplay) {
+  Failures f{"determinism"};
+  Row row{"5 determinism (replayed twice)"};
+  uint64_t total_actions = 0;
+  for (uint64_t seed = 1; row.scenarios < 300; ++seed) {
+    auto g = generate(seed % 2 ? Kind::random : Kind::fixable, seed + 200000);
+    if (!g.scenario) continue;
+    const Scenario& sc = *g.scenario;
+    ++row.scenarios;
+    std::vector<std::string> first, second;
+    simulate(sc, [&](const TickView& v) {
+      first.push_back(plan_text(v.plan));
+      total_actions += v.plan.actions.size();
+    });
+    simulate(sc, [&](const TickView& v) { second.push_back(plan_text(v.plan)); });
+    row.ticks += sc.ticks;
+    row.checks += first.size();
+    for (size_t i = 0; i < first.size(); ++i)
+      if (i >= second.size() || first[i] != second[i]) {
+        f.add(sc, "tick " + std::to_string(i + 1) + " differs:\n" + first[i] + "vs\n" +
+                      (i < second.size() ? second[i] : "(missing)"));
+        break;
+      }
+  }
+  row.failed = f.count;
+  row.note = std::to_string(total_actions) + " actions compared";
+  rows().push_back(row);
+  EXPECT_GT(total_actions, 0u);
+  EXPECT_EQ(f.count, 0u) << f.summary();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Property 6: no pressure, no actions.
+
+TEST(ControllerProperty, NoPressureNoActions) {
+  Failures f{"no pressure, no action"};
+  Row row{"6 no pressure -> no actions (quiet)"};
+  for (uint64_t seed = 1; row.scenarios < 600; ++seed) {
+    auto g = generate(Kind::quiet, seed + 300000);
+    if (!g.scenario) continue;
+    const Scenario& sc = *g.scenario;
+    ++row.scenarios;
+    std::string first;
+    simulate(sc, [&](const TickView& v) {
+      ++row.ticks;
+      ++row.checks;
+      if (!first.empty()) return;
+      if (!v.plan.actions.empty())
+        first = "action " + action_line(v.plan.actions.front());
+      else if (!v.plan.desired.empty() || v.plan.steal)
+        first = "t=" + std::to_string(v.plan.tick) + ": desired not empty";
+      for (const auto& [inst, w] : v.plan.workloads)
+        if (first.empty() && (w.violated || !w.blocked.empty()))
+          first = "t=" + std::to_string(v.plan.tick) + ": " + inst + " violated/blocked without pressure";
+    });
+    if (!first.empty()) f.add(sc, first);
+  }
+  row.failed = f.count;
+  rows().push_back(row);
+  EXPECT_EQ(f.count, 0u) << f.summary();
+}
+
+// KEEL_PLANT_REPLAY=KIND:SEED (as a failure prints it) prints that scenario and its plan sequence.
+TEST(ControllerProperty, ReplayOne) {
+  const char* spec = std::getenv("KEEL_PLANT_REPLAY");
+  if (!spec) GTEST_SKIP() << "set KEEL_PLANT_REPLAY=KIND:SEED to print one scenario's plans";
+  std::string text = spec;
+  size_t colon = text.find(':');
+  ASSERT_NE(colon, std::string::npos) << "KEEL_PLANT_REPLAY=KIND:SEED, e.g. random:7";
+  std::string kind = text.substr(0, colon);
+  uint64_t seed = std::stoull(text.substr(colon + 1));
+  std::optional<Kind> k;
+  for (Kind c : {Kind::random, Kind::steady, Kind::fixable, Kind::quiet})
+    if (kind == kind_name(c)) k = c;
+  ASSERT_TRUE(k) << "kind is random, steady, fixable or quiet";
+  auto g = generate(*k, seed);
+  ASSERT_TRUE(g.scenario) << "the validator refused this scenario's config: " << g.refused;
+  std::printf("%s  plans:\n", g.scenario->describe().c_str());
+  replay_log(*g.scenario, true);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Hand-written scenarios. KEEL_PLANT_VERBOSE=1 prints their plan sequences.
+
+// A hand scenario's plan sequence, for failure messages; printed too with KEEL_PLANT_VERBOSE set.
+std::string logged(const Scenario& sc) {
+  std::string log = "\n" + sc.describe() + "  plans:\n" + replay_log(sc);
+  if (std::getenv("KEEL_PLANT_VERBOSE")) std::printf("%s", log.c_str());
+  return log;
+}
+
+Scenario hand(const std::string& spec, const std::string& toml, std::vector<PlantWorkload> workloads,
+              uint64_t ticks, double noise = 0.1) {
+  Scenario sc;
+  sc.seed = 42;
+  sc.spec = spec;
+  sc.topo = &topology(spec);
+  sc.toml = toml;
+  auto cfg = config::load_string(toml, "hand.toml", facts(*sc.topo));
+  if (!cfg) throw std::runtime_error("hand config refused: " + cfg.error().front().str());
+  sc.cfg = std::move(*cfg);
+  sc.workloads = std::move(workloads);
+  sc.params.noise_sigma = noise;
+  sc.ticks = ticks;
+  return sc;
+}
+
+PlantWorkload critical(const std::string& name, double demand, double base = 50) {
+  PlantWorkload w;
+  w.instance = name;
+  w.critical = true;
+  w.demand = demand;
+  w.base_p99_us = base;
+  return w;
+}
+
+PlantWorkload best_effort(const std::string& name, double demand, double pressure = 0.2) {
+  PlantWorkload w;
+  w.instance = name;
+  w.demand = demand;
+  w.cache_pressure = pressure;
+  return w;
+}
+
+// The end-to-end test's setup: a 2-CPU host, a latency-sensitive service and a hog of both CPUs.
+TEST(ControllerScenario, VictimAndHogOnTwoCpus) {
+  const std::string toml = R"(
+[[workload]]
+name = "svc"
+match = { cgroup = "/plant/svc" }
+class = "critical"
+slo = { runqueue_p99 = "1ms" }
+[[workload]]
+name = "hog"
+match = { cgroup = "/plant/hog" }
+class = "best-effort"
+)";
+  Scenario sc =
+      hand("pack:1 numa:1 l3:1 core:2 pu:1", toml, {critical("svc", 0.5), best_effort("hog", 0)}, 140);
+  sc.loads = {{6, "hog", 2.0}, {70, "hog", 0.0}};
+  const Policy pol;
+  uint64_t ticks_quiet_actions = 0, first_act = 0, first_cpus = 0, last_shares_act = 0, recovered = 0,
+           home = 0;
+  bool hog_named = false, isolated = false;
+  uint64_t checks = 0;
+  std::vector<std::string> problems;
+  simulate(sc, [&](const TickView& v) {
+    uint64_t t = v.plan.tick;
+    for (const auto& p : bound_violations(sc, v, checks)) problems.push_back(p);
+    if (t < 6) ticks_quiet_actions += v.plan.actions.size();
+    for (const auto& a : v.plan.actions) {
+      if (a.kind != Action::Kind::act || t >= 70) continue;
+      if (!first_act) first_act = t;
+      if (a.knob == Knob::shares) last_shares_act = t;
+      if (a.knob == Knob::cpus && !first_cpus) first_cpus = t;
+      if (a.reason.find("hog") != std::string::npos) hog_named = true;
+    }
+    for (const auto& i : v.plan.interference)
+      if (i.victim == "svc" && i.antagonist == "hog") hog_named = true;
+    if (t < 70 && first_cpus && !recovered && v.plan.workloads.at("svc").p99_us < 1000) {
+      recovered = t;
+      const auto& svc = v.plant.knobs("svc").cpus;
+      const auto& hog = v.plant.knobs("hog").cpus;
+      isolated = svc.count() == 1 && hog.count() == 1 && !svc.intersects(hog);
+    }
+    bool at_home = v.plan.desired.empty() && v.plant.knobs("svc") == v.plant.found("svc") &&
+                   v.plant.knobs("hog") == v.plant.found("hog");
+    if (t >= 70 && at_home && !home) home = t;
+    if (!at_home) home = 0;
+  });
+  const std::string log = logged(sc);
+  EXPECT_TRUE(problems.empty()) << problems.front() << log;
+  EXPECT_EQ(ticks_quiet_actions, 0u) << "acted before the hog started" << log;
+  ASSERT_NE(first_act, 0u) << "never acted" << log;
+  EXPECT_LE(first_act, 6 + pol.violate_ticks + 1) << log;
+  EXPECT_TRUE(hog_named) << "the hog is never named as the antagonist" << log;
+  ASSERT_NE(first_cpus, 0u) << "never gave the victim CPUs of its own" << log;
+  EXPECT_LT(last_shares_act, first_cpus) << "weights are the first rung, cpusets the second" << log;
+  ASSERT_NE(recovered, 0u) << "never recovered" << log;
+  EXPECT_TRUE(isolated) << "recovered without a CPU each" << log;
+  EXPECT_LE(recovered, 6 + 25u) << log;
+  ASSERT_NE(home, 0u) << "not everything given back after the hog stopped" << log;
+  EXPECT_LE(home, 70 + pol.lockout_ticks + 4 + 4 * (pol.give_back_ticks + 1)) << log;
+}
+
+// The victim's bounds allow one weight step and no CPUs: the controller takes that step, goes no further
+// and says why.
+TEST(ControllerScenario, BoundsAllowNoMore) {
+  const std::string toml = R"(
+[[workload]]
+name = "svc"
+match = { cgroup = "/plant/svc" }
+class = "critical"
+slo = { runqueue_p99 = "1ms" }
+[workload.bounds]
+shares = { min = 1024, max = 2048 }
+[[workload]]
+name = "hog"
+match = { cgroup = "/plant/hog" }
+class = "best-effort"
+[workload.bounds]
+shares = { min = 512, max = 1024 }
+cpus = { min = 2, max = 2 }
+[actuators]
+resctrl = true
+)";
+  Scenario sc =
+      hand("pack:1 numa:1 l3:1 core:2 pu:1", toml, {critical("svc", 0.5), best_effort("hog", 2.0)}, 80);
+  std::vector<std::string> problems, actions;
+  uint64_t checks = 0, blocked_ticks = 0, violated_ticks = 0;
+  std::string why;
+  simulate(sc, [&](const TickView& v) {
+    for (const auto& p : bound_violations(sc, v, checks)) problems.push_back(p);
+    for (const auto& a : v.plan.actions) actions.push_back(action_line(a));
+    const auto& w = v.plan.workloads.at("svc");
+    violated_ticks += w.violated;
+    if (!w.blocked.empty()) {
+      ++blocked_ticks;
+      why = w.blocked;
+    }
+  });
+  const std::string log = logged(sc);
+  EXPECT_TRUE(problems.empty()) << problems.front() << log;
+  // One weight step (svc 1024 -> 2048, hog 1024 -> 512), never undone: it helped, but not enough.
+  ASSERT_EQ(actions.size(), 2u) << log;
+  std::sort(actions.begin(), actions.end());
+  EXPECT_NE(actions[0].find("act hog shares '' -> '512'"), std::string::npos) << log;
+  EXPECT_NE(actions[1].find("act svc shares '' -> '2048'"), std::string::npos) << log;
+  EXPECT_GT(violated_ticks, 60u) << "the model should keep the victim in violation" << log;
+  EXPECT_GT(blocked_ticks, 60u) << "a violated victim with nothing left must say so" << log;
+  EXPECT_NE(why.find("bound"), std::string::npos) << why;
+}
+
+// Two critical workloads with disjoint pools and one best-effort hog of the whole host: each gets
+// CPUs of its own pool, the hog keeps what is left; when one victim's load stops and it gives back,
+// the other keeps its CPUs to itself.
+TEST(ControllerScenario, TwoCriticalDisjointPools) {
+  const std::string toml = R"(
+[[workload]]
+name = "alpha"
+match = { cgroup = "/plant/alpha" }
+class = "critical"
+slo = { runqueue_p99 = "1ms" }
+[workload.bounds]
+cpu_pool = "0-3"
+[[workload]]
+name = "beta"
+match = { cgroup = "/plant/beta" }
+class = "critical"
+slo = { runqueue_p99 = "1ms" }
+[workload.bounds]
+cpu_pool = "4-7"
+[[workload]]
+name = "hog"
+match = { cgroup = "/plant/hog" }
+class = "best-effort"
+)";
+  Scenario sc = hand("pack:1 numa:1 l3:1 core:8 pu:1", toml,
+                     {critical("alpha", 1.0), critical("beta", 0.0), best_effort("hog", 10.0)}, 220);
+  // beta starts later than alpha, so their ladders interleave; alpha's load stops at 90; the hog stops at
+  // 150.
+  sc.loads = {{12, "beta", 1.2}, {90, "alpha", 0.0}, {150, "hog", 0.0}};
+  std::vector<std::string> problems;
+  uint64_t checks = 0, both_recovered = 0, home = 0;
+  simulate(sc, [&](const TickView& v) {
+    uint64_t t = v.plan.tick;
+    for (const auto& p : bound_violations(sc, v, checks)) problems.push_back(p);
+    const auto& a = v.plan.workloads.at("alpha");
+    const auto& b = v.plan.workloads.at("beta");
+    if (!both_recovered && t > 12 && t < 90 && a.rung > 0 && b.rung > 0 &&
+        v.plant.model_p99_us("alpha") < 1000 && v.plant.model_p99_us("beta") < 1000) {
+      both_recovered = t;
+      EXPECT_TRUE(v.plant.knobs("alpha").cpus.subset_of(CpuSet::range(0, 3)))
+          << to_string(v.plant.knobs("alpha"));
+      EXPECT_TRUE(v.plant.knobs("beta").cpus.subset_of(CpuSet::range(4, 7)))
+          << to_string(v.plant.knobs("beta"));
+    }
+    bool at_home = v.plan.desired.empty();
+    for (const auto& w : v.plant.workloads())
+      at_home = at_home && v.plant.knobs(w.instance) == v.plant.found(w.instance);
+    if (t >= 150 && at_home && !home) home = t;
+    if (!at_home) home = 0;
+  });
+  const std::string log = logged(sc);
+  EXPECT_TRUE(problems.empty()) << problems.size() << " problems, first: " << problems.front() << log;
+  EXPECT_NE(both_recovered, 0u) << "both victims never recovered together" << log;
+  EXPECT_NE(home, 0u) << "not everything given back after the hog stopped" << log;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The plant itself: monotone in the directions the ladder relies on (if these fail, the controller
+// tests above prove nothing).
+
+TEST(Plant, MonotoneInTheKnobs) {
+  CpuSet cpus = CpuSet::range(0, 3);
+  PlantParams p;
+  p.noise_sigma = 0;
+  Plant plant(cpus, {critical("v", 0.5), best_effort("a", 4.0, 0.5)}, 1, p);
+  const double shared = plant.model_p99_us("v");
+
+  Plan plan;
+  plan.desired["v"].shares = 4096;
+  plan.desired["a"].shares = 256;
+  EXPECT_TRUE(plant.apply(plan).empty());
+  const double weighted = plant.model_p99_us("v");
+  EXPECT_LT(weighted, shared);
+
+  plan.desired["v"].cpus = CpuSet::range(0, 0);
+  plan.desired["a"].cpus = CpuSet::range(1, 3);
+  EXPECT_TRUE(plant.apply(plan).empty());
+  const double dedicated = plant.model_p99_us("v");
+  EXPECT_LT(dedicated, weighted / 4) << "dedicated CPUs must help sharply";
+
+  plan.desired["v"].l3_ways = 6;
+  plant.apply(plan);
+  const double ways = plant.model_p99_us("v");
+  EXPECT_LT(ways, dedicated);
+  plan.desired["a"].mba_percent = 30;
+  plant.apply(plan);
+  EXPECT_LT(plant.model_p99_us("v"), ways);
+
+  // More antagonist load on shared CPUs, more latency.
+  Plant light(cpus, {critical("v", 0.5), best_effort("a", 1.0)}, 1, p);
+  Plant heavy(cpus, {critical("v", 0.5), best_effort("a", 6.0)}, 1, p);
+  EXPECT_LT(light.model_p99_us("v"), heavy.model_p99_us("v"));
+
+  // Usage: demand capped by the weight share of the CPUs it has.
+  Plant crowded(CpuSet::range(0, 0), {critical("v", 1.0), best_effort("a", 1.0)}, 1, p);
+  EXPECT_NEAR(crowded.model_usage("v"), 0.5, 1e-9);
+  Plan w;
+  w.desired["v"].shares = 3072;
+  crowded.apply(w);
+  EXPECT_NEAR(crowded.model_usage("v"), 0.75, 1e-9);
+  EXPECT_NEAR(crowded.model_usage("a"), 0.25, 1e-9);
+}
+
+TEST(Plant, UsageIsTheWeightedFairShare) {
+  PlantParams p;
+  p.noise_sigma = 0;
+  // One CPU, equal weights: the light one gets its 0.2, the two heavy ones split the remaining 0.8.
+  Plant one(CpuSet::range(0, 0), {critical("v", 0.2), best_effort("a", 1.0), best_effort("b", 1.0)}, 1, p);
+  EXPECT_NEAR(one.model_usage("v"), 0.2, 1e-9);
+  EXPECT_NEAR(one.model_usage("a"), 0.4, 1e-9);
+  EXPECT_NEAR(one.model_usage("b"), 0.4, 1e-9);
+  // Two CPUs, a hog of 3 on both and a service of 0.5 spread over both: 0.25 per CPU fits its half.
+  Plant two(CpuSet::range(0, 1), {critical("v", 0.5), best_effort("a", 3.0)}, 1, p);
+  EXPECT_NEAR(two.model_usage("v"), 0.5, 1e-9);
+  EXPECT_NEAR(two.model_usage("a"), 1.5, 1e-9);
+  // An idle workload reports no waits and no latency.
+  Plant idle(CpuSet::range(0, 1), {critical("v", 0.0), best_effort("a", 3.0)}, 1, p);
+  auto s = idle.tick();
+  EXPECT_EQ(s.workloads[0].rq_waits, 0u);
+  EXPECT_EQ(s.workloads[0].rq_p99_us, 0.0);
+  EXPECT_EQ(*s.workloads[0].cpu_usage, 0.0);
+}
+
+TEST(Plant, AppliesPlansAsTheKernelWould) {
+  Plant plant(CpuSet::range(0, 3), {critical("v", 0.5), best_effort("a", 2.0)}, 1);
+  Plan plan;
+  plan.desired["v"].cpus = CpuSet{};             // empty: refused, kept
+  plan.desired["a"].cpus = CpuSet::range(2, 9);  // CPUs that do not exist: refused
+  plan.desired["a"].shares = 1;                  // below the kernel's 2
+  plan.desired["a"].mba_percent = 25;            // rounded up to the granularity
+  auto notes = plant.apply(plan);
+  EXPECT_EQ(notes.size(), 4u);
+  EXPECT_EQ(plant.knobs("v").cpus, CpuSet::range(0, 3));
+  EXPECT_EQ(plant.knobs("a").cpus, CpuSet::range(0, 3));
+  EXPECT_EQ(plant.knobs("a").shares, 2u);
+  EXPECT_EQ(plant.knobs("a").mba_percent, 30u);
+  // Unset = as found.
+  EXPECT_TRUE(plant.apply(Plan{}).empty());
+  EXPECT_EQ(plant.knobs("a"), plant.found("a"));
+}
+
+TEST(Plant, SeededNoiseIsReproducible) {
+  std::vector<PlantWorkload> w = {critical("v", 0.5), best_effort("a", 2.0)};
+  Plant a(CpuSet::range(0, 1), w, 7), b(CpuSet::range(0, 1), w, 7), c(CpuSet::range(0, 1), w, 8);
+  bool differs = false;
+  for (int i = 0; i < 20; ++i) {
+    auto sa = a.tick(), sb = b.tick(), sc = c.tick();
+    EXPECT_EQ(sa.workloads[0].rq_p99_us, sb.workloads[0].rq_p99_us);
+    differs = differs || sa.workloads[0].rq_p99_us != sc.workloads[0].rq_p99_us;
+  }
+  EXPECT_TRUE(differs) << "another seed should give other noise";
+}
+
+}  // namespace
+}  // namespace keel::ctl

@@ -1,0 +1,40 @@
+// One tick's signals, per workload instance: what the controller decides from. Plain data, built by
+// the sensing side (BPF sensor, cgroupfs) or read back from a recorded trace; immutable for the tick.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host/cpuset.h"
+
+namespace keel::ctl {
+
+struct WorkloadSignals {
+  std::string instance;   // "redis", or "batch/job-1" for an `each` workload's instance
+  std::string workload;   // the config workload's name
+  bool critical = false;
+  std::vector<std::string> cgroups;  // its cgroups, paths inside the hierarchy that defines workloads
+  // Run-queue latency over this tick (zeros when it did not wait at all).
+  uint64_t rq_waits = 0;
+  double rq_p50_us = 0;
+  double rq_p99_us = 0;
+  double migrations_per_s = 0;
+  double cross_llc_per_s = 0;
+  double cross_numa_per_s = 0;
+  std::optional<double> cache_misses_per_s;  // none without a PMU
+  std::optional<double> mpki;
+  std::optional<double> cpu_usage;           // CPUs busy: CPU-seconds per second, from cgroupfs
+  std::optional<double> throttled_per_s;
+  CpuSet cpus;                               // where it may run now (its cpuset's effective CPUs)
+  std::optional<uint64_t> shares;            // its CPU weight now, as cpu.shares (v2 weight mapped back)
+};
+
+struct Snapshot {
+  uint64_t tick = 0;
+  double period_s = 1.0;
+  std::vector<WorkloadSignals> workloads;
+};
+
+}  // namespace keel::ctl
