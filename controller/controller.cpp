@@ -268,6 +268,47 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   return std::nullopt;
 }
 
+// Whether applying `to` (a step's after or before values) keeps every best-effort instance at its
+// minimum CPUs once best-effort work moves off the critical instances' CPUs.
+bool Controller::fits(const Snapshot& s, const std::map<std::string, KnobState>& to, std::string& why) const {
+  CpuSet taken;
+  for (const auto& w : s.workloads) {
+    if (!w.critical) continue;
+    auto it = to.find(w.instance);
+    const KnobState* k = it != to.end() ? &it->second : desired_.contains(w.instance) ? &desired_.at(w.instance) : nullptr;
+    if (k && k->cpus) taken |= *k->cpus;
+  }
+  if (taken.empty()) return true;
+  for (const auto& w : s.workloads) {
+    if (w.critical) continue;
+    const config::Workload* bw = find_workload(cfg_, w.workload);
+    CpuSet pool = bw && bw->bounds.cpu_pool ? *bw->bounds.cpu_pool & topo_.online() : topo_.online();
+    unsigned min = std::max(1u, bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min) : defaults_.best_effort_cpus_min);
+    unsigned left = (pool - taken - cfg_.host.reserved_cpus).count();
+    if (left < min) {
+      why = "best-effort " + w.instance + " would keep " + std::to_string(left) + " CPUs, below its minimum " + std::to_string(min);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether a step would change a knob this tick's plan already changed (one step per knob per tick).
+bool Controller::clashes(const Step& step, const Plan& plan, bool forward) const {
+  const auto& to = forward ? step.after : step.before;
+  for (const auto& a : plan.actions) {
+    if (a.knob == Knob::steal && (step.steal_after || step.steal_before)) return true;
+    auto it = to.find(a.instance);
+    if (it == to.end()) continue;
+    KnobState cur = desired_.contains(a.instance) ? desired_.at(a.instance) : KnobState{};
+    const KnobState& k = it->second;
+    if ((a.knob == Knob::shares && k.shares != cur.shares) || (a.knob == Knob::cpus && k.cpus != cur.cpus) ||
+        (a.knob == Knob::l3_ways && k.l3_ways != cur.l3_ways) || (a.knob == Knob::mba_percent && k.mba_percent != cur.mba_percent))
+      return true;
+  }
+  return false;
+}
+
 void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const std::string& reason) {
   const auto& to = kind == Action::Kind::act ? step.after : step.before;
   for (auto [inst, k] : to) {
@@ -327,18 +368,21 @@ Plan Controller::step(const Snapshot& s) {
     std::string named = antagonists.empty() ? "" : "; antagonist " + antagonists.front().antagonist + " (" +
                                                        fmt("%.2f", antagonists.front().score) + " CPUs on its CPUs)";
     // A give-back that brought the violation back is undone and give-back locked out for a while.
+    std::string unfit;
     if (st.given_back && view.violated &&
-        s.tick <= st.given_back_tick + 2 * policy_.give_back_ticks + policy_.revert_after + policy_.violate_ticks) {
+        s.tick <= st.given_back_tick + 2 * policy_.give_back_ticks + policy_.revert_after + policy_.violate_ticks &&
+        !clashes(*st.given_back, plan, true) && fits(s, st.given_back->after, unfit)) {
       size_t first = plan.actions.size();
       apply(*st.given_back, plan, Action::Kind::act, "give-back reverted: " + numbers);
       for (size_t i = first; i < plan.actions.size(); ++i) plan.actions[i].kind = Action::Kind::revert;
       st.steps.push_back(*st.given_back);
       st.steps.back().verified = true;
       st.given_back.reset();
-      // Each failed give-back doubles the wait before the next (constant load: stay put).
-      st.give_back_failures = std::min(st.give_back_failures + 1, 6u);
-      st.give_back_locked_until = s.tick + (static_cast<uint64_t>(policy_.lockout_ticks) << (st.give_back_failures - 1));
-      st.quiet_until = s.tick + policy_.cooldown_ticks;
+      st.give_back_locked_until = s.tick + policy_.lockout_ticks;
+      // The smoothed p99 lags the revert: let it settle before judging again.
+      st.quiet_until = s.tick + std::max(policy_.cooldown_ticks, policy_.revert_after);
+      st.bad = st.good = 0;
+      st.seen = false;  // smoothing restarts: the old history is of another configuration
       continue;
     }
     if (s.tick < st.quiet_until) continue;
@@ -347,7 +391,7 @@ Plan Controller::step(const Snapshot& s) {
       Step& last = st.steps.back();
       if (view.slack > last.slack_before + 0.02 || !view.violated) {
         last.verified = true;
-      } else {
+      } else if (!clashes(last, plan, false)) {
         Step undo = last;
         st.steps.pop_back();
         apply(undo, plan, Action::Kind::revert,
@@ -355,6 +399,8 @@ Plan Controller::step(const Snapshot& s) {
                   fmt("%.2f", undo.slack_before) + " -> " + fmt("%.2f", view.slack) + ")");
         st.locked_until[undo.rung] = s.tick + policy_.lockout_ticks;
         st.quiet_until = s.tick + policy_.cooldown_ticks;
+        st.bad = st.good = 0;
+      st.seen = false;  // smoothing restarts: the old history is of another configuration
         continue;
       }
     }
@@ -362,14 +408,9 @@ Plan Controller::step(const Snapshot& s) {
       std::string why_not;
       auto next = next_step(s, *v, st, antagonists, why_not);
       // At most one step per knob per instance per tick: another victim's step this tick wins.
-      std::string clash;
-      if (next)
-        for (const auto& entry : next->after)
-          for (const auto& a : plan.actions)
-            if (a.instance == entry.first) clash = entry.first;
-      if (!clash.empty()) {
+      if (next && clashes(*next, plan, true)) {
         next.reset();
-        why_not = "waits a tick: " + clash + " was changed for another workload this tick";
+        why_not = "waits a tick: a knob it needs was changed for another workload this tick";
       }
       if (next) {
         next->tick = s.tick;
@@ -378,6 +419,8 @@ Plan Controller::step(const Snapshot& s) {
               numbers + " for " + std::to_string(st.bad) + " ticks" + named);
         st.steps.push_back(*next);
         st.quiet_until = s.tick + policy_.cooldown_ticks;
+        st.bad = 0;  // the next step needs a violation measured after this one
+        st.seen = false;
         st.given_back.reset();
       } else {
         plan.workloads[v->instance].blocked = why_not;
@@ -386,7 +429,7 @@ Plan Controller::step(const Snapshot& s) {
     }
     // Pressure gone for long enough: give back one step, newest first.
     if (st.good >= policy_.give_back_ticks && !st.steps.empty() && s.tick >= st.give_back_locked_until &&
-        st.steps.back().verified) {
+        st.steps.back().verified && !clashes(st.steps.back(), plan, false)) {
       Step back = st.steps.back();
       st.steps.pop_back();
       apply(back, plan, Action::Kind::give_back,
@@ -394,6 +437,7 @@ Plan Controller::step(const Snapshot& s) {
       st.given_back = back;
       st.given_back_tick = s.tick;
       st.good = 0;
+      st.seen = false;
       st.quiet_until = s.tick + policy_.cooldown_ticks;
     }
   }

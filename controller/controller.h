@@ -129,6 +129,8 @@ class Controller {
   std::optional<Step> next_step(const Snapshot& s, const WorkloadSignals& victim, InstanceState& st,
                                 const std::vector<Interference>& antagonists, std::string& why_not) const;
   void apply(const Step& step, Plan& plan, Action::Kind kind, const std::string& reason);
+  bool fits(const Snapshot& s, const std::map<std::string, KnobState>& to, std::string& why) const;
+  bool clashes(const Step& step, const Plan& plan, bool forward) const;
   std::map<std::string, KnobState> desired_;
   std::vector<std::string> critical_;  // this tick's critical instances (best-effort CPUs are derived)
   bool steal_ = false;
