@@ -470,10 +470,21 @@ Result<bool> set_cpu_quota(KnobWriter& w, const CgroupHierarchy& h, const std::s
     return std::unexpected(e);
   }
   bool changed = false;
+  Bandwidth now = from;
+  auto write = [&](const Step& s) {
+    bool quota_file = std::string_view(s.file) == "cpu.cfs_quota_us";
+    auto r = w.set(quota_file ? *qk : *pk, std::to_string(s.value), same_number);
+    if (r) (quota_file ? now.quota : now.period) = s.value;
+    return r;
+  };
   for (const Step& s : v1_bandwidth_steps(from, want)) {
-    auto r = w.set(std::string_view(s.file) == "cpu.cfs_quota_us" ? *qk : *pk, std::to_string(s.value),
-                   same_number);
-    if (!r) return std::unexpected(r.error());
+    auto r = write(s);
+    if (!r) {
+      // Refused midway (e.g. the parent's limit): go back to where it was, so a lifted limit (-1) is
+      // never left behind.
+      for (const Step& back : v1_bandwidth_steps(now, from)) (void)write(back);
+      return std::unexpected(r.error());
+    }
     changed = changed || *r;
   }
   return changed;

@@ -774,3 +774,38 @@ TEST(CgroupV1Actuators, SharesQuotaAndIdleOnTheCpuHierarchyAndRestoreGivesThemBa
 
 }  // namespace
 }  // namespace keel::act
+
+namespace keel::act {
+namespace {
+
+// A quota change the kernel refuses midway (the child would exceed its parent's ratio) is rolled
+// back: the cgroup keeps its old limit, never the lifted one (-1) of the intermediate step.
+TEST(CgroupV1Actuators, ARefusedQuotaChangeIsRolledBackNotLeftUnlimited) {
+  KEEL_REQUIRE_ROOT();
+  auto layout = discover(SysRoots::host());
+  ASSERT_TRUE(layout) << layout.error().message();
+  const CgroupHierarchy* h = layout->v1_with("cpu");
+  if (h == nullptr) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy on this host";
+  const std::string P = "/keel-test-quota-" + std::to_string(::getpid()), C = P + "/c";
+  Scratch s(h->mount);
+  s.make(P);
+  s.make(C);
+  testing::TempDir state;
+  auto j = Journal::open(state.path(), read_boot_id("/proc"));
+  ASSERT_TRUE(j) << j.error().message();
+  KnobWriter w(SysRoots::host(), Mode::enforce, &*j);
+  ASSERT_TRUE(set_cpu_quota(w, *h, P, std::chrono::microseconds(50000), std::chrono::microseconds(100000)));
+  ASSERT_TRUE(set_cpu_quota(w, *h, C, std::chrono::microseconds(40000), std::chrono::microseconds(100000)));
+  // 150000/200000 = 0.75 > the parent's 0.5: both orders need the limit lifted first, then refused.
+  auto r = set_cpu_quota(w, *h, C, std::chrono::microseconds(150000), std::chrono::microseconds(200000));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().err, EINVAL) << r.error().message();
+  EXPECT_EQ(value(s.path(C) / "cpu.cfs_quota_us"), "40000");
+  EXPECT_EQ(value(s.path(C) / "cpu.cfs_period_us"), "100000");
+  auto rep = restore(SysRoots::host(), *j);
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed.front().message();
+  EXPECT_EQ(value(s.path(C) / "cpu.cfs_quota_us"), "-1");
+}
+
+}  // namespace
+}  // namespace keel::act
