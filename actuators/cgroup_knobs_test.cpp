@@ -807,5 +807,44 @@ TEST(CgroupV1Actuators, ARefusedQuotaChangeIsRolledBackNotLeftUnlimited) {
   EXPECT_EQ(value(s.path(C) / "cpu.cfs_quota_us"), "-1");
 }
 
+
+// Restore of a v1 quota and period changed together, between a limited parent and a limited child:
+// quota first (0.2 < the grandchild's 0.3) and period first (0.9 > the parent's 0.5) are both refused;
+// restore goes through "no limit".
+TEST(CgroupV1Actuators, RestoreOfQuotaAndPeriodTogetherGoesThroughNoLimit) {
+  KEEL_REQUIRE_ROOT();
+  auto layout = discover(SysRoots::host());
+  ASSERT_TRUE(layout) << layout.error().message();
+  const CgroupHierarchy* h = layout->v1_with("cpu");
+  if (h == nullptr) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy on this host";
+  const std::string P = "/keel-test-bw-" + std::to_string(::getpid()), C = P + "/c", G = C + "/g";
+  Scratch s(h->mount);
+  s.make(P);
+  s.make(C);
+  s.make(G);
+  auto put = [&](const std::string& cg, const char* q, const char* per) {
+    ASSERT_TRUE(write_file(s.path(cg) / "cpu.cfs_period_us", per));
+    ASSERT_TRUE(write_file(s.path(cg) / "cpu.cfs_quota_us", q));
+  };
+  put(P, "50000", "100000");
+  put(C, "40000", "100000");
+  put(G, "30000", "100000");
+  testing::TempDir state;
+  {
+    auto j = Journal::open(state.path(), read_boot_id("/proc"));
+    ASSERT_TRUE(j) << j.error().message();
+    KnobWriter w(SysRoots::host(), Mode::enforce, &*j);
+    auto r = set_cpu_quota(w, *h, C, std::chrono::microseconds(90000), std::chrono::microseconds(200000));
+    ASSERT_TRUE(r) << r.error().message();
+    ASSERT_EQ(value(s.path(C) / "cpu.cfs_quota_us"), "90000");
+  }
+  auto j = Journal::open(state.path(), read_boot_id("/proc"));
+  ASSERT_TRUE(j);
+  auto rep = restore(SysRoots::host(), *j);
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed.front().message();
+  EXPECT_EQ(value(s.path(C) / "cpu.cfs_quota_us"), "40000");
+  EXPECT_EQ(value(s.path(C) / "cpu.cfs_period_us"), "100000");
+}
+
 }  // namespace
 }  // namespace keel::act

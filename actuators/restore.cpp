@@ -84,6 +84,7 @@ struct Step {
   bool last;  // the entry's final step: its outcome is the entry's
   int rank;
   int depth;
+  int sub = 0;  // order within a cgroup: v1 bandwidth lifts the quota, sets the period, then the quota
 };
 
 bool is_cpuset_list(const KnobPath& k) {
@@ -130,6 +131,15 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
   }
 
   // 2. Knob values, in an order the kernel accepts, retried while a pass makes progress.
+  // v1 quota and period changed together go back through "no limit" (-1), in the order
+  // quota=-1, period, quota: any other order can be refused by a parent's or a child's limit.
+  std::set<fs::path> bandwidth_pairs;
+  for (const auto& e : all)
+    if (e.kind == EntryKind::file && e.path.root == Root::cgroup && e.path.rel.filename() == "cpu.cfs_period_us")
+      for (const auto& q : all)
+        if (q.kind == EntryKind::file && q.path.root == Root::cgroup &&
+            q.path.rel == e.path.rel.parent_path() / "cpu.cfs_quota_us")
+          bandwidth_pairs.insert(e.path.rel.parent_path());
   std::vector<Step> steps;
   for (const auto& e : all) {
     if (e.kind == EntryKind::created_dir) continue;
@@ -180,12 +190,20 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
       if (now && want && !now->subset_of(*want))  // shrinks (maybe also grows): grow to the union first
         steps.push_back({&e, (*now | *want).to_list(), false, 2, depth});
       steps.push_back({&e, e.original, true, 3, -depth});
+    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) && e.path.rel.filename() == "cpu.cfs_quota_us") {
+      steps.push_back({&e, "-1", false, 4, depth, 0});
+      steps.push_back({&e, e.original, true, 4, depth, 2});
+    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) && e.path.rel.filename() == "cpu.cfs_period_us") {
+      steps.push_back({&e, e.original, true, 4, depth, 1});
     } else {
       steps.push_back({&e, e.original, true, 4, depth});
     }
   }
-  std::stable_sort(steps.begin(), steps.end(),
-                   [](const Step& a, const Step& b) { return a.rank != b.rank ? a.rank < b.rank : a.depth < b.depth; });
+  std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
+    if (a.depth != b.depth) return a.depth < b.depth;
+    return a.sub < b.sub;
+  });
 
   std::vector<std::pair<Step, Error>> pending;
   for (const auto& st : steps) pending.push_back({st, Error{}});
