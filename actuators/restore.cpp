@@ -1,6 +1,7 @@
 #include "actuators/restore.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -112,6 +113,12 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
   }
   std::vector<JournalEntry> left;
   std::vector<fs::path> removed_dirs;
+  // Other tools that follow the kernel docs hold this lock around their resctrl changes too.
+  int resctrl_lock = -1;
+  if (std::any_of(all.begin(), all.end(), [](const auto& e) { return e.path.root == Root::resctrl; })) {
+    resctrl_lock = ::open(roots.resctrl.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (resctrl_lock >= 0) (void)::flock(resctrl_lock, LOCK_EX);
+  }
 
   // 1. Directories keel created (resctrl groups), newest first; their tasks fall back to the parent.
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
@@ -187,6 +194,15 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
     } else if (is_cpuset_list(e.path)) {
       auto now = cur ? CpuSet::parse_list(*cur) : Result<CpuSet>(fail("unreadable"));
       auto want = CpuSet::parse_list(e.original);
+      if (want && want->empty()) {
+        // keel gave a new cpuset its CPUs and tasks joined since: emptying it is refused by the
+        // kernel (ENOSPC) and would strand them; it keeps what it has.
+        auto procs = read_file(p.parent_path() / "cgroup.procs");
+        if (procs && !trim(*procs).empty()) {
+          ++rep.kept;
+          continue;
+        }
+      }
       if (now && want && !now->subset_of(*want))  // shrinks (maybe also grows): grow to the union first
         steps.push_back({&e, (*now | *want).to_list(), false, 2, depth});
       steps.push_back({&e, e.original, true, 3, -depth});
@@ -233,6 +249,7 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
       left.push_back(*st.e);
     }
   }
+  if (resctrl_lock >= 0) ::close(resctrl_lock);
   if (auto r = journal.replace(std::move(left)); !r) rep.failed.push_back(r.error());
   return rep;
 }

@@ -17,6 +17,7 @@ struct RestoreReport {
   size_t restored = 0;   // written back
   size_t unchanged = 0;  // already at the original value
   size_t gone = 0;       // the file or directory no longer exists
+  size_t kept = 0;       // left as is because going back would harm: an empty cpuset for a cgroup with tasks
   std::vector<Error> failed;  // still journaled: a later restore tries again
 };
 

@@ -217,5 +217,22 @@ TEST_F(Tree, AJournalFromAnotherBootIsNotApplied) {
   EXPECT_TRUE(j.entries().empty());
 }
 
+TEST_F(Tree, ACpusetKeelGaveCpusIsNotEmptiedOnceItHoldsTasks) {
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/new/cpuset.cpus", "\n"},
+                                 {"sys/fs/cgroup/kubepods/new/cgroup.procs", ""}});
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j);
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/new/cpuset.cpus"}, "2-3"));
+  }
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/new/cgroup.procs", "4242\n"}});  // a task joined
+  Journal j = journal();
+  auto rep = restore(roots_, j);
+  EXPECT_TRUE(rep.failed.empty());
+  EXPECT_EQ(rep.kept, 1u);
+  EXPECT_EQ(std::string(trim(slurp(t_.path() / "sys/fs/cgroup/kubepods/new/cpuset.cpus"))), "2-3");
+  EXPECT_TRUE(j.entries().empty());
+}
+
 }  // namespace
 }  // namespace keel::act

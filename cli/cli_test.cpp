@@ -301,7 +301,7 @@ TEST(CliTree, RestoreFromAJournalPutsTheTreeBack) {
                     (t.path() / "state").string();
   auto [rc, out] = run_command(cmd);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"entries\":4,\"restored\":3,\"unchanged\":0,\"gone\":1,\"failed\":[]"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"entries\":4,\"restored\":3,\"unchanged\":0,\"gone\":1,\"kept\":0,\"failed\":[]"), std::string::npos) << out;
   EXPECT_EQ(testing::slurp(t.path() / "sys/fs/cgroup/cpu/batch/cpu.shares"), "1024");
   EXPECT_EQ(testing::slurp(t.path() / "sys/fs/cgroup/cpu/batch/cpu.cfs_quota_us"), "-1");
   EXPECT_EQ(testing::slurp(t.path() / "proc/irq/24/smp_affinity_list"), "0-1");
