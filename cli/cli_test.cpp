@@ -324,3 +324,50 @@ TEST(CliTree, RestoreRefusesAJournalItCannotReadAndKeepsIt) {
 
 }  // namespace
 }  // namespace keel
+
+namespace keel {
+namespace {
+
+// keel replay over a hand-written trace: a critical workload far over its SLO next to a hog on the
+// same two CPUs. The decisions name the victim and the antagonist, start with weights, revert what did
+// not help, and two replays print the same.
+TEST(CliTree, ReplayPrintsTheSameDecisionsEveryTime) {
+  testing::TempDir t;
+  std::string trace;
+  for (int tick = 1; tick <= 8; ++tick)
+    trace += "{\"tick\":" + std::to_string(tick) +
+             ",\"period_s\":1,\"workloads\":["
+             "{\"instance\":\"svc\",\"workload\":\"svc\",\"critical\":true,\"cgroups\":[\"/svc\"],\"rq_waits\":500,"
+             "\"rq_p50_us\":800,\"rq_p99_us\":5000,\"cpu_usage\":0.4,\"cpus\":\"0-1\",\"shares\":1024},"
+             "{\"instance\":\"hog\",\"workload\":\"hog\",\"critical\":false,\"cgroups\":[\"/hog\"],\"rq_waits\":10,"
+             "\"rq_p50_us\":100,\"rq_p99_us\":300,\"cpu_usage\":1.6,\"cpus\":\"0-1\",\"shares\":1024}]}\n";
+  testing::make_tree(t.path(), {{"trace.jsonl", trace},
+                                {"keel.toml", "[[workload]]\nname = \"svc\"\nmatch = { cgroup = \"/svc\" }\n"
+                                              "class = \"critical\"\nslo = { runqueue_p99 = \"500us\" }\n"
+                                              "[[workload]]\nname = \"hog\"\nmatch = { cgroup = \"/hog\" }\n"
+                                              "class = \"best-effort\"\n"}});
+  std::string cmd = keel_binary().string() + " replay " + (t.path() / "trace.jsonl").string() + " --config " +
+                    (t.path() / "keel.toml").string() + " --synthetic 'pack:1 numa:1 l3:1 core:2 pu:1'";
+  auto [rc, out] = run_command(cmd);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("tick 2 act svc shares (as found) -> 2048: rq p99 5000 us vs SLO 500 us"), std::string::npos) << out;
+  EXPECT_NE(out.find("antagonist hog"), std::string::npos) << out;
+  EXPECT_NE(out.find("act hog shares (as found) -> 512"), std::string::npos) << out;
+  // The trace does not respond (recorded signals): no improvement, so the weights are reverted and
+  // the next rung, whole cores, is tried.
+  EXPECT_NE(out.find("tick 5 revert svc shares 2048 -> (as found): no improvement after 3 ticks"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("act svc cpus (as found) -> 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("act hog cpus (as found) -> 1: best-effort off critical CPUs 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("keel replay: 8 ticks"), std::string::npos) << out;
+  auto [rc2, out2] = run_command(cmd);
+  EXPECT_EQ(rc2, 0);
+  EXPECT_EQ(out2, out);
+  auto [rc3, out3] = run_command(keel_binary().string() + " replay " + (t.path() / "keel.toml").string() +
+                                 " --config " + (t.path() / "keel.toml").string());
+  EXPECT_EQ(rc3, 1) << out3;  // not a trace: the line is named
+  EXPECT_NE(out3.find("keel.toml:1: trace line"), std::string::npos) << out3;
+}
+
+}  // namespace
+}  // namespace keel

@@ -17,6 +17,7 @@ int cmd_workloads(const std::vector<std::string>& argv);
 int cmd_probe(const std::vector<std::string>& argv);
 int cmd_top(const std::vector<std::string>& argv);
 int cmd_restore(const std::vector<std::string>& argv);
+int cmd_replay(const std::vector<std::string>& argv);
 
 // Prints "keel <cmd>: message" and the command's usage line to stderr; returns kExitUsage.
 int usage_error(const std::string& cmd, const std::string& message);

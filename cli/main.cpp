@@ -23,6 +23,8 @@ commands:
   restore [--state DIR] [--config FILE] [--root DIR] [--json]
                       every knob keel changed back to its original value, from the journal
                       (default state /var/lib/keel, or the config's daemon.state_dir)
+  replay TRACE --config FILE [--synthetic SPEC]
+                      the controller over recorded ticks (JSON lines), printing its decisions
   help                this text
 
 exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad config
@@ -40,6 +42,7 @@ constexpr Command kCommands[] = {
     {"probe", keel::cli::cmd_probe},
     {"top", keel::cli::cmd_top},
     {"restore", keel::cli::cmd_restore},
+    {"replay", keel::cli::cmd_replay},
 };
 
 }  // namespace

@@ -404,6 +404,11 @@ Plan Controller::step(const Snapshot& s) {
         continue;
       }
     }
+    if (view.violated && !st.steps.empty() && !st.steps.back().verified) {
+      // Escalate only on evidence: the last step has to have raised slack; else wait for its verdict.
+      if (view.slack > st.steps.back().slack_before + 0.02) st.steps.back().verified = true;
+      else continue;
+    }
     if (view.violated) {
       std::string why_not;
       auto next = next_step(s, *v, st, antagonists, why_not);

@@ -35,6 +35,18 @@ JsonWriter& JsonWriter::value(unsigned long long v) { comma(); out_ += std::to_s
 JsonWriter& JsonWriter::value(bool v) { comma(); out_ += v ? "true" : "false"; return *this; }
 JsonWriter& JsonWriter::null() { comma(); out_ += "null"; return *this; }
 
+JsonWriter& JsonWriter::precise(double v) {
+  comma();
+  if (!std::isfinite(v)) {
+    out_ += "null";
+    return *this;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  out_ += buf;
+  return *this;
+}
+
 JsonWriter& JsonWriter::value(double v) {
   comma();
   if (!std::isfinite(v)) {

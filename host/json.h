@@ -23,7 +23,8 @@ class JsonWriter {
   JsonWriter& value(unsigned v) { return value(static_cast<unsigned long long>(v)); }
   JsonWriter& value(unsigned long v) { return value(static_cast<unsigned long long>(v)); }
   JsonWriter& value(long v) { return value(static_cast<long long>(v)); }
-  JsonWriter& value(double v);
+  JsonWriter& value(double v);    // 6 significant digits: for people
+  JsonWriter& precise(double v);  // round-trips exactly (%.17g): for traces read back
   JsonWriter& value(bool v);
   JsonWriter& null();
   template <class T>
