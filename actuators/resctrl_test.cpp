@@ -221,13 +221,7 @@ class ResctrlTree : public ::testing::Test {
     }
   }
   std::string schemata(const std::string& group = "") { return slurp(rc_ / group / "schemata"); }
-  std::map<std::string, std::string> snapshot() {
-    std::map<std::string, std::string> m;
-    for (auto& e : fs::recursive_directory_iterator(t_.path()))
-      if (e.is_regular_file() && !e.path().string().starts_with((t_.path() / "state").string()))
-        m[e.path().lexically_relative(t_.path()).string()] = slurp(e.path());
-    return m;
-  }
+  std::map<std::string, std::string> snapshot() { return testing::tree_files(t_.path(), "state"); }
   Journal journal() {
     auto j = Journal::open(t_.path() / "state", read_boot_id(roots_.proc));
     EXPECT_TRUE(j) << j.error().message();

@@ -31,13 +31,7 @@ class TreeTest : public ::testing::Test {
     testing::make_tree(t_.path(), {{"proc/sys/kernel/random/boot_id", "11111111-2222\n"}});
     roots_ = SysRoots::under(t_.path());
   }
-  std::map<std::string, std::string> snapshot() {
-    std::map<std::string, std::string> m;
-    for (auto& e : fs::recursive_directory_iterator(t_.path()))
-      if (e.is_regular_file() && e.path().parent_path().filename() != "state")
-        m[e.path().lexically_relative(t_.path()).string()] = slurp(e.path());
-    return m;
-  }
+  std::map<std::string, std::string> snapshot() { return testing::tree_files(t_.path(), "state"); }
   Journal journal() {
     auto j = Journal::open(t_.path() / "state", read_boot_id(roots_.proc));
     EXPECT_TRUE(j) << j.error().message();

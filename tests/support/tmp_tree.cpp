@@ -61,4 +61,14 @@ std::pair<int, std::string> run_command(const std::string& cmd) {
 std::filesystem::path keel_binary() { return std::filesystem::path(KEEL_BINARY_DIR) / "cli" / "keel"; }
 std::filesystem::path source_dir() { return KEEL_SOURCE_DIR; }
 
+std::map<std::string, std::string> tree_files(const std::filesystem::path& root, const std::filesystem::path& skip) {
+  std::map<std::string, std::string> m;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    auto rel = e.path().lexically_relative(root);
+    if (!skip.empty() && !rel.lexically_relative(skip).empty() && *rel.lexically_relative(skip).begin() != "..") continue;
+    if (e.is_regular_file()) m[rel.string()] = slurp(e.path());
+  }
+  return m;
+}
+
 }  // namespace keel::testing

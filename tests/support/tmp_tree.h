@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,10 @@ void make_tree(const std::filesystem::path& root,
                const std::vector<std::pair<std::string, std::string>>& files);
 
 std::string slurp(const std::filesystem::path& file);
+
+// Every regular file under root by its relative path, with its bytes; files under `skip` (e.g. a
+// state directory inside the tree) are left out. For "byte-for-byte unchanged" checks.
+std::map<std::string, std::string> tree_files(const std::filesystem::path& root, const std::filesystem::path& skip = {});
 
 // True when running as root; otherwise prints why the caller skips.
 bool is_root();
