@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -194,16 +196,23 @@ std::vector<std::array<double, 3>> parse_runqlat(const std::string& out) {
   return rows;
 }
 
-// The log2 bucket [lo, hi+1) that holds runqlat's q-quantile.
-std::pair<double, double> runqlat_quantile(const std::vector<std::array<double, 3>>& rows, double q) {
+// The log2 buckets [lo, hi) that hold runqlat's q-quantile when its rank may be off by `slack`
+// samples: the two tools' windows start and stop a few wake-ups apart, so a quantile whose rank sits
+// on a log2 boundary may fall on either side of it.
+std::pair<double, double> runqlat_quantile(const std::vector<std::array<double, 3>>& rows, double q,
+                                           double slack) {
   double total = 0;
   for (const auto& r : rows) total += r[2];
-  double cum = 0;
-  for (const auto& r : rows) {
-    cum += r[2];
-    if (cum >= q * total && r[2] > 0) return {r[0], r[1] + 1};
-  }
-  return {0, 0};
+  auto bucket_at = [&](double rank) -> std::pair<double, double> {
+    rank = std::clamp(rank, 1.0, total);
+    double cum = 0;
+    for (const auto& r : rows) {
+      cum += r[2];
+      if (cum >= rank && r[2] > 0) return {r[0], r[1] + 1};
+    }
+    return {0, 0};
+  };
+  return {bucket_at(q * total - slack).first, bucket_at(q * total + slack).second};
 }
 
 // Accuracy against an independent tool on the same run: a single-task cgroup waking every 1 ms
@@ -242,12 +251,17 @@ TEST_F(CpuCgroups, QuantilesAgreeWithRunqlatOnTheSameRun) {
   const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(b)});
   ASSERT_NE(s, nullptr);
   ASSERT_GT(s->rq.count, 500u);
+  double runqlat_total = 0;
+  for (const auto& r : rows) runqlat_total += r[2];
+  // The windows differ by as many wake-ups as the totals do, plus a few in flight at either edge.
+  double slack = std::abs(static_cast<double>(s->rq.count) - runqlat_total) + 3;
   for (double q : {0.5, 0.99}) {
-    auto [lo, hi] = runqlat_quantile(rows, q);
+    auto [lo, hi] = runqlat_quantile(rows, q, slack);
     double k = s->rq.quantile_us(q);
     unsigned kb = RqHistogram::bucket_of_us(k);
     double k_lo = RqHistogram::bucket_lower_us(kb > 0 ? kb - 1 : 0), k_hi = RqHistogram::bucket_upper_us(kb + 1);
-    std::printf("q%.2f: keel %.1f us, runqlat bucket %.0f-%.0f us\n", q, k, lo, hi);
+    std::printf("q%.2f: keel %.1f us (%llu waits), runqlat buckets %.0f-%.0f us (%.0f waits)\n", q, k,
+                static_cast<unsigned long long>(s->rq.count), lo, hi, runqlat_total);
     EXPECT_TRUE(k_hi >= lo && k_lo <= hi) << "q" << q << ": keel " << k << " us vs runqlat [" << lo << ", "
                                            << hi << ") us\n" << result.second;
   }
