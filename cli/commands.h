@@ -18,6 +18,8 @@ int cmd_probe(const std::vector<std::string>& argv);
 int cmd_top(const std::vector<std::string>& argv);
 int cmd_restore(const std::vector<std::string>& argv);
 int cmd_replay(const std::vector<std::string>& argv);
+int cmd_run(const std::vector<std::string>& argv);
+int cmd_plan(const std::vector<std::string>& argv);
 
 // Prints "keel <cmd>: message" and the command's usage line to stderr; returns kExitUsage.
 int usage_error(const std::string& cmd, const std::string& message);

@@ -11,6 +11,11 @@ constexpr const char* kUsage = R"(keel: keeps latency-critical workloads steady 
 usage: keel <command> [options]
 
 commands:
+  run --config FILE [--observe] [--once] [--record TRACE] [--state DIR] [--verbose]
+                      the daemon: sense -> decide -> act every period; --observe (or mode = "observe")
+                      logs what it would do and writes nothing; every knob back on SIGINT/SIGTERM
+  plan --config FILE [--window S]
+                      one observation window, then the actions keel would take and why (root)
   check-config FILE [--synthetic SPEC] [--resctrl DIR]
                       validate a config; errors print as FILE:LINE:COL: message (exit 2)
   topology [--synthetic SPEC] [--json]
@@ -36,6 +41,8 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"run", keel::cli::cmd_run},
+    {"plan", keel::cli::cmd_plan},
     {"check-config", keel::cli::cmd_check_config},
     {"topology", keel::cli::cmd_topology},
     {"workloads", keel::cli::cmd_workloads},

@@ -1,6 +1,8 @@
 #include "controller/trace.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -255,16 +257,28 @@ Result<Snapshot> parse_json_line(std::string_view line) {
   return s;
 }
 
-std::string format_actions(const Plan& p) {
+std::string format_actions(const Plan& p, std::string_view mode) {
   std::string out;
+  const std::string head = "tick " + std::to_string(p.tick) + (mode.empty() ? "" : " " + std::string(mode));
+  const char* would = mode == "observe" ? "would " : "";
   for (const auto& a : p.actions) {
     const char* kind = a.kind == Action::Kind::act ? "act" : a.kind == Action::Kind::give_back ? "give-back" : "revert";
-    out += "tick " + std::to_string(a.tick) + " " + kind + " " + (a.instance.empty() ? "(host)" : a.instance) + " " +
-           to_string(a.knob) + " " + (a.from.empty() ? "(as found)" : a.from) + " -> " +
-           (a.to.empty() ? "(as found)" : a.to) + ": " + a.reason + "\n";
+    out += head + " " + would + kind + " " + (a.instance.empty() ? "(host)" : a.instance) + " " + to_string(a.knob) + " " +
+           (a.from.empty() ? "(as found)" : a.from) + " -> " + (a.to.empty() ? "(as found)" : a.to) + ": " + a.reason + "\n";
+  }
+  if (!mode.empty()) {
+    std::vector<std::string> named;
+    for (const auto& i : p.interference) {
+      if (std::find(named.begin(), named.end(), i.victim) != named.end()) continue;
+      named.push_back(i.victim);
+      char score[32];
+      std::snprintf(score, sizeof score, "%.2f", i.score);
+      out += head + " interference " + i.victim + " antagonist " + i.antagonist + " (" + score +
+             " CPUs on its CPUs)\n";
+    }
   }
   for (const auto& [inst, v] : p.workloads)
-    if (!v.blocked.empty() && v.violated) out += "tick " + std::to_string(p.tick) + " blocked " + inst + ": " + v.blocked + "\n";
+    if (!v.blocked.empty() && v.violated) out += head + " blocked " + inst + ": " + v.blocked + "\n";
   return out;
 }
 
