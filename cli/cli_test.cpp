@@ -203,6 +203,32 @@ TEST(Cli, TopRejectsBadIntervalAndCount) {
   EXPECT_NE(out.find("--bpf-stats takes sampled"), std::string::npos) << out;
 }
 
+// keel run and keel plan refuse bad usage and bad configs with exit 2, before anything is loaded or
+// written: the state directory a bad config names is never created.
+TEST(Cli, RunAndPlanRefuseBadUsageAndBadConfigsBeforeTouchingAnything) {
+  testing::TempDir t;
+  const std::string state = (t.path() / "state").string();
+  testing::make_tree(t.path(), {{"bad.toml", "[daemon]\nstate_dir = \"" + state + "\"\nperiod = \"soon\"\n"},
+                                {"good.toml", "[daemon]\nstate_dir = \"" + state + "\"\n"}});
+  auto [rc, out] = run_command(keel("run"));
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("needs --config FILE"), std::string::npos) << out;
+  auto [rc2, out2] = run_command(keel("run --config " + (t.path() / "bad.toml").string()));
+  EXPECT_EQ(rc2, 2);
+  EXPECT_NE(out2.find("bad.toml:3:"), std::string::npos) << out2;
+  EXPECT_FALSE(std::filesystem::exists(state));
+  auto [rc3, out3] = run_command(keel("run --config " + (t.path() / "good.toml").string() + " --bpf-stats sometimes"));
+  EXPECT_EQ(rc3, 2);
+  EXPECT_NE(out3.find("--bpf-stats takes sampled"), std::string::npos) << out3;
+  EXPECT_EQ(run_command(keel("run --config " + (t.path() / "good.toml").string() + " extra")).first, 2);
+  EXPECT_EQ(run_command(keel("plan")).first, 2);
+  auto [rc4, out4] = run_command(keel("plan --window 0 --config " + (t.path() / "good.toml").string()));
+  EXPECT_EQ(rc4, 2);
+  EXPECT_NE(out4.find("--window must be"), std::string::npos) << out4;
+  EXPECT_EQ(run_command(keel("plan --config " + (t.path() / "bad.toml").string())).first, 2);
+  EXPECT_FALSE(std::filesystem::exists(state));
+}
+
 // keel top on the real kernel: a 1 ms sleeper in its own cgroup shows up as a row of its own with
 // about 1000 waits/s, fields named with their units, MPKI null without a PMU (never 0), and keel's
 // own cost per BPF event.

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -74,6 +75,18 @@ std::string status_line(const ctl::Plan& plan, const ctl::Snapshot& snap) {
                   w.instance.c_str(), v->second.p99_us, w.rq_p99_us, static_cast<unsigned long long>(w.rq_waits),
                   v->second.slack, v->second.rung, v->second.violated ? " VIOLATED" : "");
     out += b;
+  }
+  if (out.empty()) {  // no critical workload: the busiest waiters, for a first look
+    std::vector<const ctl::WorkloadSignals*> order;
+    for (const auto& w : snap.workloads) order.push_back(&w);
+    std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->rq_p99_us > b->rq_p99_us; });
+    for (size_t i = 0; i < order.size() && i < 5; ++i) {
+      char b[160];
+      std::snprintf(b, sizeof b, "%s%s p99 %.0f us (%llu waits)", i ? "; " : "", order[i]->instance.c_str(),
+                    order[i]->rq_p99_us, static_cast<unsigned long long>(order[i]->rq_waits));
+      out += b;
+    }
+    if (out.empty()) out = "no workload matched";
   }
   return out;
 }

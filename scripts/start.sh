@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Quick start: installs what is missing, builds, and runs keel's main job with the shipped default
-# config (observe mode: keel never writes a knob). Until `keel run` lands, the main job shows the
-# host, the workloads keel discovers, and a few seconds of `keel top`.
+# Quick start: installs what is missing, builds, and runs keel with the shipped default config
+# (observe mode: keel senses and logs what it would do, and never writes a knob). Ctrl-C stops it.
+# KEEL_CONFIG=FILE uses another config; KEEL_ONCE=1 stops after one tick.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -11,9 +11,10 @@ config=${KEEL_CONFIG:-config/keel.toml}
 ./build/cli/keel topology
 ./build/cli/keel probe
 ./build/cli/keel workloads --config "$config"
-# Three seconds of live per-cgroup run-queue latency (BPF; needs root).
-if [[ $(id -u) -eq 0 ]]; then
-  ./build/cli/keel top --interval 1 --count 3
-else
-  echo "keel top skipped: it loads BPF programs and needs root"
+if [[ $(id -u) -ne 0 ]]; then
+  echo "keel run needs root (it loads BPF programs); run this script as root" >&2
+  exit 1
 fi
+once=()
+[[ ${KEEL_ONCE:-} == 1 ]] && once=(--once)
+exec ./build/cli/keel run --config "$config" --verbose "${once[@]}"

@@ -1,0 +1,161 @@
+// The reconciler over a cgroup v2 tree with the kernel's file formats (this machine has no v2
+// controllers): a plan's desired values are written through the journaled writer, knobs the plan stops
+// setting go back to the values found, an instance that vanished gets its knobs back, and observe mode
+// changes no byte.
+#include "controller/reconciler.h"
+
+#include <gtest/gtest.h>
+
+#include "actuators/journal.h"
+#include "tests/support/tmp_tree.h"
+
+namespace keel::ctl {
+namespace {
+
+using testing::slurp;
+
+CpuSet L(const char* s) { return *CpuSet::parse_list(s); }
+
+class ReconcilerV2Tree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<std::pair<std::string, std::string>> files = {
+        {"proc/sys/kernel/random/boot_id", "11111111-2222\n"},
+        {"sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n"},
+        {"sys/fs/cgroup/cgroup.procs", "1\n"},
+        {"sys/fs/cgroup/cpuset.cpus.effective", "0-7\n"},
+        {"sys/fs/cgroup/cpuset.mems.effective", "0\n"},
+    };
+    for (std::string cg : {"svc", "svc/crit", "svc/batch"}) {
+      std::string d = "sys/fs/cgroup/" + cg + "/";
+      files.insert(files.end(), {{d + "cgroup.procs", cg == "svc" ? "" : cg == "svc/crit" ? "100\n" : "200\n201\n"},
+                                 {d + "cgroup.threads", cg == "svc" ? "" : cg == "svc/crit" ? "100\n" : "200\n201\n"},
+                                 {d + "cpu.weight", "100\n"},
+                                 {d + "cpu.max", "max 100000\n"},
+                                 {d + "cpuset.cpus", cg == "svc" ? "\n" : "0-7\n"},
+                                 {d + "cpuset.cpus.effective", "0-7\n"},
+                                 {d + "cpuset.mems", "\n"},
+                                 {d + "cpuset.mems.effective", "0\n"}});
+    }
+    testing::make_tree(t_.path(), files);
+    roots_ = SysRoots::under(t_.path());
+    h_.id = 0;
+    h_.unified = true;
+    h_.controllers = {"cpuset", "cpu", "io", "memory", "pids"};
+    h_.mount = roots_.cgroup;
+    layout_.mode = CgroupMode::v2;
+    layout_.hierarchies = {h_};
+    auto topo = Topology::synthetic("pack:1 numa:1 l3:1 core:8 pu:1");
+    ASSERT_TRUE(topo) << topo.error().message();
+    topo_ = *topo;
+    cfg_.actuators.cpuset = cfg_.actuators.cpu_weight = true;
+    snap_.tick = 1;
+    snap_.workloads = {signals("crit", true, "/svc/crit"), signals("batch", false, "/svc/batch")};
+  }
+  static WorkloadSignals signals(const std::string& name, bool critical, const std::string& cg) {
+    WorkloadSignals w;
+    w.instance = w.workload = name;
+    w.critical = critical;
+    w.cgroups = {cg};
+    w.cpus = L("0-7");
+    return w;
+  }
+  std::string file(const std::string& rel) { return slurp(roots_.cgroup / rel); }
+  // The plan of a victim given CPUs 0-1 and double weight, best-effort work moved to the rest.
+  static Plan acting() {
+    Plan p;
+    p.tick = 1;
+    p.desired["crit"] = KnobState{2048, L("0-1"), std::nullopt, std::nullopt};
+    p.desired["batch"] = KnobState{512, L("2-7"), std::nullopt, std::nullopt};
+    return p;
+  }
+  testing::TempDir t_;
+  SysRoots roots_;
+  CgroupHierarchy h_;
+  CgroupLayout layout_;
+  Topology topo_;
+  config::Config cfg_;
+  Snapshot snap_;
+};
+
+TEST_F(ReconcilerV2Tree, WritesThePlanThenGivesBackWhatThePlanNoLongerSets) {
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j) << j.error().message();
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(cfg_, layout_, h_, topo_, w);
+  auto done = r.apply(acting(), snap_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
+  EXPECT_EQ(file("svc/batch/cpuset.cpus"), "2-7");
+  EXPECT_EQ(file("svc/crit/cpu.weight"), "200");  // systemd's mapping: 2048 * 100 / 1024
+  EXPECT_EQ(file("svc/batch/cpu.weight"), "50");
+  EXPECT_EQ(done.changes.size(), 4u);
+  EXPECT_EQ(j->entries().size(), 4u);  // each original journaled before its write
+  // The same plan again writes nothing.
+  EXPECT_TRUE(r.apply(acting(), snap_).changes.empty());
+
+  // The victim's weight is given back; its CPUs stay.
+  Plan p = acting();
+  p.desired["crit"].shares.reset();
+  auto back = r.apply(p, snap_);
+  ASSERT_EQ(back.changes.size(), 1u);
+  EXPECT_EQ(back.changes[0].path.str(), "cgroup:svc/crit/cpu.weight");
+  EXPECT_EQ(file("svc/crit/cpu.weight"), "100");
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
+
+  // Nothing desired: every knob as found, with the host running on (the journal stays for exit).
+  auto none = r.apply(Plan{}, snap_);
+  EXPECT_TRUE(none.errors.empty()) << none.errors.front();
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-7");
+  EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");
+  EXPECT_EQ(file("svc/batch/cpu.weight"), "100");
+  EXPECT_EQ(none.changes.size(), 3u);
+}
+
+TEST_F(ReconcilerV2Tree, AVanishedInstancesKnobsGoBackWhileItsCgroupRemains) {
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j);
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(cfg_, layout_, h_, topo_, w);
+  ASSERT_TRUE(r.apply(acting(), snap_).errors.empty());
+  // batch no longer matches (its config rule changed, or it is between containers): the plan and the
+  // snapshot lose it, its cgroup is still there.
+  Snapshot s = snap_;
+  s.workloads.pop_back();
+  Plan p = acting();
+  p.desired.erase("batch");
+  auto done = r.apply(p, s);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");
+  EXPECT_EQ(file("svc/batch/cpu.weight"), "100");
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
+}
+
+TEST_F(ReconcilerV2Tree, ObserveComputesTheWritesAndChangesNoByte) {
+  auto before = testing::tree_files(t_.path());
+  act::KnobWriter w(roots_, act::Mode::observe, nullptr);
+  Reconciler r(cfg_, layout_, h_, topo_, w);
+  auto done = r.apply(acting(), snap_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  ASSERT_EQ(done.changes.size(), 4u);
+  for (const auto& c : done.changes) EXPECT_FALSE(c.written) << c.path.str();
+  EXPECT_EQ(testing::tree_files(t_.path()), before);
+}
+
+TEST_F(ReconcilerV2Tree, AnInvalidPlanIsReportedAndWritesNoCpuset) {
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j);
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(cfg_, layout_, h_, topo_, w);
+  Plan p = acting();
+  p.desired["batch"].cpus = CpuSet();  // empty for a cgroup with tasks: refused before any write
+  auto done = r.apply(p, snap_);
+  ASSERT_FALSE(done.errors.empty());
+  EXPECT_NE(done.errors.front().find("cpusets"), std::string::npos) << done.errors.front();
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-7\n");
+  EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7\n");
+  EXPECT_EQ(file("svc/crit/cpu.weight"), "200");  // the weights, independent of it, still apply
+}
+
+}  // namespace
+}  // namespace keel::ctl
