@@ -181,13 +181,14 @@ class RunPriv : public ::testing::Test {
       });
   }
 
-  fs::path write_config(const fs::path& dir, const std::string& mode, const std::string& actuators) {
+  fs::path write_config(const fs::path& dir, const std::string& mode, const std::string& actuators,
+                        double slo_us = kSloUs) {
     fs::path f = dir / "keel.toml";
     std::ofstream out(f);
     out << "[daemon]\nmode = \"" << mode << "\"\nperiod = \"500ms\"\nstate_dir = \"" << (dir / "state").string()
         << "\"\nhierarchy = \"cpu\"\n\n" << actuators << "\n"
         << "[[workload]]\nname = \"crit\"\nmatch = { cgroup = \"/" << name_ << "/crit\" }\nclass = \"critical\"\n"
-        << "slo = { runqueue_p99 = \"" << kSloUs << "us\" }\n\n"
+        << "slo = { runqueue_p99 = \"" << slo_us << "us\" }\n\n"
         << "[[workload]]\nname = \"noise\"\nmatch = { cgroup = \"/" << name_ << "/be*\", each = true }\nclass = \"best-effort\"\n";
     return f;
   }
@@ -338,6 +339,42 @@ TEST_F(RunPriv, ObserveNamesTheAntagonistSaysWouldAndChangesNothing) {
     std::string j = slurp(journal);
     EXPECT_LE(std::count(j.begin(), j.end(), '\n'), 1) << j;
   }
+}
+
+// A keel killed with SIGKILL while it holds changed knobs: the next keel run restores them before it
+// senses anything, and its own exit leaves everything as it was before the first one started.
+TEST_F(RunPriv, TheNextRunRestoresWhatAKilledKeelLeftChanged) {
+  testing::TempDir dir;
+  // An SLO no real wake-up meets, so keel acts at once (weights first).
+  fs::path cfg = write_config(dir.path(), "enforce", "", 1);
+  const auto before = knobs();
+  start_waker();
+  start_noise();
+  fs::path log = dir.path() / "keel.log";
+  pid_t keel = start_keel({"run", "--config", cfg.string()}, log);
+  bool wrote = wait_for([&] { return slurp(log).find(" wrote cgroup:") != std::string::npos; }, 20s);
+  ASSERT_TRUE(wrote) << slurp(log);
+  ::kill(keel, SIGKILL);
+  ::waitpid(keel, nullptr, 0);
+  ASSERT_NE(knobs(), before) << "the killed keel changed nothing: the test would prove nothing";
+  EXPECT_NE(slurp(dir.path() / "state/journal").find("cpu.shares"), std::string::npos);
+
+  fs::path log2 = dir.path() / "keel2.log";
+  pid_t again = start_keel({"run", "--config", cfg.string(), "--observe", "--once"}, log2);
+  // An observe run must not undo what it did not do: it refuses, pointing to keel restore.
+  int st = 0;
+  ::waitpid(again, &st, 0);
+  EXPECT_EQ(WEXITSTATUS(st), 1) << slurp(log2);
+  EXPECT_NE(slurp(log2).find("keel restore"), std::string::npos) << slurp(log2);
+  EXPECT_NE(knobs(), before);
+
+  fs::path log3 = dir.path() / "keel3.log";
+  pid_t enforce = start_keel({"run", "--config", cfg.string(), "--once"}, log3);
+  ::waitpid(enforce, &st, 0);
+  EXPECT_EQ(WEXITSTATUS(st), 0) << slurp(log3);
+  std::string text = slurp(log3);
+  EXPECT_NE(text.find("restored what a previous keel left changed"), std::string::npos) << text;
+  EXPECT_EQ(knobs(), before) << text;
 }
 
 }  // namespace
