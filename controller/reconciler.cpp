@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "actuators/cgroup_knobs.h"
+#include "actuators/irq.h"
 #include "actuators/sched_features.h"
 #include "controller/sensing.h"
 #include "host/fileio.h"
@@ -42,6 +43,7 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap) {
   if (cfg_.actuators.cpu_weight) weights(plan, snap, out);
   if (cfg_.actuators.resctrl) resctrl(plan, snap, out);
   if (cfg_.actuators.steal_task) steal(plan, out);
+  if (cfg_.actuators.irq_affinity) irqs(plan, snap, out);
   out.changes = w_->take_changes();
   return out;
 }
@@ -241,6 +243,59 @@ void Reconciler::steal(const Plan& plan, Reconciled& out) {
   }
   if (*r == act::FeatureChange::unsupported) note(out, "steal_task is not supported by this kernel: not applied");
   steal_ = plan.steal;
+}
+
+// The IRQs named by actuators.irq_names stay off the CPUs critical instances hold (as the seeds bind
+// NIC queues by hand): each IRQ's affinity as found minus those CPUs (or every other CPU when that
+// leaves none), and as found again when no critical instance holds CPUs.
+void Reconciler::irqs(const Plan& plan, const Snapshot& snap, Reconciled& out) {
+  CpuSet critical;
+  for (const auto& w : snap.workloads)
+    if (auto d = plan.desired.find(w.instance); w.critical && d != plan.desired.end() && d->second.cpus)
+      critical |= *d->second.cpus;
+  auto knob = [](unsigned irq) {
+    return act::KnobPath{act::Root::proc, std::filesystem::path("irq") / std::to_string(irq) / "smp_affinity_list"};
+  };
+  if (critical.empty()) {
+    for (auto it = found_irqs_.begin(); it != found_irqs_.end();) {
+      auto r = w_->set(knob(it->first), it->second);
+      if (!r && r.error().err != ENOENT) {
+        out.errors.push_back("IRQ " + std::to_string(it->first) + " back to " + it->second + ": " + r.error().message());
+        ++it;
+      } else {
+        it = found_irqs_.erase(it);
+      }
+    }
+    return;
+  }
+  auto table = act::read_interrupts(w_->roots());
+  if (!table) {
+    note(out, "IRQ affinity is not applied: " + table.error().message());
+    return;
+  }
+  auto ids = act::match_irqs(*table, cfg_.actuators.irq_names);
+  if (ids.empty()) {
+    note(out, "no IRQ in /proc/interrupts matches actuators.irq_names: nothing to keep off critical CPUs");
+    return;
+  }
+  const CpuSet host = topo_.online();
+  for (unsigned irq : ids) {
+    if (!found_irqs_.contains(irq)) {
+      auto cur = read_file(knob(irq).abs(w_->roots()));
+      if (!cur) continue;  // gone since /proc/interrupts was read
+      found_irqs_[irq] = std::string(trim(*cur));
+    }
+    auto found = CpuSet::parse_list(found_irqs_[irq]);
+    CpuSet want = (found ? *found & host : host) - critical;
+    if (want.empty()) want = host - critical;
+    if (want.empty()) {
+      note(out, "IRQ " + std::to_string(irq) + " stays where it is: critical instances hold every CPU");
+      continue;
+    }
+    auto r = act::move_irqs_onto(*w_, {irq}, want, host);
+    if (!r) out.errors.push_back("IRQ " + std::to_string(irq) + ": " + r.error().message());
+    else if (!r->warning.empty()) note(out, r->warning);
+  }
 }
 
 }  // namespace keel::ctl

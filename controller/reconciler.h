@@ -1,5 +1,6 @@
 // Makes the host match a Plan: each managed instance's desired knobs (cpusets, CPU weight, resctrl
-// ways and bandwidth, steal_task) are written through the session's KnobWriter, so every first change
+// ways and bandwidth, steal_task; with actuators.irq_affinity, the named IRQs kept off the CPUs
+// critical instances hold) are written through the session's KnobWriter, so every first change
 // is journaled and observe mode writes nothing. A knob keel changed that the plan no longer sets goes
 // back to the value keel found (give-back), so best-effort work regains what it lent. Only the
 // differences are written; a refused write is an error with path, value and reason, and the rest of
@@ -37,6 +38,7 @@ class Reconciler {
   void weights(const Plan& plan, const Snapshot& snap, Reconciled& out);
   void resctrl(const Plan& plan, const Snapshot& snap, Reconciled& out);
   void steal(const Plan& plan, Reconciled& out);
+  void irqs(const Plan& plan, const Snapshot& snap, Reconciled& out);
   void note(Reconciled& out, const std::string& n);
   config::Config cfg_;
   CgroupLayout layout_;
@@ -48,6 +50,7 @@ class Reconciler {
   std::optional<act::Resctrl> resctrl_;
   bool resctrl_opened_ = false;
   std::map<std::string, std::string> groups_;        // instance -> keel's resctrl group
+  std::map<unsigned, std::string> found_irqs_;      // IRQ -> smp_affinity_list as found
   bool steal_ = false;
   bool steal_probed_ = false, steal_found_on_ = false;
   std::vector<std::string> said_;

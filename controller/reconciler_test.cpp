@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "actuators/journal.h"
+#include "host/fileio.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel::ctl {
@@ -155,6 +156,41 @@ TEST_F(ReconcilerV2Tree, AnInvalidPlanIsReportedAndWritesNoCpuset) {
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-7\n");
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7\n");
   EXPECT_EQ(file("svc/crit/cpu.weight"), "200");  // the weights, independent of it, still apply
+}
+
+// actuators.irq_affinity: the NIC's queue IRQs leave the CPUs the critical instance holds, keeping the
+// rest of their affinity, and go back as found when it holds none; other IRQs are not touched.
+TEST_F(ReconcilerV2Tree, NamedIrqsLeaveCriticalCpusAndComeBack) {
+  testing::make_tree(t_.path(), {
+      {"proc/interrupts",
+       "            CPU0       CPU1       CPU2       CPU3       CPU4       CPU5       CPU6       CPU7       \n"
+       "  24:          0          0          0          0          0          0          0          0   PCI-MSI 49152-edge      virtio0-config\n"
+       "  25:      12000          0          0          0          0          0          0          0   PCI-MSI 49153-edge      virtio0-input.0\n"
+       "  26:          0      11000          0          0          0          0          0          0   PCI-MSI 49154-edge      virtio0-output.0\n"
+       "  27:          0          0       9000          0          0          0          0          0   PCI-MSI 49155-edge      nvme0q1\n"
+       " NMI:          0          0          0          0          0          0          0          0   Non-maskable interrupts\n"},
+      {"proc/irq/24/smp_affinity_list", "0-7\n"},
+      {"proc/irq/25/smp_affinity_list", "0-3\n"},
+      {"proc/irq/26/smp_affinity_list", "1\n"},
+      {"proc/irq/27/smp_affinity_list", "0-7\n"},
+  });
+  cfg_.actuators.irq_affinity = true;
+  cfg_.actuators.irq_names = {"virtio0-input.*", "virtio0-output.*"};
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j);
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(cfg_, layout_, h_, topo_, w);
+  auto done = r.apply(acting(), snap_);  // crit holds 0-1
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  auto irq = [&](int n) { return std::string(trim(slurp(roots_.proc / "irq" / std::to_string(n) / "smp_affinity_list"))); };
+  EXPECT_EQ(irq(25), "2-3");  // its own CPUs minus the critical ones
+  EXPECT_EQ(irq(26), "2-7");  // only critical CPUs left: every other CPU
+  EXPECT_EQ(irq(24), "0-7");  // not named
+  EXPECT_EQ(irq(27), "0-7");
+  auto back = r.apply(Plan{}, snap_);
+  EXPECT_TRUE(back.errors.empty()) << back.errors.front();
+  EXPECT_EQ(irq(25), "0-3");
+  EXPECT_EQ(irq(26), "1");
 }
 
 }  // namespace
