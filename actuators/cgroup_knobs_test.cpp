@@ -263,16 +263,9 @@ class CgroupV2Tree : public ::testing::Test {
         {"sys/fs/cgroup/cpuset.mems.effective", "0-1\n"},
     };
     for (std::string cg : {"kubepods", "kubepods/be", "kubepods/guaranteed"}) {
-      std::string d = "sys/fs/cgroup/" + cg + "/";
-      files.insert(files.end(), {{d + "cgroup.procs", cg == "kubepods/be" ? "4242\n4243\n" : ""},
-                                 {d + "cpu.weight", "100\n"},
-                                 {d + "cpu.max", "max 100000\n"},
-                                 {d + "cpu.max.burst", "0\n"},
-                                 {d + "cpu.idle", "0\n"},
-                                 {d + "cpuset.cpus", cg == "kubepods" ? "\n" : "0-7\n"},
-                                 {d + "cpuset.cpus.effective", "0-7\n"},
-                                 {d + "cpuset.mems", "\n"},
-                                 {d + "cpuset.mems.effective", "0-1\n"}});
+      auto f = testing::cgroup_v2_files("sys/fs/cgroup/" + cg, cg == "kubepods/be" ? "4242\n4243\n" : "",
+                                        cg == "kubepods" ? "" : "0-7", "0-7", "0-1");
+      files.insert(files.end(), f.begin(), f.end());
     }
     testing::make_tree(t_.path(), files);
     roots_ = SysRoots::under(t_.path());

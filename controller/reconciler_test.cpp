@@ -28,15 +28,9 @@ class ReconcilerV2Tree : public ::testing::Test {
         {"sys/fs/cgroup/cpuset.mems.effective", "0\n"},
     };
     for (std::string cg : {"svc", "svc/crit", "svc/batch"}) {
-      std::string d = "sys/fs/cgroup/" + cg + "/";
-      files.insert(files.end(), {{d + "cgroup.procs", cg == "svc" ? "" : cg == "svc/crit" ? "100\n" : "200\n201\n"},
-                                 {d + "cgroup.threads", cg == "svc" ? "" : cg == "svc/crit" ? "100\n" : "200\n201\n"},
-                                 {d + "cpu.weight", "100\n"},
-                                 {d + "cpu.max", "max 100000\n"},
-                                 {d + "cpuset.cpus", cg == "svc" ? "\n" : "0-7\n"},
-                                 {d + "cpuset.cpus.effective", "0-7\n"},
-                                 {d + "cpuset.mems", "\n"},
-                                 {d + "cpuset.mems.effective", "0\n"}});
+      auto f = testing::cgroup_v2_files("sys/fs/cgroup/" + cg, cg == "svc" ? "" : cg == "svc/crit" ? "100\n" : "200\n201\n",
+                                        cg == "svc" ? "" : "0-7", "0-7", "0");
+      files.insert(files.end(), f.begin(), f.end());
     }
     testing::make_tree(t_.path(), files);
     roots_ = SysRoots::under(t_.path());
