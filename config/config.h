@@ -75,8 +75,12 @@ struct Match {
 
 struct Slo {
   std::optional<std::chrono::nanoseconds> runqueue_p99;
+  std::optional<double> migrations_per_s;  // at most this many migrations per second (all scopes)
+  std::optional<double> mpki;              // at most this many cache misses per 1000 instructions (needs a PMU)
   Pos pos;
   Pos runqueue_p99_pos;
+  Pos migrations_per_s_pos;
+  Pos mpki_pos;
 };
 
 struct Bounds {

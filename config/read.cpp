@@ -164,6 +164,16 @@ class Section {
     return std::nullopt;
   }
 
+  // A number: an integer or a float ("200", "2.5").
+  std::optional<double> number(std::string_view key, Pos* at = nullptr) const {
+    auto* n = find(key, at);
+    if (!n) return std::nullopt;
+    if (auto* i = n->as_integer()) return static_cast<double>(i->get());
+    if (auto* f = n->as_floating_point()) return f->get();
+    wrong_type(key, *n, "a number");
+    return std::nullopt;
+  }
+
   std::optional<std::chrono::nanoseconds> duration(std::string_view key, std::string_view example,
                                                    Pos* at = nullptr) const {
     auto* n = find(key, at);
@@ -325,10 +335,12 @@ Match read_match(Section& s) {
 }
 
 Slo read_slo(Section& s) {
-  s.reject_unknown({"runqueue_p99"});
+  s.reject_unknown({"runqueue_p99", "migrations_per_s", "mpki"});
   Slo slo;
   slo.pos = s.pos();
   slo.runqueue_p99 = s.duration("runqueue_p99", "200us", &slo.runqueue_p99_pos);
+  slo.migrations_per_s = s.number("migrations_per_s", &slo.migrations_per_s_pos);
+  slo.mpki = s.number("mpki", &slo.mpki_pos);
   return slo;
 }
 

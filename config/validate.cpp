@@ -235,6 +235,10 @@ class Validator {
     if (w.klass == WorkloadClass::critical && !slo_written)
       error(w.slo.pos.line != 0 ? w.slo.pos : w.pos,
             who + "class \"critical\" needs slo.runqueue_p99 (e.g. slo = { runqueue_p99 = \"200us\" })");
+    if (w.slo.migrations_per_s && !(*w.slo.migrations_per_s > 0))
+      error(w.slo.migrations_per_s_pos, who + "slo.migrations_per_s must be above 0 (migrations per second)");
+    if (w.slo.mpki && !(*w.slo.mpki > 0))
+      error(w.slo.mpki_pos, who + "slo.mpki must be above 0 (cache misses per 1000 instructions)");
     check_bounds(who, w);
   }
 

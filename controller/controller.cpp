@@ -49,11 +49,15 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
   for (const auto& w : s.workloads) {
     InstanceState& st = states_[w.instance];
     if (!st.shares_found) st.shares_found = w.shares;
+    const double a = policy_.ewma_alpha;
     if (w.rq_waits > 0) {
-      st.p99_us = st.seen ? policy_.ewma_alpha * w.rq_p99_us + (1 - policy_.ewma_alpha) * st.p99_us : w.rq_p99_us;
+      st.p99_us = st.seen ? a * w.rq_p99_us + (1 - a) * st.p99_us : w.rq_p99_us;
+      st.migrations_per_s = st.seen ? a * w.migrations_per_s + (1 - a) * st.migrations_per_s : w.migrations_per_s;
+      if (w.mpki) st.mpki = st.seen && st.mpki ? a * *w.mpki + (1 - a) * *st.mpki : *w.mpki;
       st.seen = true;
     } else if (st.seen) {
-      st.p99_us *= 1 - policy_.ewma_alpha;  // it did not wait at all this tick: no latency to speak of
+      st.p99_us *= 1 - a;  // it did not wait at all this tick: no latency to speak of
+      st.migrations_per_s = a * w.migrations_per_s + (1 - a) * st.migrations_per_s;
     }
     WorkloadView v;
     v.p99_us = st.p99_us;
@@ -62,6 +66,17 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
     if (w.critical && cw && cw->slo.runqueue_p99) {
       double target = static_cast<double>(cw->slo.runqueue_p99->count()) / 1e3;
       v.slack = st.seen ? (target - st.p99_us) / target : 1.0;
+      st.binding = "rq p99 " + fmt("%.0f", st.p99_us) + " us vs SLO " + fmt("%.0f", target) + " us";
+      // Declared secondary targets bind when their slack is smaller.
+      auto consider = [&](double value, double limit, const std::string& what, const char* unit) {
+        double sl = (limit - value) / limit;
+        if (st.seen && sl < v.slack) {
+          v.slack = sl;
+          st.binding = what + " " + fmt("%.1f", value) + unit + " vs SLO " + fmt("%.1f", limit) + unit;
+        }
+      };
+      if (cw->slo.migrations_per_s) consider(st.migrations_per_s, *cw->slo.migrations_per_s, "migrations", "/s");
+      if (cw->slo.mpki && st.mpki) consider(*st.mpki, *cw->slo.mpki, "MPKI", "");
       st.bad = v.slack < policy_.act_below ? st.bad + 1 : 0;
       st.good = v.slack > policy_.give_back_above ? st.good + 1 : 0;
       v.violated = st.bad >= policy_.violate_ticks;
@@ -359,12 +374,10 @@ Plan Controller::step(const Snapshot& s) {
     const WorkloadView& view = plan.workloads[v->instance];
     const config::Workload* cw = find_workload(cfg_, v->workload);
     if (!cw || !cw->slo.runqueue_p99) continue;
-    double target_us = static_cast<double>(cw->slo.runqueue_p99->count()) / 1e3;
     auto antagonists = rank(s, *v);
     if (view.violated)
       for (const auto& a : antagonists) plan.interference.push_back(a);
-    std::string numbers = "rq p99 " + fmt("%.0f", st.p99_us) + " us vs SLO " + fmt("%.0f", target_us) + " us (slack " +
-                          fmt("%.2f", view.slack) + ")";
+    std::string numbers = st.binding + " (slack " + fmt("%.2f", view.slack) + ")";
     std::string named = antagonists.empty() ? "" : "; antagonist " + antagonists.front().antagonist + " (" +
                                                        fmt("%.2f", antagonists.front().score) + " CPUs on its CPUs)";
     // A give-back that brought the violation back is undone and give-back locked out for a while.

@@ -2,8 +2,9 @@
 // the same config, host and snapshots give the same plans, which is what replay and the plant-model
 // tests rely on. The reconciler turns a plan's desired knob values into actuator writes.
 //
-// Per critical workload: the run-queue p99 is smoothed (EWMA); slack = (target - p99) / target; a
-// violation is slack below `act_below` for `violate_ticks` ticks. Then one step per tick up a ladder,
+// Per critical workload: the run-queue p99 (and migrations/s and MPKI where the SLO declares them and
+// they are measured) is smoothed (EWMA); slack = (target - value) / target, the smallest over the
+// declared targets; a violation is slack below `act_below` for `violate_ticks` ticks. Then one step per tick up a ladder,
 // cheap to strong: (1) the victim's CPU weight up, the antagonists' down; (2) whole cores for the
 // victim (CPU planner), best-effort work off them; (3) L3 ways to the victim, (4) antagonists' memory
 // bandwidth down (when resctrl is enabled); (5) steal_task on (when enabled and the victim spans
@@ -111,6 +112,9 @@ class Controller {
   };
   struct InstanceState {
     double p99_us = 0;
+    double migrations_per_s = 0;    // smoothed like the p99
+    std::optional<double> mpki;     // smoothed, where counted
+    std::string binding;            // the signal whose slack is the smallest, in numbers
     bool seen = false;
     unsigned bad = 0, good = 0;      // consecutive ticks below act_below / above give_back_above
     uint64_t quiet_until = 0;        // cooldown: no step before this tick

@@ -1386,5 +1386,74 @@ TEST(Plant, SeededNoiseIsReproducible) {
   EXPECT_TRUE(differs) << "another seed should give other noise";
 }
 
+// Declared secondary targets: a critical workload whose run-queue p99 is fine but which migrates more
+// than its slo.migrations_per_s is violated, and the decision names migrations; an slo.mpki without
+// a PMU (no MPKI measured) never binds.
+
+TEST(ControllerSlo, MigrationTargetBindsAndAnUnmeasuredMpkiTargetDoesNot) {
+  const Topology& topo = topology("pack:1 numa:1 l3:1 core:4 pu:1");
+  const std::string toml =
+      "[[workload]]\nname = \"db\"\nmatch = { cgroup = \"/db\" }\nclass = \"critical\"\n"
+      "slo = { runqueue_p99 = \"500us\", migrations_per_s = 100, mpki = 5 }\n"
+      "[[workload]]\nname = \"batch\"\nmatch = { cgroup = \"/batch\" }\nclass = \"best-effort\"\n";
+  auto cfg = config::load_string(toml, "slo.toml", facts(topo));
+  ASSERT_TRUE(cfg) << cfg.error().front().str();
+  auto snapshot = [&](uint64_t tick, double migrations, std::optional<double> mpki) {
+    Snapshot s;
+    s.tick = tick;
+    WorkloadSignals db;
+    db.instance = db.workload = "db";
+    db.critical = true;
+    db.cgroups = {"/db"};
+    db.rq_waits = 1000;
+    db.rq_p50_us = 20;
+    db.rq_p99_us = 100;  // slack 0.8 on the run queue
+    db.migrations_per_s = migrations;
+    db.mpki = mpki;
+    db.cpu_usage = 0.5;
+    db.cpus = topo.online();
+    db.shares = 1024;
+    WorkloadSignals batch = db;
+    batch.instance = batch.workload = "batch";
+    batch.critical = false;
+    batch.cgroups = {"/batch"};
+    batch.cpu_usage = 3.0;
+    batch.migrations_per_s = 10;
+    batch.mpki.reset();
+    s.workloads = {db, batch};
+    return s;
+  };
+  {
+    Controller c(*cfg, topo);
+    Plan p;
+    for (uint64_t t = 1; t <= 3; ++t) p = c.step(snapshot(t, 40, std::nullopt));
+    EXPECT_FALSE(p.workloads.at("db").violated);
+    EXPECT_NEAR(p.workloads.at("db").slack, 0.6, 1e-9);  // migrations: (100 - 40) / 100 binds below 0.8
+    EXPECT_TRUE(p.actions.empty());
+  }
+  {
+    Controller c(*cfg, topo);
+    std::vector<Action> acts;
+    Plan p;
+    for (uint64_t t = 1; t <= 3; ++t) {
+      p = c.step(snapshot(t, 250, std::nullopt));
+      acts.insert(acts.end(), p.actions.begin(), p.actions.end());
+    }
+    ASSERT_FALSE(acts.empty());
+    EXPECT_NE(acts.front().reason.find("migrations 250.0/s vs SLO 100.0/s (slack -1.50)"), std::string::npos)
+        << acts.front().reason;
+  }
+  {
+    Controller c(*cfg, topo);
+    Plan p;
+    c.step(snapshot(1, 0, 12.0));
+    p = c.step(snapshot(2, 0, 12.0));  // MPKI measured: 12 > 5 for two ticks
+    EXPECT_TRUE(p.workloads.at("db").violated);
+    EXPECT_NEAR(p.workloads.at("db").slack, (5.0 - 12.0) / 5.0, 1e-9);
+    ASSERT_FALSE(p.actions.empty());
+    EXPECT_NE(p.actions.front().reason.find("MPKI 12.0 vs SLO 5.0"), std::string::npos) << p.actions.front().reason;
+  }
+}
+
 }  // namespace
 }  // namespace keel::ctl

@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# keel's controller against the seeds' scenario, in one run: redis-server and its redis-benchmark client
+# in a critical cgroup, NOISE_GROUPS best-effort cgroups ("containers") of stress-ng CPU hogs beside it.
+#   (a) redis alone
+#   (b) with the noise, no control (every cgroup as found: all CPUs, cpu.shares 1024)
+#   (c) with the static pinning of seed 000, by hand: critical on CRIT_CPUS, noise on the rest, cpu.shares
+#       2048 for every cgroup (the seed's docker --cpuset-cpus / --cpu-shares)
+#   (d) with keel enforcing (keel run, enforce mode) from the as-found state of (b)
+# redis-benchmark: GET/SET, 256-byte values, CLIENTS connections, pipeline 1, REQUESTS requests per test
+# per run, CYCLES runs per scenario; p50/p99 from its --csv line of each run (mean over runs and tests,
+# and the worst run's p99), throughput = all requests / time spent in them.
+# (c) and (d) run a phased load: CYCLES cycles of CYCLE seconds each, the critical service idle for the
+# first IDLE seconds of a cycle, then busy (one redis-benchmark run), then idle again until the cycle
+# ends; the noise runs throughout. Best-effort work over the whole phased window: CPU seconds of the
+# best-effort cgroups (cpuacct.usage) and stress-ng bogo ops.
+# Every cgroup and process it creates is removed on exit (also on failure and Ctrl-C); keel is stopped
+# with SIGTERM and its knobs are checked to be back. Needs root, cgroup v1 cpu, cpuacct and cpuset.
+# Usage: sudo bench/controller.sh   (env: CYCLES CYCLE IDLE REQUESTS CLIENTS NOISE_GROUPS NOISE_HOGS
+#        PERIOD SLO CRIT_CPUS KEEL SCENARIOS="a b c d")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+keel=${KEEL:-build/cli/keel}
+cycles=${CYCLES:-2}
+cycle=${CYCLE:-60}        # seconds per cycle of the phased load
+idle=${IDLE:-20}          # idle seconds at the start of each cycle (the rest after the run is idle too)
+requests=${REQUESTS:-300000}  # per test (SET, GET) per run
+clients=${CLIENTS:-10}
+groups_n=${NOISE_GROUPS:-3}
+hogs=${NOISE_HOGS:-2}
+period=${PERIOD:-500ms}
+slo=${SLO:-300us}
+crit_cpus=${CRIT_CPUS:-0}  # static pinning: the critical cgroup's CPUs (keel's planner picks the lowest core too)
+scenarios=${SCENARIOS:-a b c d}
+cpu_method=int64           # one fixed stress-ng method, so bogo ops compare across scenarios
+
+[[ $(id -u) -eq 0 ]] || { echo "needs root (cgroups, BPF)" >&2; exit 1; }
+for t in redis-server redis-benchmark stress-ng; do command -v $t >/dev/null || { echo "missing $t" >&2; exit 1; }; done
+[[ -x $keel ]] || { echo "build keel first: scripts/build.sh release" >&2; exit 1; }
+cg=/sys/fs/cgroup
+hier="cpu cpuacct cpuset"
+for h in $hier; do
+  grep -q " $cg/$h cgroup .*\b$h\b" /proc/mounts || { echo "needs cgroup v1 $h mounted at $cg/$h" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d)
+base=keel-bench-$$
+all_cpus=$(cat $cg/cpuset/cpuset.cpus)
+keel_pid=0
+redis_pid=0
+made=()  # cgroups created, relative to each hierarchy's root, parents first
+
+log() { echo "controller.sh: $*" >&2; }
+
+procs_of() { cat "$cg/$1/$base/$2/cgroup.procs" 2>/dev/null || true; }
+
+stop_keel() {
+  [[ $keel_pid -ne 0 ]] || return 0
+  kill -TERM $keel_pid 2>/dev/null || true
+  wait $keel_pid 2>/dev/null || true
+  keel_pid=0
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  stop_keel
+  # Every process in our cgroups: ours (redis-server, redis-benchmark, stress-ng and their children).
+  local i sig pids
+  for sig in TERM TERM KILL; do
+    pids=""
+    for ((i = ${#made[@]} - 1; i >= 1; i--)); do pids+=" $(procs_of cpu "${made[i]#$base/}")"; done
+    pids=$(echo $pids)
+    [[ -z $pids ]] && break
+    kill -$sig $pids 2>/dev/null || true
+    sleep 1
+  done
+  wait 2>/dev/null || true
+  for ((i = ${#made[@]} - 1; i >= 0; i--)); do
+    for h in $hier; do
+      [[ -d $cg/$h/${made[i]} ]] && { rmdir "$cg/$h/${made[i]}" 2>/dev/null || log "could not remove $cg/$h/${made[i]}"; }
+    done
+  done
+  rm -rf "$tmp"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mkcg() {  # mkcg NAME: a cgroup in cpu, cpuacct and cpuset; cpuset with every CPU and the root's mems
+  for h in $hier; do mkdir "$cg/$h/$1"; done
+  made+=("$1")
+  cat $cg/cpuset/cpuset.mems > "$cg/cpuset/$1/cpuset.mems"
+  echo "$all_cpus" > "$cg/cpuset/$1/cpuset.cpus"
+}
+# run_in NAME CMD...: CMD in the cgroup NAME (under $base) of all three hierarchies (children inherit).
+run_in() {
+  local name=$1; shift
+  (for h in $hier; do echo $BASHPID > "$cg/$h/$base/$name/cgroup.procs"; done; exec "$@")
+}
+set_knobs() {  # set_knobs NAME CPUS SHARES
+  echo "$2" > "$cg/cpuset/$base/$1/cpuset.cpus"
+  echo "$3" > "$cg/cpu/$base/$1/cpu.shares"
+}
+be_names() { local i; for ((i = 1; i <= groups_n; i++)); do echo be$i; done; }
+be_usage_ns() { local t=0 n; for n in $(be_names); do t=$((t + $(cat "$cg/cpuacct/$base/$n/cpuacct.usage"))); done; echo $t; }
+now() { echo "$EPOCHREALTIME"; }
+sleep_until() { local d; d=$(awk -v t="$1" -v n="$EPOCHREALTIME" 'BEGIN {d = t - n; print (d > 0 ? d : 0)}'); sleep "$d"; }
+
+mkcg $base
+mkcg $base/redis
+for n in $(be_names); do mkcg $base/$n; done
+
+# redis-server on a free port of 127.0.0.1, in the critical cgroup.
+port=16379
+while (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; do port=$((port + 1)); done
+run_in redis redis-server --bind 127.0.0.1 --port $port --save "" --appendonly no --daemonize no --logfile "$tmp/redis.log" &
+redis_pid=$!
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+(exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null || { log "redis-server did not come up"; exit 1; }
+
+noise_pids=()
+start_noise() {  # $1 = tag for the metrics files
+  noise_pids=()
+  local n
+  for n in $(be_names); do
+    run_in $n stress-ng --cpu $hogs --cpu-method $cpu_method --metrics-brief > "$tmp/noise.$1.$n" 2>&1 &
+    noise_pids+=($!)
+  done
+  sleep 1  # hogs dispatched
+}
+stop_noise() {  # SIGINT: stress-ng stops its hogs and prints its metrics
+  kill -INT "${noise_pids[@]}" 2>/dev/null || true
+  wait "${noise_pids[@]}" 2>/dev/null || true
+  noise_pids=()
+}
+bogo_ops() { cat "$tmp"/noise.$1.* | awk '/metrc:.* cpu +[0-9]/ {for (i = 1; i <= NF; i++) if ($i == "cpu") {t += $(i+1); break}} END {print t+0}'; }
+
+bench_run() {  # bench_run TAG: one redis-benchmark run in the critical cgroup, its CSV kept
+  run_in redis redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 -n $requests --csv \
+    > "$tmp/rb.$1" 2>/dev/null
+  log "  $1: $(tr -d '"' < "$tmp/rb.$1" | awk -F, '$1 != "test" {printf "%s %.0f req/s p50 %s p99 %s ms; ", $1, $2, $5, $7}')"
+}
+
+# keel's config: the critical cgroup and the best-effort ones, as the issue's example.
+cat > "$tmp/keel.toml" <<EOF
+[daemon]
+mode = "enforce"
+period = "$period"
+state_dir = "$tmp/state"
+hierarchy = "cpu"
+
+[[workload]]
+name = "redis"
+match = { cgroup = "/$base/redis" }
+class = "critical"
+slo = { runqueue_p99 = "$slo" }
+
+[[workload]]
+name = "noise"
+match = { cgroup = "/$base/be*", each = true }
+class = "best-effort"
+EOF
+"$keel" check-config "$tmp/keel.toml" >/dev/null
+
+# scenario TAG: the benchmark runs of one scenario; phased (c, d) or back to back (a, b).
+scenario() {
+  local tag=$1 phased=$2 noise=$3 c t0 u0 u1 t1
+  log "($tag)"
+  [[ $noise == yes ]] && start_noise $tag
+  t0=$(now); u0=$(be_usage_ns)
+  for ((c = 0; c < cycles; c++)); do
+    [[ $phased == yes ]] && sleep_until "$(awk -v t=$t0 -v c=$c -v l=$cycle -v i=$idle 'BEGIN {print t + c * l + i}')"
+    bench_run $tag.$c
+  done
+  [[ $phased == yes ]] && sleep_until "$(awk -v t=$t0 -v l=$cycle -v n=$cycles 'BEGIN {print t + n * l}')"
+  u1=$(be_usage_ns); t1=$(now)
+  [[ $noise == yes ]] && stop_noise
+  awk -v a=$u0 -v b=$u1 -v s=$t0 -v e=$t1 'BEGIN {printf "%.3f %.3f\n", (b - a) / 1e9, e - s}' > "$tmp/be.$tag"
+  [[ $noise == yes ]] && bogo_ops $tag >> "$tmp/be.$tag"
+  return 0
+}
+
+reset_knobs() {
+  set_knobs redis "$all_cpus" 1024
+  local n; for n in $(be_names); do set_knobs $n "$all_cpus" 1024; done
+}
+knobs_as_found() {  # every cgroup back at all CPUs and 1024 shares
+  local n bad=0
+  for n in redis $(be_names); do
+    local c s
+    c=$(cat "$cg/cpuset/$base/$n/cpuset.cpus"); s=$(cat "$cg/cpu/$base/$n/cpu.shares")
+    [[ $c == "$all_cpus" && $s == 1024 ]] || { log "$n left at cpus $c shares $s"; bad=1; }
+  done
+  return $bad
+}
+
+reset_knobs
+for s in $scenarios; do
+  case $s in
+    a) scenario a no no ;;
+    b) scenario b no yes ;;
+    c)
+      rest=$(awk -v all="$all_cpus" -v c="$crit_cpus" 'BEGIN {
+        n = split(all, r, ","); for (i = 1; i <= n; i++) { if (split(r[i], ab, "-") == 2) for (x = ab[1]; x <= ab[2]; x++) A[x] = 1; else A[r[i]] = 1 }
+        n = split(c, r, ","); for (i = 1; i <= n; i++) { if (split(r[i], ab, "-") == 2) for (x = ab[1]; x <= ab[2]; x++) delete A[x]; else delete A[r[i]] }
+        s = ""; for (x = 0; x < 4096; x++) if (x in A) s = s (s == "" ? "" : ",") x; print s }')
+      set_knobs redis "$crit_cpus" 2048
+      for n in $(be_names); do set_knobs $n "$rest" 2048; done
+      log "(c) static: redis on CPUs $crit_cpus, noise on $rest, cpu.shares 2048 everywhere"
+      scenario c yes yes
+      reset_knobs
+      ;;
+    d)
+      "$keel" run --config "$tmp/keel.toml" 2> "$tmp/keel.log" &
+      keel_pid=$!
+      for _ in $(seq 100); do grep -q 'run: enforce' "$tmp/keel.log" && break; sleep 0.1; done
+      grep -q 'run: enforce' "$tmp/keel.log" || { cat "$tmp/keel.log" >&2; log "keel did not start"; exit 1; }
+      scenario d yes yes
+      stop_keel
+      grep -E 'run: stopped' "$tmp/keel.log" >&2 || { log "keel did not report its restore"; exit 1; }
+      knobs_as_found || { log "keel left knobs changed"; exit 1; }
+      cp "$tmp/keel.log" "${KEEL_LOG:-/dev/null}" 2>/dev/null || true
+      ;;
+    *) log "unknown scenario $s"; exit 2 ;;
+  esac
+done
+
+# The table.
+label() {
+  case $1 in
+    a) echo "(a) redis alone" ;;
+    b) echo "(b) + noise, no control" ;;
+    c) echo "(c) + noise, static pinning (seed 000)" ;;
+    d) echo "(d) + noise, keel enforce" ;;
+  esac
+}
+printf '\n| scenario | p50 ms | p99 ms | p99 ms, worst run | req/s | best-effort CPU-s | best-effort CPUs (avg) | best-effort bogo ops |\n|---|---|---|---|---|---|---|---|\n'
+for s in $scenarios; do
+  cat "$tmp"/rb.$s.* | tr -d '"' | awk -F, -v n=$requests -v lab="$(label $s)" -v be="$(cat "$tmp/be.$s" | tr '\n' ' ')" -v phased=$([[ $s == c || $s == d ]] && echo 1 || echo 0) '
+    $1 == "test" {next}
+    {k++; p50 += $5; p99 += $7; if ($7 > w) w = $7; secs += n / $2}
+    END {
+      split(be, b, " ")
+      if (phased) {cpu = sprintf("%.1f", b[1]); avg = sprintf("%.2f", b[1] / b[2]); ops = b[3]} else {cpu = avg = ops = "-"}
+      printf "| %s | %.3f | %.3f | %.3f | %.0f | %s | %s | %s |\n", lab, p50 / k, p99 / k, w, k * n / secs, cpu, avg, ops
+    }'
+done
+if [[ -f $tmp/be.c && -f $tmp/be.d ]]; then
+  read -r cs cw co < <(tr '\n' ' ' < "$tmp/be.c"); read -r ds dw do_ < <(tr '\n' ' ' < "$tmp/be.d")
+  awk -v cs=$cs -v ds=$ds -v co=$co -v do_=$do_ -v cw=$cw -v dw=$dw 'BEGIN {
+    printf "\nbest-effort work, keel (d) / static (c): CPU-s %.2fx, bogo ops %.2fx (windows %.1f s and %.1f s)\n", ds / cs, do_ / co, dw, cw }'
+fi
+if [[ -f $tmp/keel.log ]]; then
+  awk '$5 == "act" {a++} $5 == "give-back" {g++} $5 == "revert" {r++} END {printf "keel decisions in (d): %d act, %d give-back, %d revert lines\n", a, g, r}' "$tmp/keel.log"
+  grep -o 'run: stopped.*' "$tmp/keel.log"
+fi
+echo "(p50/p99: redis-benchmark --csv, mean over $cycles runs x SET/GET of $requests requests each; -c $clients -P 1 -d 256;"
+echo " (c)/(d): $cycles cycles of ${cycle} s, redis idle for the first ${idle} s of each and after its run; noise: $groups_n cgroups x stress-ng --cpu $hogs --cpu-method $cpu_method;"
+echo " keel: period $period, SLO runqueue p99 $slo, no bounds; static: redis on CPUs $crit_cpus)"
+echo "machine: $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(redis-server --version | awk '{print $1, $3}'), stress-ng $(stress-ng --version | awk '{print $3}')"
