@@ -85,15 +85,17 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
   }
 }
 
-// Who takes what the victim needs: other instances running on its CPUs, by the CPU time they take
-// there (their usage spread evenly over their CPUs), weighted up by cache misses where counted.
+// Who takes what the victim needs: other instances running on its CPUs, by what they take there
+// (their load spread evenly over their CPUs): CPU time, plus the run-queue pressure they add (how many
+// of their tasks wait for a CPU on average: each one is another entity ahead of the victim), weighted
+// up by cache misses where counted.
 std::vector<Interference> Controller::rank(const Snapshot& s, const WorkloadSignals& victim) const {
   std::vector<Interference> out;
   for (const auto& w : s.workloads) {
     if (w.instance == victim.instance || w.critical) continue;
     CpuSet overlap = w.cpus & victim.cpus;
     if (overlap.empty() || w.cpus.empty() || !w.cpu_usage) continue;
-    double score = *w.cpu_usage * overlap.count() / w.cpus.count();
+    double score = (*w.cpu_usage + w.rq_wait_s_per_s) * overlap.count() / w.cpus.count();
     if (w.mpki) score *= 1.0 + *w.mpki / 10.0;
     if (score > 0.01) out.push_back({victim.instance, w.instance, score});
   }
@@ -379,7 +381,7 @@ Plan Controller::step(const Snapshot& s) {
       for (const auto& a : antagonists) plan.interference.push_back(a);
     std::string numbers = st.binding + " (slack " + fmt("%.2f", view.slack) + ")";
     std::string named = antagonists.empty() ? "" : "; antagonist " + antagonists.front().antagonist + " (" +
-                                                       fmt("%.2f", antagonists.front().score) + " CPUs on its CPUs)";
+                                                       fmt("%.2f", antagonists.front().score) + " CPUs busy or queued on its CPUs)";
     // A give-back that brought the violation back is undone and give-back locked out for a while.
     std::string unfit;
     if (st.given_back && view.violated &&

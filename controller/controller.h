@@ -50,7 +50,7 @@ struct Action {
 
 struct Interference {
   std::string victim, antagonist;
-  double score = 0;  // CPU-seconds per second taken on the victim's CPUs (and MPKI-weighted with a PMU)
+  double score = 0;  // CPUs it keeps busy or queued on the victim's CPUs (CPU time + waiting tasks), MPKI-weighted with a PMU
 };
 
 struct WorkloadView {  // for logs and metrics

@@ -209,6 +209,7 @@ Result<Snapshot> Sensing::sample(uint64_t tick) {
     w.rq_waits = a.rq.count;
     w.rq_p50_us = a.rq.quantile_us(0.5);
     w.rq_p99_us = a.rq.quantile_us(0.99);
+    w.rq_wait_s_per_s = static_cast<double>(a.rq.sum_ns) / 1e9 / secs;
     w.migrations_per_s = static_cast<double>(a.migrations) / secs;
     w.cross_llc_per_s = static_cast<double>(a.cross_llc) / secs;
     w.cross_numa_per_s = static_cast<double>(a.cross_numa) / secs;

@@ -20,6 +20,7 @@ struct WorkloadSignals {
   uint64_t rq_waits = 0;
   double rq_p50_us = 0;
   double rq_p99_us = 0;
+  double rq_wait_s_per_s = 0;  // time its tasks spent runnable but waiting, per second: how many wait on average
   double migrations_per_s = 0;
   double cross_llc_per_s = 0;
   double cross_numa_per_s = 0;

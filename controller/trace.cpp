@@ -180,6 +180,7 @@ std::string to_json_line(const Snapshot& s) {
     j.end_array();
     j.field("rq_waits", static_cast<unsigned long long>(w.rq_waits));
     j.key("rq_p50_us").precise(w.rq_p50_us).key("rq_p99_us").precise(w.rq_p99_us);
+    j.key("rq_wait_s_per_s").precise(w.rq_wait_s_per_s);
     j.key("migrations_per_s").precise(w.migrations_per_s).key("cross_llc_per_s").precise(w.cross_llc_per_s);
     j.key("cross_numa_per_s").precise(w.cross_numa_per_s);
     auto opt = [&](const char* k, const std::optional<double>& v) {
@@ -238,6 +239,7 @@ Result<Snapshot> parse_json_line(std::string_view line) {
       return fail("trace line: a workload lacks instance, workload, critical, rq_waits, rq_p50_us, rq_p99_us or cpus");
     ws.critical = *crit;
     ws.rq_waits = static_cast<uint64_t>(waits);
+    num("rq_wait_s_per_s", ws.rq_wait_s_per_s);  // absent in older traces: 0
     num("migrations_per_s", ws.migrations_per_s);
     num("cross_llc_per_s", ws.cross_llc_per_s);
     num("cross_numa_per_s", ws.cross_numa_per_s);
@@ -274,7 +276,7 @@ std::string format_actions(const Plan& p, std::string_view mode) {
       char score[32];
       std::snprintf(score, sizeof score, "%.2f", i.score);
       out += head + " interference " + i.victim + " antagonist " + i.antagonist + " (" + score +
-             " CPUs on its CPUs)\n";
+             " CPUs busy or queued on its CPUs)\n";
     }
   }
   for (const auto& [inst, v] : p.workloads)

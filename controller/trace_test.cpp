@@ -40,6 +40,7 @@ TEST(Trace, SnapshotsRoundTripExactly) {
   a.rq_p50_us = 12.345678901234567;
   a.rq_p99_us = 1.0 / 3.0;
   a.migrations_per_s = 7.5;
+  a.rq_wait_s_per_s = 2.0 / 7.0;
   a.cpu_usage = 0.1 + 0.2;  // not representable in 6 digits
   a.cpus = CpuSet::range(2, 5);
   a.shares = 512;
@@ -64,6 +65,7 @@ TEST(Trace, SnapshotsRoundTripExactly) {
   EXPECT_EQ(x.rq_p50_us, a.rq_p50_us);  // exact, not within a tolerance
   EXPECT_EQ(x.rq_p99_us, a.rq_p99_us);
   EXPECT_EQ(x.cpu_usage, a.cpu_usage);
+  EXPECT_EQ(x.rq_wait_s_per_s, a.rq_wait_s_per_s);
   EXPECT_EQ(x.cpus, a.cpus);
   EXPECT_EQ(x.shares, a.shares);
   EXPECT_FALSE(x.mpki);  // unavailable stays unavailable, not 0
