@@ -156,8 +156,10 @@ int cmd_run(const std::vector<std::string>& argv) {
       sensing->hierarchy().name() + ", sensors " + bpf::to_string(sensing->attach()) + ", cache counters " +
       sensing->counters_note() + ", state " + state.string());
 
+  // SIGHUP too: a terminal that closes must not end keel without giving the host back.
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);
+  ::signal(SIGHUP, on_signal);
   ::signal(SIGPIPE, SIG_IGN);
   int rc = kExitOk;
   std::map<std::string, bool> violated;
