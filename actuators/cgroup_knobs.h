@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "actuators/writer.h"
+#include "config/config.h"
 #include "host/cgroup.h"
 #include "host/cpuset.h"
 #include "host/error.h"
@@ -68,7 +69,7 @@ Result<std::vector<CpusetWrite>> order_cpuset_writes(const std::map<std::string,
 
 // systemd: clamp(shares * 100 / 1024, 1, 10000), rounding down. runc (PR #4785): 10^(l(l+125)/612 - 7/34)
 // rounded up, l = log2(shares): 2 -> 1, 1024 -> 100, 262144 -> 10000. Shares outside [2, 262144] clamp.
-enum class WeightMapping { systemd, runc };
+using WeightMapping = config::WeightMapping;  // the config's own enum: what actuators.weight_mapping names
 uint64_t shares_to_weight(uint64_t shares, WeightMapping m);
 
 // v1 cpu.shares = shares; v2 cpu.weight = shares_to_weight(shares, m). Shares must be in [2, 262144].

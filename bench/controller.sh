@@ -5,32 +5,35 @@
 #   (b) with the noise, no control (every cgroup as found: all CPUs, cpu.shares 1024)
 #   (c) with the static pinning of seed 000, by hand: critical on CRIT_CPUS, noise on the rest, cpu.shares
 #       2048 for every cgroup (the seed's docker --cpuset-cpus / --cpu-shares)
+#   (c') (c)'s placement with keel observing (keel run --observe): what keel's sensing costs redis
 #   (d) with keel enforcing (keel run, enforce mode) from the as-found state of (b)
 # redis-benchmark: GET/SET, 256-byte values, CLIENTS connections, pipeline 1, REQUESTS requests per test
-# per run, CYCLES runs per scenario; p50/p99 from its --csv line of each run (mean over runs and tests,
-# and the worst run's p99), throughput = all requests / time spent in them.
+# per run, CYCLES runs in (c) and (d), BASE_RUNS in (a), (b) and (c'); p50/p99 from its --csv lines (mean over
+# runs and tests, and the worst line's p99), throughput = all requests / time spent in them.
 # (c) and (d) run a phased load: CYCLES cycles of CYCLE seconds each, the critical service idle for the
 # first IDLE seconds of a cycle, then busy (one redis-benchmark run), then idle again until the cycle
 # ends; the noise runs throughout. Best-effort work over the whole phased window: CPU seconds of the
-# best-effort cgroups (cpuacct.usage) and stress-ng bogo ops.
+# best-effort cgroups (cpuacct.usage) and stress-ng bogo ops; CPUs they used while redis was busy and
+# while it was idle. keel's decision log of (d) is summed up under the table (KEEL_LOG=F keeps it).
 # Every cgroup and process it creates is removed on exit (also on failure and Ctrl-C); keel is stopped
 # with SIGTERM and its knobs are checked to be back. Needs root, cgroup v1 cpu, cpuacct and cpuset.
-# Usage: sudo bench/controller.sh   (env: CYCLES CYCLE IDLE REQUESTS CLIENTS NOISE_GROUPS NOISE_HOGS
-#        PERIOD SLO CRIT_CPUS KEEL SCENARIOS="a b c d")
+# Usage: sudo bench/controller.sh   (env: CYCLES CYCLE IDLE BASE_RUNS REQUESTS CLIENTS NOISE_GROUPS NOISE_HOGS
+#        PERIOD SLO CRIT_CPUS KEEL SCENARIOS="a b c o d")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 keel=${KEEL:-build/cli/keel}
 cycles=${CYCLES:-2}
-cycle=${CYCLE:-60}        # seconds per cycle of the phased load
-idle=${IDLE:-20}          # idle seconds at the start of each cycle (the rest after the run is idle too)
-requests=${REQUESTS:-300000}  # per test (SET, GET) per run
+cycle=${CYCLE:-50}        # seconds per cycle of the phased load
+idle=${IDLE:-15}          # idle seconds at the start of each cycle (the rest after the run is idle too)
+base_runs=${BASE_RUNS:-1} # runs of (a) and (b), back to back
+requests=${REQUESTS:-200000}  # per test (SET, GET) per run
 clients=${CLIENTS:-10}
 groups_n=${NOISE_GROUPS:-3}
 hogs=${NOISE_HOGS:-2}
 period=${PERIOD:-500ms}
 slo=${SLO:-300us}
 crit_cpus=${CRIT_CPUS:-0}  # static pinning: the critical cgroup's CPUs (keel's planner picks the lowest core too)
-scenarios=${SCENARIOS:-a b c d}
+scenarios=${SCENARIOS:-a b c o d}
 cpu_method=int64           # one fixed stress-ng method, so bogo ops compare across scenarios
 
 [[ $(id -u) -eq 0 ]] || { echo "needs root (cgroups, BPF)" >&2; exit 1; }
@@ -93,10 +96,12 @@ mkcg() {  # mkcg NAME: a cgroup in cpu, cpuacct and cpuset; cpuset with every CP
   cat $cg/cpuset/cpuset.mems > "$cg/cpuset/$1/cpuset.mems"
   echo "$all_cpus" > "$cg/cpuset/$1/cpuset.cpus"
 }
-# run_in NAME CMD...: CMD in the cgroup NAME (under $base) of all three hierarchies (children inherit).
+# run_in NAME CMD...: this (sub)shell joins the cgroup NAME (under $base) of all three hierarchies and
+# becomes CMD (its children inherit). Call it as `run_in ... &` or `(run_in ...) &`, never plainly.
 run_in() {
   local name=$1; shift
-  (for h in $hier; do echo $BASHPID > "$cg/$h/$base/$name/cgroup.procs"; done; exec "$@")
+  for h in $hier; do echo $BASHPID > "$cg/$h/$base/$name/cgroup.procs"; done
+  exec "$@"
 }
 set_knobs() {  # set_knobs NAME CPUS SHARES
   echo "$2" > "$cg/cpuset/$base/$1/cpuset.cpus"
@@ -105,7 +110,7 @@ set_knobs() {  # set_knobs NAME CPUS SHARES
 be_names() { local i; for ((i = 1; i <= groups_n; i++)); do echo be$i; done; }
 be_usage_ns() { local t=0 n; for n in $(be_names); do t=$((t + $(cat "$cg/cpuacct/$base/$n/cpuacct.usage"))); done; echo $t; }
 now() { echo "$EPOCHREALTIME"; }
-sleep_until() { local d; d=$(awk -v t="$1" -v n="$EPOCHREALTIME" 'BEGIN {d = t - n; print (d > 0 ? d : 0)}'); sleep "$d"; }
+sleep_until() { local d; d=$(awk -v t="$1" -v n="$EPOCHREALTIME" 'BEGIN {d = t - n; print (d > 0 ? d : 0)}'); sleep "$d" & wait $!; }
 
 mkcg $base
 mkcg $base/redis
@@ -137,8 +142,9 @@ stop_noise() {  # SIGINT: stress-ng stops its hogs and prints its metrics
 bogo_ops() { cat "$tmp"/noise.$1.* | awk '/metrc:.* cpu +[0-9]/ {for (i = 1; i <= NF; i++) if ($i == "cpu") {t += $(i+1); break}} END {print t+0}'; }
 
 bench_run() {  # bench_run TAG: one redis-benchmark run in the critical cgroup, its CSV kept
-  run_in redis redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 -n $requests --csv \
-    > "$tmp/rb.$1" 2>/dev/null
+  (run_in redis redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 -n $requests --csv \
+    > "$tmp/rb.$1" 2>/dev/null) &
+  wait $!  # in the background so that a signal to this script is handled at once
   log "  $1: $(tr -d '"' < "$tmp/rb.$1" | awk -F, '$1 != "test" {printf "%s %.0f req/s p50 %s p99 %s ms; ", $1, $2, $5, $7}')"
 }
 
@@ -161,24 +167,37 @@ name = "noise"
 match = { cgroup = "/$base/be*", each = true }
 class = "best-effort"
 EOF
-"$keel" check-config "$tmp/keel.toml" >/dev/null
+"$keel" check-config "$tmp/keel.toml" > "$tmp/check" 2>&1 || { cat "$tmp/check" >&2; exit 1; }
 
-# scenario TAG: the benchmark runs of one scenario; phased (c, d) or back to back (a, b).
+# scenario TAG PHASED NOISE: the benchmark runs of one scenario, phased (c, d) or back to back.
+# be.TAG: best-effort CPU-s and seconds over the window, the same while redis was busy, then bogo ops.
 scenario() {
-  local tag=$1 phased=$2 noise=$3 c t0 u0 u1 t1
+  local tag=$1 phased=$2 noise=$3 c t0 u0 u1 t1 b0 b1 s0 s1 runs=$cycles busy_ns=0 busy_s=0
+  [[ $phased == yes ]] || runs=$base_runs
   log "($tag)"
   [[ $noise == yes ]] && start_noise $tag
   t0=$(now); u0=$(be_usage_ns)
-  for ((c = 0; c < cycles; c++)); do
-    [[ $phased == yes ]] && sleep_until "$(awk -v t=$t0 -v c=$c -v l=$cycle -v i=$idle 'BEGIN {print t + c * l + i}')"
+  for ((c = 0; c < runs; c++)); do
+    [[ $phased == yes ]] && sleep_until "$(awk -v t=$t0 -v c=$c -v l=$cycle -v i=$idle 'BEGIN {printf "%.6f", t + c * l + i}')"
+    s0=$(now); b0=$(be_usage_ns)
     bench_run $tag.$c
+    b1=$(be_usage_ns); s1=$(now)
+    busy_ns=$((busy_ns + b1 - b0)); busy_s=$(awk -v a=$busy_s -v s=$s0 -v e=$s1 'BEGIN {printf "%.6f", a + e - s}')
   done
-  [[ $phased == yes ]] && sleep_until "$(awk -v t=$t0 -v l=$cycle -v n=$cycles 'BEGIN {print t + n * l}')"
+  [[ $phased == yes ]] && sleep_until "$(awk -v t=$t0 -v l=$cycle -v n=$cycles 'BEGIN {printf "%.6f", t + n * l}')"
   u1=$(be_usage_ns); t1=$(now)
   [[ $noise == yes ]] && stop_noise
-  awk -v a=$u0 -v b=$u1 -v s=$t0 -v e=$t1 'BEGIN {printf "%.3f %.3f\n", (b - a) / 1e9, e - s}' > "$tmp/be.$tag"
-  [[ $noise == yes ]] && bogo_ops $tag >> "$tmp/be.$tag"
-  return 0
+  awk -v a=$u0 -v b=$u1 -v s=$t0 -v e=$t1 -v bn=$busy_ns -v bs=$busy_s \
+    'BEGIN {printf "%.3f %.3f %.3f %.3f\n", (b - a) / 1e9, e - s, bn / 1e9, bs}' > "$tmp/be.$tag"
+  if [[ $noise == yes ]]; then bogo_ops $tag >> "$tmp/be.$tag"; else echo 0 >> "$tmp/be.$tag"; fi
+}
+
+start_keel() {  # start_keel TAG [--observe]: keel run with the bench config, its log in keel.TAG
+  local tag=$1; shift
+  "$keel" run --config "$tmp/keel.toml" "$@" 2> "$tmp/keel.$tag" &
+  keel_pid=$!
+  for _ in $(seq 100); do grep -q 'keel: run: \(enforce\|observe\)' "$tmp/keel.$tag" && break; sleep 0.1; done
+  grep -q 'keel: run: \(enforce\|observe\)' "$tmp/keel.$tag" || { cat "$tmp/keel.$tag" >&2; log "keel did not start"; exit 1; }
 }
 
 reset_knobs() {
@@ -195,32 +214,31 @@ knobs_as_found() {  # every cgroup back at all CPUs and 1024 shares
   return $bad
 }
 
+rest=$(awk -v all="$all_cpus" -v c="$crit_cpus" 'function add(l, v,  n, r, i, ab, x) {
+    n = split(l, r, ","); for (i = 1; i <= n; i++) if (split(r[i], ab, "-") == 2) { for (x = ab[1]; x <= ab[2]; x++) A[x] = v } else A[r[i]] = v }
+  BEGIN { add(all, 1); add(c, 0); s = ""; for (x = 0; x < 8192; x++) if (A[x] == 1) s = s (s == "" ? "" : ",") x; print s }')
+[[ -n $rest ]] || { log "CRIT_CPUS=$crit_cpus leaves no CPU for the noise"; exit 2; }
+static_pin() {
+  set_knobs redis "$crit_cpus" 2048
+  local n; for n in $(be_names); do set_knobs $n "$rest" 2048; done
+  log "static: redis on CPUs $crit_cpus, noise on $rest, cpu.shares 2048 everywhere"
+}
+
 reset_knobs
 for s in $scenarios; do
   case $s in
     a) scenario a no no ;;
     b) scenario b no yes ;;
-    c)
-      rest=$(awk -v all="$all_cpus" -v c="$crit_cpus" 'BEGIN {
-        n = split(all, r, ","); for (i = 1; i <= n; i++) { if (split(r[i], ab, "-") == 2) for (x = ab[1]; x <= ab[2]; x++) A[x] = 1; else A[r[i]] = 1 }
-        n = split(c, r, ","); for (i = 1; i <= n; i++) { if (split(r[i], ab, "-") == 2) for (x = ab[1]; x <= ab[2]; x++) delete A[x]; else delete A[r[i]] }
-        s = ""; for (x = 0; x < 4096; x++) if (x in A) s = s (s == "" ? "" : ",") x; print s }')
-      set_knobs redis "$crit_cpus" 2048
-      for n in $(be_names); do set_knobs $n "$rest" 2048; done
-      log "(c) static: redis on CPUs $crit_cpus, noise on $rest, cpu.shares 2048 everywhere"
-      scenario c yes yes
-      reset_knobs
-      ;;
+    c) static_pin; scenario c yes yes; reset_knobs ;;
+    o)  # (c)'s placement, unphased, with keel observing: what keel's sensing costs redis
+      static_pin; start_keel o --observe; scenario o no yes; stop_keel; reset_knobs ;;
     d)
-      "$keel" run --config "$tmp/keel.toml" 2> "$tmp/keel.log" &
-      keel_pid=$!
-      for _ in $(seq 100); do grep -q 'run: enforce' "$tmp/keel.log" && break; sleep 0.1; done
-      grep -q 'run: enforce' "$tmp/keel.log" || { cat "$tmp/keel.log" >&2; log "keel did not start"; exit 1; }
+      start_keel d
       scenario d yes yes
       stop_keel
-      grep -E 'run: stopped' "$tmp/keel.log" >&2 || { log "keel did not report its restore"; exit 1; }
+      grep -q 'run: stopped' "$tmp/keel.d" || { cat "$tmp/keel.d" >&2; log "keel did not report its restore"; exit 1; }
       knobs_as_found || { log "keel left knobs changed"; exit 1; }
-      cp "$tmp/keel.log" "${KEEL_LOG:-/dev/null}" 2>/dev/null || true
+      [[ -n ${KEEL_LOG:-} ]] && cp "$tmp/keel.d" "$KEEL_LOG"
       ;;
     *) log "unknown scenario $s"; exit 2 ;;
   esac
@@ -232,30 +250,43 @@ label() {
     a) echo "(a) redis alone" ;;
     b) echo "(b) + noise, no control" ;;
     c) echo "(c) + noise, static pinning (seed 000)" ;;
+    o) echo "(c') = (c) with keel observing" ;;
     d) echo "(d) + noise, keel enforce" ;;
   esac
 }
-printf '\n| scenario | p50 ms | p99 ms | p99 ms, worst run | req/s | best-effort CPU-s | best-effort CPUs (avg) | best-effort bogo ops |\n|---|---|---|---|---|---|---|---|\n'
+echo
+echo "| scenario | p50 ms | p99 ms | worst p99 ms | req/s | best-effort CPU-s | best-effort CPUs, redis busy | best-effort CPUs, redis idle | best-effort bogo ops |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for s in $scenarios; do
-  cat "$tmp"/rb.$s.* | tr -d '"' | awk -F, -v n=$requests -v lab="$(label $s)" -v be="$(cat "$tmp/be.$s" | tr '\n' ' ')" -v phased=$([[ $s == c || $s == d ]] && echo 1 || echo 0) '
+  cat "$tmp"/rb.$s.* | tr -d '"' | awk -F, -v n=$requests -v lab="$(label $s)" -v be="$(tr '\n' ' ' < "$tmp/be.$s")" \
+    -v phased=$([[ $s == c || $s == d ]] && echo 1 || echo 0) -v noise=$([[ $s == a ]] && echo 0 || echo 1) '
     $1 == "test" {next}
     {k++; p50 += $5; p99 += $7; if ($7 > w) w = $7; secs += n / $2}
     END {
-      split(be, b, " ")
-      if (phased) {cpu = sprintf("%.1f", b[1]); avg = sprintf("%.2f", b[1] / b[2]); ops = b[3]} else {cpu = avg = ops = "-"}
-      printf "| %s | %.3f | %.3f | %.3f | %.0f | %s | %s | %s |\n", lab, p50 / k, p99 / k, w, k * n / secs, cpu, avg, ops
+      split(be, b, " ")  # window CPU-s, window s, busy CPU-s, busy s, bogo ops
+      cpu = ops = idle = "-"; busy = noise ? sprintf("%.2f", b[3] / b[4]) : "-"
+      if (phased) {cpu = sprintf("%.1f", b[1]); idle = sprintf("%.2f", (b[1] - b[3]) / (b[2] - b[4])); ops = b[5]}
+      printf "| %s | %.3f | %.3f | %.3f | %.0f | %s | %s | %s | %s |\n", lab, p50 / k, p99 / k, w, k * n / secs, cpu, busy, idle, ops
     }'
 done
+echo
 if [[ -f $tmp/be.c && -f $tmp/be.d ]]; then
-  read -r cs cw co < <(tr '\n' ' ' < "$tmp/be.c"); read -r ds dw do_ < <(tr '\n' ' ' < "$tmp/be.d")
-  awk -v cs=$cs -v ds=$ds -v co=$co -v do_=$do_ -v cw=$cw -v dw=$dw 'BEGIN {
-    printf "\nbest-effort work, keel (d) / static (c): CPU-s %.2fx, bogo ops %.2fx (windows %.1f s and %.1f s)\n", ds / cs, do_ / co, dw, cw }'
+  paste -d' ' <(tr '\n' ' ' < "$tmp/be.c") <(tr '\n' ' ' < "$tmp/be.d") | awk '{
+    printf "best-effort work, keel (d) / static (c): CPU-s %.2fx, bogo ops %.2fx (phased windows %.1f s and %.1f s; redis busy %.1f s and %.1f s of them)\n", $6 / $1, $10 / $5, $2, $7, $4, $9 }'
 fi
-if [[ -f $tmp/keel.log ]]; then
-  awk '$5 == "act" {a++} $5 == "give-back" {g++} $5 == "revert" {r++} END {printf "keel decisions in (d): %d act, %d give-back, %d revert lines\n", a, g, r}' "$tmp/keel.log"
-  grep -o 'run: stopped.*' "$tmp/keel.log"
+if [[ -f $tmp/keel.d ]]; then
+  awk -v base="$base" '
+    $5 == "act" {a++} $5 == "give-back" {g++} $5 == "revert" {r++}
+    $2 == "tick" {t = $3 + 0}
+    $5 == "wrote" && index($6, base "/redis/cpuset.cpus") {if (ded) held += t - since; ded = ($NF != all); since = t}
+    / status / && / VIOLATED/ {v++; if (match($0, /, [0-9]+ waits/) && substr($0, RSTART + 2, RLENGTH - 8) + 0 < 50) vi++}
+    END {
+      if (ded) held += t - since
+      printf "keel in (d): %d ticks; redis held a dedicated CPU for %d of them; %d act, %d give-back, %d revert decision lines; %d violation episodes, %d of them declared on a tick with fewer than 50 run-queue waits of redis (idle)\n", t, held, a, g, r, v, vi
+    }' all="$all_cpus" "$tmp/keel.d"
+  grep -o 'run: stopped.*' "$tmp/keel.d"
 fi
-echo "(p50/p99: redis-benchmark --csv, mean over $cycles runs x SET/GET of $requests requests each; -c $clients -P 1 -d 256;"
-echo " (c)/(d): $cycles cycles of ${cycle} s, redis idle for the first ${idle} s of each and after its run; noise: $groups_n cgroups x stress-ng --cpu $hogs --cpu-method $cpu_method;"
-echo " keel: period $period, SLO runqueue p99 $slo, no bounds; static: redis on CPUs $crit_cpus)"
+echo "(p50/p99: redis-benchmark --csv per run and test, mean over runs x {SET, GET} of $requests requests each: $base_runs run(s) in (a), (b), (c'), $cycles in (c), (d); -c $clients -P 1 -d 256."
+echo " (c), (d): $cycles cycles of $cycle s, redis idle for the first $idle s of each and after its run; noise: $groups_n cgroups x stress-ng --cpu $hogs --cpu-method $cpu_method."
+echo " keel: period $period, SLO runqueue p99 $slo, no bounds; static: redis on CPUs $crit_cpus, noise on $rest, cpu.shares 2048)"
 echo "machine: $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(redis-server --version | awk '{print $1, $3}'), stress-ng $(stress-ng --version | awk '{print $3}')"

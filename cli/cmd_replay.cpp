@@ -22,16 +22,8 @@ int cmd_replay(const std::vector<std::string>& argv) {
   const SysRoots roots = SysRoots::host();
   FactsSource src;
   src.synthetic = args->value("synthetic");
-  auto facts = gather_host_facts(roots, src);
-  if (!facts) {
-    std::fprintf(stderr, "keel replay: %s\n", facts.error().message().c_str());
-    return kExitFailure;
-  }
-  auto cfg = config::load_file(*file, facts->facts);
-  if (!cfg) {
-    for (const auto& d : cfg.error()) std::fprintf(stderr, "%s\n", d.str().c_str());
-    return kExitUsage;
-  }
+  auto cfg = load_config_for_host("replay", *file, roots, src);
+  if (!cfg) return cfg.error();
   auto topo = src.synthetic ? Topology::synthetic(*src.synthetic) : Topology::detect(roots);
   if (!topo) {
     std::fprintf(stderr, "keel replay: %s\n", topo.error().message().c_str());

@@ -46,8 +46,8 @@ Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource
 }
 
 std::expected<config::Config, int> load_config_for_host(const std::string& cmd, const std::string& file,
-                                                        const SysRoots& roots) {
-  auto facts = gather_host_facts(roots, {});
+                                                        const SysRoots& roots, const FactsSource& src) {
+  auto facts = gather_host_facts(roots, src);
   if (!facts) {
     std::fprintf(stderr, "keel %s: cannot describe the host: %s\n", cmd.c_str(), facts.error().message().c_str());
     return std::unexpected(1);

@@ -26,7 +26,8 @@ Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource
 
 // Loads and validates `file` against this host for command `cmd`. On failure prints the reason
 // (diagnostics as FILE:LINE:COL: message) to stderr and returns the exit code to use.
+// `src` describes another host (--synthetic, --resctrl) instead of this one.
 std::expected<config::Config, int> load_config_for_host(const std::string& cmd, const std::string& file,
-                                                        const SysRoots& roots);
+                                                        const SysRoots& roots, const FactsSource& src = {});
 
 }  // namespace keel::cli

@@ -50,13 +50,13 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
     InstanceState& st = states_[w.instance];
     if (!st.shares_found) st.shares_found = w.shares;
     const double a = policy_.ewma_alpha;
-    if (w.rq_waits > 0) {
+    if (w.rq_waits >= std::max(1u, policy_.min_waits)) {
       st.p99_us = st.seen ? a * w.rq_p99_us + (1 - a) * st.p99_us : w.rq_p99_us;
       st.migrations_per_s = st.seen ? a * w.migrations_per_s + (1 - a) * st.migrations_per_s : w.migrations_per_s;
       if (w.mpki) st.mpki = st.seen && st.mpki ? a * *w.mpki + (1 - a) * *st.mpki : *w.mpki;
       st.seen = true;
     } else if (st.seen) {
-      st.p99_us *= 1 - a;  // it did not wait at all this tick: no latency to speak of
+      st.p99_us *= 1 - a;  // (almost) no waits this tick: no latency to speak of
       st.migrations_per_s = a * w.migrations_per_s + (1 - a) * st.migrations_per_s;
     }
     WorkloadView v;

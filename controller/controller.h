@@ -79,6 +79,9 @@ struct Policy {
   unsigned revert_after = 3;
   unsigned lockout_ticks = 30;
   double ewma_alpha = 0.5;  // weight of the newest tick
+  // A tick with fewer waits than this is no evidence of latency (a p99 of 5 waits is their maximum:
+  // an idle service's timer wake-up behind a hog is not a violation); it counts as an idle tick.
+  unsigned min_waits = 20;
 };
 
 // Bounds a config leaves out, and the documented defaults that replace them.

@@ -126,8 +126,7 @@ void Reconciler::weights(const Plan& plan, const Snapshot& snap, Reconciled& out
     return;
   }
   const char* file = cpu->unified ? "cpu.weight" : "cpu.shares";
-  auto mapping = cfg_.actuators.weight_mapping == config::WeightMapping::runc ? act::WeightMapping::runc
-                                                                              : act::WeightMapping::systemd;
+  const auto mapping = cfg_.actuators.weight_mapping;
   std::map<std::string, bool> seen;
   for (const auto& w : snap.workloads) {
     auto d = plan.desired.find(w.instance);
