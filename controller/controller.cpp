@@ -50,6 +50,8 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
     InstanceState& st = states_[w.instance];
     if (!st.shares_found) st.shares_found = w.shares;
     const double a = policy_.ewma_alpha;
+    const double waits_per_s = static_cast<double>(w.rq_waits) / std::max(1e-3, s.period_s);
+    st.demand = st.demand == 0 ? waits_per_s : a * waits_per_s + (1 - a) * st.demand;
     if (w.rq_waits >= std::max(1u, policy_.min_waits)) {
       st.p99_us = st.seen ? a * w.rq_p99_us + (1 - a) * st.p99_us : w.rq_p99_us;
       st.migrations_per_s = st.seen ? a * w.migrations_per_s + (1 - a) * st.migrations_per_s : w.migrations_per_s;
@@ -79,7 +81,9 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
       if (cw->slo.mpki && st.mpki) consider(*st.mpki, *cw->slo.mpki, "MPKI", "");
       st.bad = v.slack < policy_.act_below ? st.bad + 1 : 0;
       st.good = v.slack > policy_.give_back_above ? st.good + 1 : 0;
-      v.violated = st.bad >= policy_.violate_ticks;
+      v.violated = st.bad >= policy_.violate_ticks ||
+                   (v.slack < policy_.severe_below && w.rq_waits >= 5 * std::max(1u, policy_.min_waits));
+      if (v.violated) st.bad = std::max(st.bad, policy_.violate_ticks);
     }
     plan.workloads[w.instance] = v;
   }
@@ -356,6 +360,10 @@ Plan Controller::step(const Snapshot& s) {
   for (const auto& w : s.workloads)
     if (w.critical) critical_.push_back(w.instance);
   smooth(s, plan);
+  double be = 0;
+  for (const auto& w : s.workloads)
+    if (!w.critical && w.cpu_usage) be += *w.cpu_usage;
+  be_usage_ = s.tick <= 1 && be_usage_ == 0 ? be : policy_.ewma_alpha * be + (1 - policy_.ewma_alpha) * be_usage_;
   // Instances that are gone: their state and wishes go (the reconciler restores what they had).
   for (auto it = states_.begin(); it != states_.end();) {
     bool live = std::any_of(s.workloads.begin(), s.workloads.end(), [&](const auto& w) { return w.instance == it->first; });
@@ -435,6 +443,8 @@ Plan Controller::step(const Snapshot& s) {
       if (next) {
         next->tick = s.tick;
         next->slack_before = view.slack;
+        next->demand = st.demand;
+        next->be_usage = be_usage_;
         apply(*next, plan, Action::Kind::act,
               numbers + " for " + std::to_string(st.bad) + " ticks" + named);
         st.steps.push_back(*next);
@@ -447,13 +457,24 @@ Plan Controller::step(const Snapshot& s) {
       }
       continue;
     }
-    // Pressure gone for long enough: give back one step, newest first.
+    // Pressure gone for long enough: give back one step, newest first, once the load has eased since
+    // it was taken (the victim busy at half the rate, or best-effort work at half the CPU); under the
+    // same load only as a probe, after probe_ticks.
     if (st.good >= policy_.give_back_ticks && !st.steps.empty() && s.tick >= st.give_back_locked_until &&
         st.steps.back().verified && !clashes(st.steps.back(), plan, false)) {
-      Step back = st.steps.back();
+      const Step& last = st.steps.back();
+      bool victim_eased = st.demand < 0.5 * last.demand;
+      bool noise_eased = be_usage_ < 0.5 * last.be_usage;
+      if (!victim_eased && !noise_eased && st.good < policy_.probe_ticks) continue;
+      std::string why = victim_eased ? "; its load eased (" + fmt("%.0f", st.demand) + " waits/s, " +
+                                           fmt("%.0f", last.demand) + " at the step)"
+                        : noise_eased ? "; best-effort load eased (" + fmt("%.2f", be_usage_) + " CPUs, " +
+                                            fmt("%.2f", last.be_usage) + " at the step)"
+                                      : "; a probe under unchanged load";
+      Step back = last;
       st.steps.pop_back();
       apply(back, plan, Action::Kind::give_back,
-            numbers + " above " + fmt("%.2f", policy_.give_back_above) + " for " + std::to_string(st.good) + " ticks");
+            numbers + " above " + fmt("%.2f", policy_.give_back_above) + " for " + std::to_string(st.good) + " ticks" + why);
       st.given_back = back;
       st.given_back_tick = s.tick;
       st.good = 0;

@@ -10,8 +10,9 @@
 // bandwidth down (when resctrl is enabled); (5) steal_task on (when enabled and the victim spans
 // several CPUs of one LLC). After a step: a cooldown; a step that did not raise slack within
 // `revert_after` ticks is reverted and its rung locked out for `lockout_ticks`. With slack above
-// `give_back_above` for `give_back_ticks` ticks, one rung is given back per tick in reverse order; a
-// give-back that brings a violation back is reverted and give-back locked out.
+// `give_back_above` for `give_back_ticks` ticks and the load eased since the step (else after
+// `probe_ticks`), one rung is given back per tick in reverse order; a give-back that brings a
+// violation back is reverted and give-back locked out.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +83,12 @@ struct Policy {
   // A tick with fewer waits than this is no evidence of latency (a p99 of 5 waits is their maximum:
   // an idle service's timer wake-up behind a hog is not a violation); it counts as an idle tick.
   unsigned min_waits = 20;
+  // A tick whose slack is below this (p99 over twice the target) over at least 5 x min_waits waits
+  // is a violation at once: a busy service hit hard is not kept waiting for violate_ticks.
+  double severe_below = -1.0;
+  // Give-back needs the load to have eased since the step (the victim's waits/s or the best-effort
+  // CPU use halved); under unchanged load it is only probed, after this many good ticks.
+  unsigned probe_ticks = 30;
 };
 
 // Bounds a config leaves out, and the documented defaults that replace them.
@@ -112,12 +119,15 @@ class Controller {
     uint64_t tick = 0;
     double slack_before = 0;
     bool verified = false;
+    double demand = 0;    // the victim's waits per second when the step was taken
+    double be_usage = 0;  // best-effort CPUs busy then
   };
   struct InstanceState {
     double p99_us = 0;
     double migrations_per_s = 0;    // smoothed like the p99
     std::optional<double> mpki;     // smoothed, where counted
     std::string binding;            // the signal whose slack is the smallest, in numbers
+    double demand = 0;              // waits per second, smoothed (never restarted)
     bool seen = false;
     unsigned bad = 0, good = 0;      // consecutive ticks below act_below / above give_back_above
     uint64_t quiet_until = 0;        // cooldown: no step before this tick
@@ -140,6 +150,7 @@ class Controller {
   bool clashes(const Step& step, const Plan& plan, bool forward) const;
   std::map<std::string, KnobState> desired_;
   std::vector<std::string> critical_;  // this tick's critical instances (best-effort CPUs are derived)
+  double be_usage_ = 0;                // best-effort CPUs busy, smoothed
   bool steal_ = false;
 };
 

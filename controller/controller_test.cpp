@@ -1446,12 +1446,13 @@ TEST(ControllerSlo, MigrationTargetBindsAndAnUnmeasuredMpkiTargetDoesNot) {
   {
     Controller c(*cfg, topo);
     Plan p;
-    c.step(snapshot(1, 0, 12.0));
-    p = c.step(snapshot(2, 0, 12.0));  // MPKI measured: 12 > 5 for two ticks
+    p = c.step(snapshot(1, 0, 8.0));  // MPKI measured: 8 > 5, not yet for violate_ticks
+    EXPECT_FALSE(p.workloads.at("db").violated);
+    p = c.step(snapshot(2, 0, 8.0));
     EXPECT_TRUE(p.workloads.at("db").violated);
-    EXPECT_NEAR(p.workloads.at("db").slack, (5.0 - 12.0) / 5.0, 1e-9);
+    EXPECT_NEAR(p.workloads.at("db").slack, (5.0 - 8.0) / 5.0, 1e-9);
     ASSERT_FALSE(p.actions.empty());
-    EXPECT_NE(p.actions.front().reason.find("MPKI 12.0 vs SLO 5.0"), std::string::npos) << p.actions.front().reason;
+    EXPECT_NE(p.actions.front().reason.find("MPKI 8.0 vs SLO 5.0"), std::string::npos) << p.actions.front().reason;
   }
 }
 
@@ -1466,10 +1467,12 @@ TEST(ControllerSlo, TicksWithTooFewWaitsAreNoEvidence) {
       "[[workload]]\nname = \"batch\"\nmatch = { cgroup = \"/batch\" }\nclass = \"best-effort\"\n";
   auto cfg = config::load_string(toml, "idle.toml", facts(topo));
   ASSERT_TRUE(cfg) << cfg.error().front().str();
-  auto run = [&](uint64_t waits) {
-    Controller c(*cfg, topo);
+  uint64_t first_violation = 0;
+  auto run = [&](uint64_t waits, Policy pol = {}) {
+    Controller c(*cfg, topo, pol);
     size_t actions = 0;
     bool violated = false;
+    first_violation = 0;
     for (uint64_t t = 1; t <= 10; ++t) {
       Snapshot s;
       s.tick = t;
@@ -1491,6 +1494,7 @@ TEST(ControllerSlo, TicksWithTooFewWaitsAreNoEvidence) {
       Plan p = c.step(s);
       actions += p.actions.size();
       violated = violated || p.workloads.at("redis").violated;
+      if (violated && !first_violation) first_violation = t;
     }
     return std::pair{actions, violated};
   };
@@ -1499,6 +1503,58 @@ TEST(ControllerSlo, TicksWithTooFewWaitsAreNoEvidence) {
   auto [acts, violated] = run(200);
   EXPECT_TRUE(violated);
   EXPECT_GT(acts, 0u);
+  // p99 ten times the SLO over 200 waits is severe: a violation on its first tick.
+  EXPECT_EQ(first_violation, 1u);
+  Policy patient;  // without the severe path it takes violate_ticks
+  patient.severe_below = -100;
+  run(200, patient);
+  EXPECT_EQ(first_violation, patient.violate_ticks);
+}
+
+// Give-back waits for the load to ease: under unchanged load (victim as busy, noise as hungry) a step
+// that works is kept and only probed after probe_ticks; when the noise stops it is given back at once.
+TEST(ControllerSlo, GiveBackWaitsForTheLoadToEaseOrProbesLate) {
+  const Topology& topo = topology("pack:1 numa:1 l3:1 core:2 pu:1");
+  const std::string toml =
+      "[[workload]]\nname = \"redis\"\nmatch = { cgroup = \"/redis\" }\nclass = \"critical\"\n"
+      "slo = { runqueue_p99 = \"300us\" }\n"
+      "[[workload]]\nname = \"batch\"\nmatch = { cgroup = \"/batch\" }\nclass = \"best-effort\"\n";
+  auto cfg = config::load_string(toml, "ease.toml", facts(topo));
+  ASSERT_TRUE(cfg) << cfg.error().front().str();
+  // The first give-back's tick and reason; the noise stops at `noise_stops` (0: never).
+  auto first_give_back = [&](uint64_t noise_stops) -> std::pair<uint64_t, std::string> {
+    Controller c(*cfg, topo);
+    for (uint64_t t = 1; t <= 80; ++t) {
+      Snapshot s;
+      s.tick = t;
+      WorkloadSignals r;
+      r.instance = r.workload = "redis";
+      r.critical = true;
+      r.cgroups = {"/redis"};
+      r.rq_waits = 2000;
+      r.rq_p99_us = t == 1 ? 3000 : 50;  // the first step works at once
+      r.cpu_usage = 0.8;
+      r.cpus = topo.online();
+      WorkloadSignals b = r;
+      b.instance = b.workload = "batch";
+      b.critical = false;
+      b.cgroups = {"/batch"};
+      b.cpu_usage = noise_stops && t >= noise_stops ? 0.05 : 1.8;
+      s.workloads = {r, b};
+      Plan p = c.step(s);
+      for (const auto& a : p.actions)
+        if (a.kind == Action::Kind::give_back) return {t, a.reason};
+    }
+    return {0, ""};
+  };
+  const Policy pol;
+  auto [t_probe, why_probe] = first_give_back(0);
+  EXPECT_GE(t_probe, 1 + pol.probe_ticks) << why_probe;
+  EXPECT_NE(why_probe.find("a probe under unchanged load"), std::string::npos) << why_probe;
+  auto [t_eased, why_eased] = first_give_back(12);
+  EXPECT_GT(t_eased, 12u);
+  EXPECT_LE(t_eased, 12u + 4) << why_eased;
+  EXPECT_NE(why_eased.find("best-effort load eased"), std::string::npos) << why_eased;
 }
 
 }  // namespace
