@@ -68,7 +68,8 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
     if (w.critical && cw && cw->slo.runqueue_p99) {
       double target = static_cast<double>(cw->slo.runqueue_p99->count()) / 1e3;
       v.slack = st.seen ? (target - st.p99_us) / target : 1.0;
-      st.binding = "rq p99 " + fmt("%.0f", st.p99_us) + " us vs SLO " + fmt("%.0f", target) + " us";
+      st.binding = st.seen ? "rq p99 " + fmt("%.0f", st.p99_us) + " us vs SLO " + fmt("%.0f", target) + " us"
+                           : "rq p99 not measured since the last change (too few waits) vs SLO " + fmt("%.0f", target) + " us";
       // Declared secondary targets bind when their slack is smaller.
       auto consider = [&](double value, double limit, const std::string& what, const char* unit) {
         double sl = (limit - value) / limit;
@@ -83,7 +84,6 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
       st.good = v.slack > policy_.give_back_above ? st.good + 1 : 0;
       v.violated = st.bad >= policy_.violate_ticks ||
                    (v.slack < policy_.severe_below && w.rq_waits >= 5 * std::max(1u, policy_.min_waits));
-      if (v.violated) st.bad = std::max(st.bad, policy_.violate_ticks);
     }
     plan.workloads[w.instance] = v;
   }
@@ -360,9 +360,11 @@ Plan Controller::step(const Snapshot& s) {
   for (const auto& w : s.workloads)
     if (w.critical) critical_.push_back(w.instance);
   smooth(s, plan);
+  // Best-effort demand: CPUs busy plus tasks queued. Not busy alone: a step that squeezes the noise
+  // lowers its CPU time, which is not the noise going away.
   double be = 0;
   for (const auto& w : s.workloads)
-    if (!w.critical && w.cpu_usage) be += *w.cpu_usage;
+    if (!w.critical && w.cpu_usage) be += *w.cpu_usage + w.rq_wait_s_per_s;
   be_usage_ = s.tick <= 1 && be_usage_ == 0 ? be : policy_.ewma_alpha * be + (1 - policy_.ewma_alpha) * be_usage_;
   // Instances that are gone: their state and wishes go (the reconciler restores what they had).
   for (auto it = states_.begin(); it != states_.end();) {
@@ -446,7 +448,8 @@ Plan Controller::step(const Snapshot& s) {
         next->demand = st.demand;
         next->be_usage = be_usage_;
         apply(*next, plan, Action::Kind::act,
-              numbers + " for " + std::to_string(st.bad) + " ticks" + named);
+              numbers + (st.bad >= policy_.violate_ticks ? " for " + std::to_string(st.bad) + " ticks"
+                                                          : " (severe: over twice the SLO, at once)") + named);
         st.steps.push_back(*next);
         st.quiet_until = s.tick + policy_.cooldown_ticks;
         st.bad = 0;  // the next step needs a violation measured after this one
@@ -468,7 +471,7 @@ Plan Controller::step(const Snapshot& s) {
       if (!victim_eased && !noise_eased && st.good < policy_.probe_ticks) continue;
       std::string why = victim_eased ? "; its load eased (" + fmt("%.0f", st.demand) + " waits/s, " +
                                            fmt("%.0f", last.demand) + " at the step)"
-                        : noise_eased ? "; best-effort load eased (" + fmt("%.2f", be_usage_) + " CPUs, " +
+                        : noise_eased ? "; best-effort load eased (" + fmt("%.2f", be_usage_) + " CPUs busy or queued, " +
                                             fmt("%.2f", last.be_usage) + " at the step)"
                                       : "; a probe under unchanged load";
       Step back = last;

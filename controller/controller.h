@@ -87,7 +87,7 @@ struct Policy {
   // is a violation at once: a busy service hit hard is not kept waiting for violate_ticks.
   double severe_below = -1.0;
   // Give-back needs the load to have eased since the step (the victim's waits/s or the best-effort
-  // CPU use halved); under unchanged load it is only probed, after this many good ticks.
+  // CPUs busy or queued halved); under unchanged load it is only probed, after this many good ticks.
   unsigned probe_ticks = 30;
 };
 
@@ -120,7 +120,7 @@ class Controller {
     double slack_before = 0;
     bool verified = false;
     double demand = 0;    // the victim's waits per second when the step was taken
-    double be_usage = 0;  // best-effort CPUs busy then
+    double be_usage = 0;  // best-effort CPUs busy or queued then
   };
   struct InstanceState {
     double p99_us = 0;
@@ -150,7 +150,7 @@ class Controller {
   bool clashes(const Step& step, const Plan& plan, bool forward) const;
   std::map<std::string, KnobState> desired_;
   std::vector<std::string> critical_;  // this tick's critical instances (best-effort CPUs are derived)
-  double be_usage_ = 0;                // best-effort CPUs busy, smoothed
+  double be_usage_ = 0;                // best-effort CPUs busy or queued, smoothed
   bool steal_ = false;
 };
 
