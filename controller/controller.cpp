@@ -410,7 +410,8 @@ Plan Controller::step(const Snapshot& s) {
       st.seen = false;  // smoothing restarts: the old history is of another configuration
       continue;
     }
-    if (s.tick < st.quiet_until) continue;
+    const bool recalling = view.violated && st.steps.size() < st.recall;
+    if (s.tick < st.quiet_until && !recalling) continue;
     // A step that did not raise slack within revert_after ticks is undone; its rung is locked out.
     if (!st.steps.empty() && !st.steps.back().verified && s.tick >= st.steps.back().tick + policy_.revert_after) {
       Step& last = st.steps.back();
@@ -424,12 +425,13 @@ Plan Controller::step(const Snapshot& s) {
                   fmt("%.2f", undo.slack_before) + " -> " + fmt("%.2f", view.slack) + ")");
         st.locked_until[undo.rung] = s.tick + policy_.lockout_ticks;
         st.quiet_until = s.tick + policy_.cooldown_ticks;
+        st.recall = 0;  // what worked last time does not now
         st.bad = st.good = 0;
       st.seen = false;  // smoothing restarts: the old history is of another configuration
         continue;
       }
     }
-    if (view.violated && !st.steps.empty() && !st.steps.back().verified) {
+    if (view.violated && !st.steps.empty() && !st.steps.back().verified && !recalling) {
       // Escalate only on evidence: the last step has to have raised slack; else wait for its verdict.
       if (view.slack > st.steps.back().slack_before + 0.02) st.steps.back().verified = true;
       else continue;
@@ -447,10 +449,15 @@ Plan Controller::step(const Snapshot& s) {
         next->slack_before = view.slack;
         next->demand = st.demand;
         next->be_usage = be_usage_;
+        std::string recalled = recalling ? "; recalling rung " + std::to_string(st.steps.size() + 1) + " of " +
+                                               std::to_string(st.recall) + " held in its last busy spell"
+                                         : "";
         apply(*next, plan, Action::Kind::act,
               numbers + (st.bad >= policy_.violate_ticks ? " for " + std::to_string(st.bad) + " ticks"
-                                                          : " (severe: over twice the SLO, at once)") + named);
+                                                          : " (severe: over twice the SLO, at once)") + named + recalled);
+        next->verified = recalling;  // it worked in the last episode
         st.steps.push_back(*next);
+        if (st.steps.size() >= st.recall) st.recall = 0;
         st.quiet_until = s.tick + policy_.cooldown_ticks;
         st.bad = 0;  // the next step needs a violation measured after this one
         st.seen = false;
@@ -474,6 +481,7 @@ Plan Controller::step(const Snapshot& s) {
                         : noise_eased ? "; best-effort load eased (" + fmt("%.2f", be_usage_) + " CPUs busy or queued, " +
                                             fmt("%.2f", last.be_usage) + " at the step)"
                                       : "; a probe under unchanged load";
+      if (victim_eased) st.recall = std::max(st.recall, st.steps.size());
       Step back = last;
       st.steps.pop_back();
       apply(back, plan, Action::Kind::give_back,

@@ -1187,6 +1187,49 @@ class = "best-effort"
 
 // The victim's bounds allow one weight step and no CPUs: the controller takes that step, goes no further
 // and says why.
+// A victim that goes idle and comes back to the same noise: its second busy spell climbs straight
+// back to the rung its first one needed (one step per tick, no cooldowns), and everything is given
+// back while it is idle.
+TEST(ControllerScenario, ABusySpellAfterAnIdleOneRecallsTheRungsThatWorked) {
+  const std::string toml = R"(
+[[workload]]
+name = "svc"
+match = { cgroup = "/plant/svc" }
+class = "critical"
+slo = { runqueue_p99 = "1ms" }
+[[workload]]
+name = "hog"
+match = { cgroup = "/plant/hog" }
+class = "best-effort"
+)";
+  Scenario sc = hand("pack:1 numa:1 l3:1 core:2 pu:1", toml, {critical("svc", 0.5), best_effort("hog", 2.0)}, 200);
+  sc.loads = {{70, "svc", 0.0}, {130, "svc", 0.5}};
+  std::map<uint64_t, unsigned> rung;  // tick -> the victim's rung
+  std::vector<std::string> problems;
+  uint64_t checks = 0, recalled_lines = 0;
+  simulate(sc, [&](const TickView& v) {
+    for (const auto& p : bound_violations(sc, v, checks)) problems.push_back(p);
+    rung[v.plan.tick] = v.plan.workloads.at("svc").rung;
+    for (const auto& a : v.plan.actions) recalled_lines += a.reason.find("recalling rung") != std::string::npos;
+  });
+  const std::string log = logged(sc);
+  EXPECT_TRUE(problems.empty()) << problems.front() << log;
+  unsigned first_max = 0;
+  uint64_t first_reached = 0;
+  for (uint64_t t = 1; t < 70; ++t) first_max = std::max(first_max, rung[t]);
+  for (uint64_t t = 1; t < 70 && !first_reached; ++t)
+    if (rung[t] == first_max) first_reached = t;
+  ASSERT_GE(first_max, 2u) << "the first spell needed more than one rung" << log;
+  EXPECT_EQ(rung[129], 0u) << "not everything given back while idle" << log;
+  uint64_t second_reached = 0;
+  for (uint64_t t = 130; t < 200 && !second_reached; ++t)
+    if (rung[t] >= first_max) second_reached = t;
+  ASSERT_NE(second_reached, 0u) << log;
+  EXPECT_LE(second_reached - 130, first_max + Policy{}.violate_ticks) << log;
+  EXPECT_LT(second_reached - 130, first_reached - 1) << log;
+  EXPECT_GE(recalled_lines, 1u) << log;
+}
+
 TEST(ControllerScenario, BoundsAllowNoMore) {
   const std::string toml = R"(
 [[workload]]
