@@ -114,7 +114,10 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
                                                       InstanceState& st, const std::vector<Interference>& antagonists,
                                                       std::string& why_not) const {
   const config::Workload* cw = find_workload(cfg_, victim.workload);
+  // Recalling the last busy spell: only the rung it took next.
+  const bool recalling = st.steps.size() < st.recall.size();
   auto locked = [&](Rung r) {
+    if (recalling && st.recall[st.steps.size()] != r) return true;
     auto it = st.locked_until.find(r);
     return it != st.locked_until.end() && s.tick < it->second;
   };
@@ -410,7 +413,7 @@ Plan Controller::step(const Snapshot& s) {
       st.seen = false;  // smoothing restarts: the old history is of another configuration
       continue;
     }
-    const bool recalling = view.violated && st.steps.size() < st.recall;
+    const bool recalling = view.violated && st.steps.size() < st.recall.size();
     if (s.tick < st.quiet_until && !recalling) continue;
     // A step that did not raise slack within revert_after ticks is undone; its rung is locked out.
     if (!st.steps.empty() && !st.steps.back().verified && s.tick >= st.steps.back().tick + policy_.revert_after) {
@@ -425,7 +428,7 @@ Plan Controller::step(const Snapshot& s) {
                   fmt("%.2f", undo.slack_before) + " -> " + fmt("%.2f", view.slack) + ")");
         st.locked_until[undo.rung] = s.tick + policy_.lockout_ticks;
         st.quiet_until = s.tick + policy_.cooldown_ticks;
-        st.recall = 0;  // what worked last time does not now
+        st.recall.clear();  // what worked last time does not now
         st.bad = st.good = 0;
       st.seen = false;  // smoothing restarts: the old history is of another configuration
         continue;
@@ -449,19 +452,21 @@ Plan Controller::step(const Snapshot& s) {
         next->slack_before = view.slack;
         next->demand = st.demand;
         next->be_usage = be_usage_;
-        std::string recalled = recalling ? "; recalling rung " + std::to_string(st.steps.size() + 1) + " of " +
-                                               std::to_string(st.recall) + " held in its last busy spell"
+        std::string recalled = recalling ? "; recalling step " + std::to_string(st.steps.size() + 1) + " of " +
+                                               std::to_string(st.recall.size()) + " held in its last busy spell"
                                          : "";
         apply(*next, plan, Action::Kind::act,
               numbers + (st.bad >= policy_.violate_ticks ? " for " + std::to_string(st.bad) + " ticks"
                                                           : " (severe: over twice the SLO, at once)") + named + recalled);
         next->verified = recalling;  // it worked in the last episode
         st.steps.push_back(*next);
-        if (st.steps.size() >= st.recall) st.recall = 0;
+        if (st.steps.size() >= st.recall.size()) st.recall.clear();
         st.quiet_until = s.tick + policy_.cooldown_ticks;
         st.bad = 0;  // the next step needs a violation measured after this one
         st.seen = false;
         st.given_back.reset();
+      } else if (recalling) {
+        st.recall.clear();  // the recalled rung is not possible now: the ladder from here, next tick
       } else {
         plan.workloads[v->instance].blocked = why_not;
       }
@@ -481,7 +486,10 @@ Plan Controller::step(const Snapshot& s) {
                         : noise_eased ? "; best-effort load eased (" + fmt("%.2f", be_usage_) + " CPUs busy or queued, " +
                                             fmt("%.2f", last.be_usage) + " at the step)"
                                       : "; a probe under unchanged load";
-      if (victim_eased) st.recall = std::max(st.recall, st.steps.size());
+      if (victim_eased && st.steps.size() > st.recall.size()) {
+        st.recall.clear();
+        for (const auto& step : st.steps) st.recall.push_back(step.rung);
+      }
       Step back = last;
       st.steps.pop_back();
       apply(back, plan, Action::Kind::give_back,

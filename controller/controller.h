@@ -128,9 +128,10 @@ class Controller {
     std::optional<double> mpki;     // smoothed, where counted
     std::string binding;            // the signal whose slack is the smallest, in numbers
     double demand = 0;              // waits per second, smoothed (never restarted)
-    // Rungs held when the last episode ended because the victim's load eased: when it is violated
-    // again they are climbed back one per tick, without cooldowns or verdicts (they worked then).
-    size_t recall = 0;
+    // The rungs held when the last episode ended because the victim's load eased: when it is violated
+    // again they are climbed back, those rungs only, one per tick, without cooldowns or verdicts
+    // (they worked then).
+    std::vector<Rung> recall;
     bool seen = false;
     unsigned bad = 0, good = 0;      // consecutive ticks below act_below / above give_back_above
     uint64_t quiet_until = 0;        // cooldown: no step before this tick

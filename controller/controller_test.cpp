@@ -1210,7 +1210,7 @@ class = "best-effort"
   simulate(sc, [&](const TickView& v) {
     for (const auto& p : bound_violations(sc, v, checks)) problems.push_back(p);
     rung[v.plan.tick] = v.plan.workloads.at("svc").rung;
-    for (const auto& a : v.plan.actions) recalled_lines += a.reason.find("recalling rung") != std::string::npos;
+    for (const auto& a : v.plan.actions) recalled_lines += a.reason.find("recalling step") != std::string::npos;
   });
   const std::string log = logged(sc);
   EXPECT_TRUE(problems.empty()) << problems.front() << log;
