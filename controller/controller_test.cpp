@@ -1124,9 +1124,8 @@ PlantWorkload best_effort(const std::string& name, double demand, double pressur
   return w;
 }
 
-// The end-to-end test's setup: a 2-CPU host, a latency-sensitive service and a hog of both CPUs.
-TEST(ControllerScenario, VictimAndHogOnTwoCpus) {
-  const std::string toml = R"(
+// A latency-sensitive service with a 1 ms SLO and a best-effort hog.
+const std::string kSvcAndHog = R"(
 [[workload]]
 name = "svc"
 match = { cgroup = "/plant/svc" }
@@ -1137,8 +1136,11 @@ name = "hog"
 match = { cgroup = "/plant/hog" }
 class = "best-effort"
 )";
+
+// The end-to-end test's setup: a 2-CPU host, a latency-sensitive service and a hog of both CPUs.
+TEST(ControllerScenario, VictimAndHogOnTwoCpus) {
   Scenario sc =
-      hand("pack:1 numa:1 l3:1 core:2 pu:1", toml, {critical("svc", 0.5), best_effort("hog", 0)}, 140);
+      hand("pack:1 numa:1 l3:1 core:2 pu:1", kSvcAndHog, {critical("svc", 0.5), best_effort("hog", 0)}, 140);
   sc.loads = {{6, "hog", 2.0}, {70, "hog", 0.0}};
   const Policy pol;
   uint64_t ticks_quiet_actions = 0, first_act = 0, first_cpus = 0, last_shares_act = 0, recovered = 0,
@@ -1185,24 +1187,11 @@ class = "best-effort"
   EXPECT_LE(home, 70 + pol.lockout_ticks + 4 + 4 * (pol.give_back_ticks + 1)) << log;
 }
 
-// The victim's bounds allow one weight step and no CPUs: the controller takes that step, goes no further
-// and says why.
 // A victim that goes idle and comes back to the same noise: its second busy spell climbs straight
 // back to the rung its first one needed (one step per tick, no cooldowns), and everything is given
 // back while it is idle.
 TEST(ControllerScenario, ABusySpellAfterAnIdleOneRecallsTheRungsThatWorked) {
-  const std::string toml = R"(
-[[workload]]
-name = "svc"
-match = { cgroup = "/plant/svc" }
-class = "critical"
-slo = { runqueue_p99 = "1ms" }
-[[workload]]
-name = "hog"
-match = { cgroup = "/plant/hog" }
-class = "best-effort"
-)";
-  Scenario sc = hand("pack:1 numa:1 l3:1 core:2 pu:1", toml, {critical("svc", 0.5), best_effort("hog", 2.0)}, 200);
+  Scenario sc = hand("pack:1 numa:1 l3:1 core:2 pu:1", kSvcAndHog, {critical("svc", 0.5), best_effort("hog", 2.0)}, 200);
   sc.loads = {{70, "svc", 0.0}, {130, "svc", 0.5}};
   std::map<uint64_t, unsigned> rung;  // tick -> the victim's rung
   std::vector<std::string> problems;
@@ -1230,6 +1219,8 @@ class = "best-effort"
   EXPECT_GE(recalled_lines, 1u) << log;
 }
 
+// The victim's bounds allow one weight step and no CPUs: the controller takes that step, goes no further
+// and says why.
 TEST(ControllerScenario, BoundsAllowNoMore) {
   const std::string toml = R"(
 [[workload]]
