@@ -12,6 +12,7 @@
 #include <set>
 #include <utility>
 
+#include "bpf/features.h"
 #include "bpf/libbpf_log.h"
 #include "sched.skel.h"
 
@@ -348,6 +349,31 @@ size_t SchedSensor::reclaim(const std::vector<CgroupId>& live) {
     it = last_.erase(it);
   }
   return n;
+}
+
+Result<HostSensor> open_host_sensor(const CgroupHierarchy& hierarchy, const Topology& topo, BpfStats stats) {
+  SchedConfig sc;
+  sc.hierarchy = hierarchy;
+  sc.stats = stats;
+  for (const Pu& pu : topo.pus()) {
+    if (pu.os >= sc.llc_of_cpu.size()) {
+      sc.llc_of_cpu.resize(pu.os + 1);
+      sc.node_of_cpu.resize(pu.os + 1);
+    }
+    sc.llc_of_cpu[pu.os] = static_cast<uint16_t>(pu.l3);
+    sc.node_of_cpu[pu.os] = static_cast<uint16_t>(pu.numa);
+  }
+  std::string note = "hardware counters";
+  if (auto pmu = hw_pmu_available(); pmu.has_value()) sc.counters = hardware_counters();
+  else note = "n/a (" + pmu.error().message() + ")";
+  auto sensor = SchedSensor::open(sc);
+  if (!sensor && !sc.counters.empty()) {  // a PMU without one of the four events: go on without
+    note = "n/a (" + sensor.error().message() + ")";
+    sc.counters.clear();
+    sensor = SchedSensor::open(sc);
+  }
+  if (!sensor) return std::unexpected(sensor.error());
+  return HostSensor{std::move(*sensor), !sc.counters.empty(), note};
 }
 
 }  // namespace keel::bpf

@@ -13,6 +13,7 @@
 #include "bpf/features.h"
 #include "bpf/sched_shared.h"
 #include "host/cgroup.h"
+#include "host/topology.h"
 #include "host/error.h"
 
 struct keel_sched;  // bpftool skeleton
@@ -134,5 +135,16 @@ class SchedSensor {
   std::vector<int> counter_fds_;  // one perf event per (CPU, counter), closed with the sensor
   void close_fds();
 };
+
+// The sensor as keel's commands open it: CPU-to-LLC/NUMA tables from `topo`, and the four
+// hardware_counters() where there is a PMU. Without one (or when the PMU lacks one of the events)
+// it opens without counters: cache signals are then unavailable, never 0; `counters_note` says which.
+struct HostSensor {
+  SchedSensor sensor;
+  bool pmu = false;
+  std::string counters_note;  // "hardware counters" or "n/a (why)"
+};
+Result<HostSensor> open_host_sensor(const CgroupHierarchy& hierarchy, const Topology& topo,
+                                    BpfStats stats = BpfStats::sampled);
 
 }  // namespace keel::bpf

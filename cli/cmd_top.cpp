@@ -91,44 +91,25 @@ int cmd_top(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "keel top: %s\n", topo.error().message().c_str());
     return kExitFailure;
   }
-  bpf::SchedConfig sc;
-  sc.hierarchy = *hierarchy;
   // BPF run-time stats cost every BPF program on the host two clock reads per run: sampled (one
   // interval in ten) by default.
+  bpf::BpfStats stats = bpf::BpfStats::sampled;
   if (auto v = args->value("bpf-stats")) {
-    if (*v == "off") sc.stats = bpf::BpfStats::off;
-    else if (*v == "sampled") sc.stats = bpf::BpfStats::sampled;
-    else if (*v == "always") sc.stats = bpf::BpfStats::always;
+    if (*v == "off") stats = bpf::BpfStats::off;
+    else if (*v == "sampled") stats = bpf::BpfStats::sampled;
+    else if (*v == "always") stats = bpf::BpfStats::always;
     else return usage_error("top", "--bpf-stats takes sampled (one interval in ten), always or off");
   }
-  for (const Pu& pu : topo->pus()) {
-    if (pu.os >= sc.llc_of_cpu.size()) {
-      sc.llc_of_cpu.resize(pu.os + 1);
-      sc.node_of_cpu.resize(pu.os + 1);
-    }
-    sc.llc_of_cpu[pu.os] = static_cast<uint16_t>(pu.l3);
-    sc.node_of_cpu[pu.os] = static_cast<uint16_t>(pu.numa);
-  }
   // Cache misses, references, instructions and cycles where there is a PMU; "n/a", never 0, without.
-  std::string counters_note = "n/a (no hardware PMU)";
-  if (auto pmu = bpf::hw_pmu_available(); pmu.has_value()) {
-    sc.counters = bpf::hardware_counters();
-    counters_note = "hardware counters";
-  } else {
-    counters_note = "n/a (" + pmu.error().message() + ")";
-  }
-  auto sensor = bpf::SchedSensor::open(sc);
-  if (!sensor && !sc.counters.empty()) {  // a PMU without one of the four events: go on without
-    counters_note = "n/a (" + sensor.error().message() + ")";
-    sc.counters.clear();
-    sensor = bpf::SchedSensor::open(sc);
-  }
-  if (!sensor) {
-    std::fprintf(stderr, "keel top: %s%s\n", sensor.error().message().c_str(),
+  auto opened = bpf::open_host_sensor(*hierarchy, *topo, stats);
+  if (!opened) {
+    std::fprintf(stderr, "keel top: %s%s\n", opened.error().message().c_str(),
                  ::geteuid() != 0 ? " (keel top needs root: it loads BPF programs)" : "");
     return kExitFailure;
   }
-  const bool pmu = !sc.counters.empty();
+  bpf::SchedSensor* sensor = &opened->sensor;
+  const bool pmu = opened->pmu;
+  const std::string counters_note = opened->counters_note;
 
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);

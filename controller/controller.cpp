@@ -368,7 +368,7 @@ Plan Controller::step(const Snapshot& s) {
   double be = 0;
   for (const auto& w : s.workloads)
     if (!w.critical && w.cpu_usage) be += *w.cpu_usage + w.rq_wait_s_per_s;
-  be_usage_ = s.tick <= 1 && be_usage_ == 0 ? be : policy_.ewma_alpha * be + (1 - policy_.ewma_alpha) * be_usage_;
+  be_usage_ = be_usage_ == 0 ? be : policy_.ewma_alpha * be + (1 - policy_.ewma_alpha) * be_usage_;
   // Instances that are gone: their state and wishes go (the reconciler restores what they had).
   for (auto it = states_.begin(); it != states_.end();) {
     bool live = std::any_of(s.workloads.begin(), s.workloads.end(), [&](const auto& w) { return w.instance == it->first; });

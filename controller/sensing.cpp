@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "bpf/features.h"
 #include "host/cgroup_stats.h"
 #include "host/fileio.h"
 
@@ -58,33 +57,12 @@ Result<Sensing> Sensing::open(const config::Config& cfg, const SysRoots& roots, 
   if (!h) return std::unexpected(h.error());
   st->hierarchy = *h;
 
-  bpf::SchedConfig sc;
-  sc.hierarchy = st->hierarchy;
-  sc.stats = stats;
-  for (const Pu& pu : topo.pus()) {
-    if (pu.os >= sc.llc_of_cpu.size()) {
-      sc.llc_of_cpu.resize(pu.os + 1);
-      sc.node_of_cpu.resize(pu.os + 1);
-    }
-    sc.llc_of_cpu[pu.os] = static_cast<uint16_t>(pu.l3);
-    sc.node_of_cpu[pu.os] = static_cast<uint16_t>(pu.numa);
-  }
-  if (auto pmu = bpf::hw_pmu_available(); pmu.has_value()) {
-    sc.counters = bpf::hardware_counters();
-    st->counters_note = "hardware counters";
-  } else {
-    st->counters_note = "n/a (" + pmu.error().message() + ")";
-  }
-  auto sensor = bpf::SchedSensor::open(sc);
-  if (!sensor && !sc.counters.empty()) {  // a PMU without one of the four events: go on without
-    st->counters_note = "n/a (" + sensor.error().message() + ")";
-    sc.counters.clear();
-    sensor = bpf::SchedSensor::open(sc);
-  }
-  if (!sensor)
-    return fail(sensor.error().message() + (::geteuid() != 0 ? " (keel needs root: it loads BPF programs)" : ""));
-  st->pmu = !sc.counters.empty();
-  st->sensor.emplace(std::move(*sensor));
+  auto opened = bpf::open_host_sensor(st->hierarchy, topo, stats);
+  if (!opened)
+    return fail(opened.error().message() + (::geteuid() != 0 ? " (keel needs root: it loads BPF programs)" : ""));
+  st->pmu = opened->pmu;
+  st->counters_note = opened->counters_note;
+  st->sensor.emplace(std::move(opened->sensor));
   st->last = std::chrono::steady_clock::now();
   // Counters of cgroupfs start now, like the BPF deltas.
   Sensing s(std::move(st));
