@@ -269,6 +269,7 @@ SchedSensor& SchedSensor::operator=(SchedSensor&& o) noexcept {
     last_map_full_ = o.last_map_full_;
     last_stamp_full_ = o.last_stamp_full_;
     stats_ = o.stats_;
+    capacity_ = o.capacity_;
     stats_every_ = o.stats_every_;
     reads_ = o.reads_;
     stats_fd_ = std::exchange(o.stats_fd_, -1);

@@ -107,6 +107,7 @@ class SchedSensor {
   // Drops the entries of cgroups that are gone (not in `live`); returns how many.
   size_t reclaim(const std::vector<CgroupId>& live);
   size_t entries() const { return last_.size(); }
+  size_t capacity() const { return capacity_; }  // entries the per-cgroup map holds
   // Run time and count of each attached program, cumulative (grows only while stats are on).
   std::vector<ProgStats> prog_stats() const;
   bool stats_enabled() const { return stats_fd_ >= 0; }
@@ -117,7 +118,7 @@ class SchedSensor {
   static Result<SchedSensor> open_programs(const SchedConfig& cfg);
   SchedSensor(keel_sched* skel, AttachKind kind, const SchedConfig& cfg)
       : skel_(skel), kind_(kind), hierarchy_(cfg.hierarchy.id), stats_(cfg.stats),
-        stats_every_(std::max(1u, cfg.stats_every)) {}
+        stats_every_(std::max(1u, cfg.stats_every)), capacity_(cfg.max_cgroups) {}
   void update_stats();
   keel_sched* skel_ = nullptr;
   AttachKind kind_ = AttachKind::tp_btf;
@@ -126,6 +127,7 @@ class SchedSensor {
   uint64_t last_map_full_ = 0, last_stamp_full_ = 0;
   BpfStats stats_ = BpfStats::sampled;
   unsigned stats_every_ = 10;
+  size_t capacity_ = 0;
   uint64_t reads_ = 0;
   int stats_fd_ = -1;  // bpf_enable_stats(): stats stay on only while this fd is open
   // Totals and time when stats were turned on (or at the previous read while they stayed on).

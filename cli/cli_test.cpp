@@ -1,6 +1,9 @@
 // The keel binary as users run it: exit codes, messages, and what it prints.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -226,6 +229,35 @@ TEST(Cli, RunAndPlanRefuseBadUsageAndBadConfigsBeforeTouchingAnything) {
   EXPECT_EQ(rc4, 2);
   EXPECT_NE(out4.find("--window must be"), std::string::npos) << out4;
   EXPECT_EQ(run_command(keel("plan --config " + (t.path() / "bad.toml").string())).first, 2);
+  EXPECT_FALSE(std::filesystem::exists(state));
+}
+
+// A metrics port another process holds stops keel run before it changes anything (no state directory,
+// no journal), with the address and the reason; --metrics-listen overrides the config's address.
+TEST(Cli, RunRefusesATakenMetricsPortBeforeTouchingAnything) {
+  testing::TempDir t;
+  const std::string state = (t.path() / "state").string();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::string taken = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  testing::make_tree(t.path(), {{"keel.toml", "[daemon]\nstate_dir = \"" + state + "\"\nmetrics_listen = \"" + taken + "\"\n"},
+                                {"other.toml", "[daemon]\nstate_dir = \"" + state + "\"\n"}});
+  auto [rc, out] = run_command(keel("run --config " + (t.path() / "keel.toml").string()));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("run: metrics: daemon.metrics_listen = \"" + taken + "\": cannot listen on " + taken +
+                     ": Address already in use"),
+            std::string::npos)
+      << out;
+  auto [rc2, out2] = run_command(keel("run --config " + (t.path() / "other.toml").string() + " --metrics-listen " + taken));
+  EXPECT_EQ(rc2, 1) << out2;
+  EXPECT_NE(out2.find("cannot listen on " + taken), std::string::npos) << out2;
+  ::close(fd);
   EXPECT_FALSE(std::filesystem::exists(state));
 }
 

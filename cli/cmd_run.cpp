@@ -17,6 +17,7 @@
 #include "controller/controller.h"
 #include "controller/reconciler.h"
 #include "controller/sensing.h"
+#include "controller/telemetry.h"
 #include "controller/trace.h"
 #include "host/resctrl_info.h"
 #include "host/topology.h"
@@ -95,7 +96,7 @@ std::string status_line(const ctl::Plan& plan, const ctl::Snapshot& snap) {
 
 int cmd_run(const std::vector<std::string>& argv) {
   auto args = parse_args(argv, {.switches = {"observe", "once", "verbose"},
-                                .with_value = {"config", "record", "state", "bpf-stats"}});
+                                .with_value = {"config", "record", "state", "bpf-stats", "metrics-listen"}});
   if (!args) return usage_error("run", args.error().message());
   if (!args->positional.empty()) return usage_error("run", "takes no arguments");
   auto file = args->value("config");
@@ -124,6 +125,17 @@ int cmd_run(const std::vector<std::string>& argv) {
       return kExitFailure;
     }
   }
+  // The metrics endpoint before anything else: a taken port stops keel before it changes a thing.
+  std::string listen = args->value("metrics-listen").value_or(cfg.daemon.metrics_listen);
+  std::unique_ptr<metrics::Endpoint> endpoint;
+  if (listen != "off") {
+    auto e = metrics::Endpoint::listen(listen);
+    if (!e) {
+      log("run: metrics: " + e.error().message());
+      return kExitFailure;
+    }
+    endpoint = std::move(*e);
+  }
   // The session first: a journal a crashed keel left behind is restored before anything is sensed.
   auto session = act::Session::start(roots, state, observe ? act::Mode::observe : act::Mode::enforce);
   if (!session) {
@@ -146,6 +158,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     log("run: " + sensing.error().message());
     return kExitFailure;
   }
+  metrics::Metrics metrics(ctl::metrics_setup(cfg, observe, *sensing, KEEL_VERSION));
+  if (endpoint) endpoint->serve(metrics);
   ctl::Controller controller(cfg, *topo);
   ctl::Reconciler reconciler(cfg, sensing->layout(), sensing->hierarchy(), *topo, session->writer());
   size_t critical = 0;
@@ -154,7 +168,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   log(std::string("run: ") + mode + ", period " + config::format_duration(cfg.daemon.period) + ", " +
       std::to_string(cfg.workloads.size()) + " workloads (" + std::to_string(critical) + " critical), hierarchy " +
       sensing->hierarchy().name() + ", sensors " + bpf::to_string(sensing->attach()) + ", cache counters " +
-      sensing->counters_note() + ", state " + state.string());
+      sensing->counters_note() + ", state " + state.string() +
+      (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
 
   // SIGHUP too: a terminal that closes must not end keel without giving the host back.
   ::signal(SIGINT, on_signal);
@@ -168,9 +183,15 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (!sleep_until(next)) break;
     next += period;
     if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now() + period;  // fell behind
+    const auto started = std::chrono::steady_clock::now();
+    auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
+    auto unix_now = [] { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); };
     auto snap = sensing->sample(tick);
     if (!snap) {
       log("tick " + std::to_string(tick) + " sensing failed: " + snap.error().message());
+      metrics.sensing_failed(seconds_since(started), unix_now());
       continue;
     }
     if (record.is_open()) {
@@ -198,6 +219,7 @@ int cmd_run(const std::vector<std::string>& argv) {
           (c.from.empty() ? "\"\"" : c.from) + " -> " + c.to);
     for (const auto& n : done.notes) log("tick " + std::to_string(tick) + " note: " + n);
     for (const auto& e : done.errors) log("tick " + std::to_string(tick) + " error: " + e);
+    metrics.publish(ctl::tick_report(cfg, *snap, *sensing, plan, done, roots, {seconds_since(started), unix_now()}));
     if (args->has("once")) break;
   }
   auto back = session->finish();

@@ -12,8 +12,10 @@ usage: keel <command> [options]
 
 commands:
   run --config FILE [--observe] [--once] [--record TRACE] [--state DIR] [--verbose]
+      [--bpf-stats sampled|always|off] [--metrics-listen HOST:PORT|off]
                       the daemon: sense -> decide -> act every period; --observe (or mode = "observe")
-                      logs what it would do and writes nothing; every knob back on SIGINT/SIGTERM
+                      logs what it would do and writes nothing; every knob back on SIGINT/SIGTERM;
+                      Prometheus metrics on daemon.metrics_listen (default 127.0.0.1:9477)
   plan --config FILE [--window S]
                       one observation window, then the actions keel would take and why (root)
   check-config FILE [--synthetic SPEC] [--resctrl DIR]

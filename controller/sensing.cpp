@@ -28,6 +28,7 @@ struct Sensing::State {
   };
   std::map<std::string, Prev> prev;  // by cgroup path
   std::chrono::steady_clock::time_point last;
+  SensedCounts counts;
 };
 
 Sensing::Sensing(std::unique_ptr<State> s) : s_(std::move(s)) {}
@@ -39,6 +40,9 @@ const CgroupLayout& Sensing::layout() const { return s_->layout; }
 const CgroupHierarchy& Sensing::hierarchy() const { return s_->hierarchy; }
 const std::vector<WorkloadMatch>& Sensing::matches() const { return s_->matches; }
 std::optional<bpf::BpfCost> Sensing::cost() const { return s_->sensor->cost(); }
+const SensedCounts& Sensing::counts() const { return s_->counts; }
+std::vector<bpf::ProgStats> Sensing::prog_stats() const { return s_->sensor->prog_stats(); }
+bool Sensing::pmu() const { return s_->pmu; }
 std::string Sensing::counters_note() const { return s_->counters_note; }
 bpf::AttachKind Sensing::attach() const { return s_->sensor->kind(); }
 
@@ -131,16 +135,37 @@ Result<Snapshot> Sensing::sample(uint64_t tick) {
     }
     a.sig.cgroups.push_back(m.path);
   }
+  SensedCounts counts;
+  counts.map_full = delta->map_full;
+  counts.stamp_full = delta->stamp_full;
+  counts.map_capacity = st.sensor->capacity();
+  auto add = [](SensedCounts::Counts& to, const bpf::CgroupSched& c) {
+    to.rq += c.rq;
+    to.migrations += c.migrations;
+    to.cross_llc += c.cross_llc;
+    to.cross_numa += c.cross_numa;
+    for (size_t k = 0; k < to.counters.size(); ++k) to.counters[k] += c.counters[k];
+  };
   for (const auto& c : delta->cgroups) {
     auto it = by_id.find(c.id);
-    if (it == by_id.end() || it->second->workload.empty()) continue;
-    Acc& a = acc[it->second->instance];
-    a.rq += c.rq;
-    a.migrations += c.migrations;
-    a.cross_llc += c.cross_llc;
-    a.cross_numa += c.cross_numa;
-    for (size_t k = 0; k < a.counters.size(); ++k) a.counters[k] += c.counters[k];
+    // Cgroups no workload matches (and ones gone since the read) count as "other".
+    if (it == by_id.end() || it->second->workload.empty()) {
+      add(counts.other, c);
+      continue;
+    }
+    add(counts.instances[it->second->instance], c);
   }
+  for (const auto& [inst, a] : acc) counts.instances[inst];  // every instance, active or not
+  for (auto& [inst, a] : acc) {
+    const auto& c = counts.instances[inst];
+    a.rq = c.rq;
+    a.migrations = c.migrations;
+    a.cross_llc = c.cross_llc;
+    a.cross_numa = c.cross_numa;
+    a.counters = c.counters;
+  }
+  counts.map_entries = st.sensor->entries();
+  st.counts = std::move(counts);
   std::map<std::string, State::Prev> prev;
   for (auto& [inst, a] : acc) {
     for (const auto& path : a.sig.cgroups) {

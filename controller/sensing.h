@@ -21,6 +21,20 @@
 
 namespace keel::ctl {
 
+// One tick's raw counts for the metrics: per workload instance, and for the cgroups no workload
+// matches (folded into one), plus what the sensor could not record.
+struct SensedCounts {
+  struct Counts {
+    bpf::RqHistogram rq;
+    uint64_t migrations = 0, cross_llc = 0, cross_numa = 0;
+    std::array<uint64_t, KEEL_MAX_COUNTERS> counters{};  // cache misses, references, instructions, cycles
+  };
+  std::map<std::string, Counts> instances;
+  Counts other;
+  uint64_t map_full = 0, stamp_full = 0;  // events dropped this tick
+  size_t map_entries = 0, map_capacity = 0;
+};
+
 class Sensing {
  public:
   // Loads the BPF programs (root) for the hierarchy that defines the config's workloads; hardware
@@ -39,6 +53,9 @@ class Sensing {
   // This tick's cgroups and the workload instance each belongs to (unmatched ones included).
   const std::vector<WorkloadMatch>& matches() const;
   std::optional<bpf::BpfCost> cost() const;
+  const SensedCounts& counts() const;  // of the latest sample
+  std::vector<bpf::ProgStats> prog_stats() const;
+  bool pmu() const;
   std::string counters_note() const;  // "hardware counters" or "n/a (why)"
   bpf::AttachKind attach() const;
 

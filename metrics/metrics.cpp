@@ -1,0 +1,469 @@
+#include "metrics/metrics.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <civetweb.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include "metrics/catalogue.h"
+
+namespace keel::metrics {
+
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+using prometheus::Labels;
+
+const MetricDef& def(std::string_view name) {
+  for (const auto& d : kCatalogue)
+    if (d.name == name) return d;
+  throw std::logic_error("metric not in the catalogue: " + std::string(name));
+}
+
+Family<Counter>& counter(prometheus::Registry& r, std::string_view name) {
+  const auto& d = def(name);
+  return prometheus::BuildCounter().Name(std::string(d.name)).Help(std::string(d.help)).Register(r);
+}
+Family<Gauge>& gauge(prometheus::Registry& r, std::string_view name) {
+  const auto& d = def(name);
+  return prometheus::BuildGauge().Name(std::string(d.name)).Help(std::string(d.help)).Register(r);
+}
+Family<Histogram>& histogram(prometheus::Registry& r, std::string_view name) {
+  const auto& d = def(name);
+  return prometheus::BuildHistogram().Name(std::string(d.name)).Help(std::string(d.help)).Register(r);
+}
+
+// A counter fed with cumulative values read elsewhere: increments by the growth since the last value
+// (a value that went down means its source restarted: counts from zero again).
+struct Cumulative {
+  Counter* c = nullptr;
+  double last = 0;
+  bool seen = false;
+  void set(double v) {
+    if (!seen) {
+      c->Increment(v);
+    } else if (v >= last) {
+      c->Increment(v - last);
+    } else {
+      c->Increment(v);
+    }
+    last = v;
+    seen = true;
+  }
+};
+
+const char* const kKnobs[] = {"cpus", "shares", "l3_ways", "mba_percent", "steal_task"};
+const char* const kDirections[] = {"act", "give_back", "revert"};
+
+}  // namespace
+
+std::vector<double> prometheus_bounds(const std::vector<double>& layout_upper_s) {
+  std::vector<double> out;
+  // The last bucket of the layout is open-ended: it is +Inf.
+  for (size_t i = 0; i + 1 < layout_upper_s.size(); ++i) {
+    double b = layout_upper_s[i];
+    int e = 0;
+    double us = b * 1e6;
+    bool pow2 = std::frexp(std::round(us), &e) == 0.5 && std::fabs(us - std::round(us)) < 1e-6;
+    if (b <= 1.024e-3 + 1e-12 || pow2) out.push_back(b);
+  }
+  return out;
+}
+
+struct Metrics::State {
+  Setup setup;
+  std::shared_ptr<prometheus::Registry> reg = std::make_shared<prometheus::Registry>();
+  std::vector<double> bounds;
+  std::vector<size_t> bucket_to_le;  // layout bucket -> index in `bounds` (bounds.size() = +Inf)
+
+  Family<Histogram>* rq = nullptr;
+  Family<Gauge>*p99 = nullptr, *target = nullptr, *slack = nullptr, *violated = nullptr, *blocked = nullptr,
+  *rung = nullptr, *knob = nullptr, *interference = nullptr, *score = nullptr, *instances = nullptr;
+  Family<Counter>*migrations = nullptr, *cpu = nullptr, *misses = nullptr, *instructions = nullptr,
+  *actions = nullptr;
+
+  // Every series of one labelled instance, removed together when it goes.
+  struct Series {
+    std::string klass;
+    Histogram* rq = nullptr;
+    Counter *all = nullptr, *llc = nullptr, *numa = nullptr, *cpu = nullptr, *misses = nullptr, *instr = nullptr;
+    Gauge *p99 = nullptr, *target = nullptr, *slack = nullptr, *violated = nullptr, *blocked = nullptr,
+          *rung = nullptr;
+    std::map<std::string, Gauge*> knobs;
+  };
+  std::map<std::string, Series> series;  // by workload label
+  std::map<std::pair<std::string, std::string>, std::pair<Gauge*, Gauge*>> pairs;  // interference, score
+  std::map<std::pair<std::string, std::string>, Counter*> action;
+  Gauge* steal = nullptr;
+
+  Histogram* tick = nullptr;
+  Counter *ticks = nullptr, *sense_err = nullptr, *act_err = nullptr, *map_full = nullptr, *stamp_full = nullptr;
+  Gauge *last_tick = nullptr, *cost = nullptr, *events = nullptr, *cpu_ratio = nullptr, *entries = nullptr,
+        *max_entries = nullptr, *rss = nullptr, *folded = nullptr;
+  Cumulative process_cpu;
+  Family<Counter>*run_time = nullptr, *run_count = nullptr;
+  std::map<std::string, std::pair<Cumulative, Cumulative>> programs;
+
+  void remove(Series& s, const std::string& name);
+  Series& labelled(const std::string& name, const std::string& klass);
+  void workload(const WorkloadReport& w, Series& s, bool own);
+};
+
+Metrics::State::Series& Metrics::State::labelled(const std::string& name, const std::string& klass) {
+  auto it = series.find(name);
+  if (it != series.end()) return it->second;
+  Series& s = series[name];
+  s.klass = klass;
+  s.rq = &rq->Add({{"workload", name}, {"class", klass}}, bounds);
+  s.all = &migrations->Add({{"workload", name}, {"scope", "all"}});
+  s.llc = &migrations->Add({{"workload", name}, {"scope", "cross_llc"}});
+  s.numa = &migrations->Add({{"workload", name}, {"scope", "cross_numa"}});
+  s.cpu = &cpu->Add({{"workload", name}, {"class", klass}});
+  return s;
+}
+
+void Metrics::State::remove(Series& s, const std::string& name) {
+  rq->Remove(s.rq);
+  for (Counter* c : {s.all, s.llc, s.numa}) migrations->Remove(c);
+  cpu->Remove(s.cpu);
+  if (s.misses) misses->Remove(s.misses);
+  if (s.instr) instructions->Remove(s.instr);
+  std::pair<Family<Gauge>*, Gauge*> gauges[] = {{p99, s.p99},         {target, s.target}, {slack, s.slack},
+                                                {violated, s.violated}, {blocked, s.blocked}, {rung, s.rung}};
+  for (auto [f, g] : gauges)
+    if (g) f->Remove(g);
+  for (auto& [k, g] : s.knobs) knob->Remove(g);
+  (void)name;
+}
+
+void Metrics::State::workload(const WorkloadReport& w, Series& s, bool own) {
+  std::vector<double> inc(bounds.size() + 1, 0.0);
+  for (size_t i = 0; i < w.rq_buckets.size() && i < bucket_to_le.size(); ++i)
+    inc[bucket_to_le[i]] += static_cast<double>(w.rq_buckets[i]);
+  s.rq->ObserveMultiple(inc, w.rq_sum_s);
+  s.all->Increment(static_cast<double>(w.migrations));
+  s.llc->Increment(static_cast<double>(w.cross_llc));
+  s.numa->Increment(static_cast<double>(w.cross_numa));
+  if (w.cpu_seconds) s.cpu->Increment(std::max(0.0, *w.cpu_seconds));
+  const std::string& name = own ? w.workload : std::string("other");
+  if (w.cache_misses) {
+    if (!s.misses) s.misses = &misses->Add({{"workload", name}});
+    s.misses->Increment(static_cast<double>(*w.cache_misses));
+  }
+  if (w.instructions) {
+    if (!s.instr) s.instr = &instructions->Add({{"workload", name}});
+    s.instr->Increment(static_cast<double>(*w.instructions));
+  }
+  if (!own) return;  // folded instances: their counts only
+  auto set = [&](Family<Gauge>* f, Gauge*& g, std::optional<double> v) {
+    if (!v) {
+      if (g) f->Remove(g);
+      g = nullptr;
+      return;
+    }
+    if (!g) g = &f->Add({{"workload", name}});
+    g->Set(*v);
+  };
+  set(p99, s.p99, w.p99_s);
+  set(target, s.target, w.slo_target_s);
+  set(slack, s.slack, w.slack);
+  bool judged = w.slack.has_value();
+  set(violated, s.violated, judged ? std::optional<double>(w.violated ? 1 : 0) : std::nullopt);
+  set(blocked, s.blocked, judged ? std::optional<double>(w.blocked ? 1 : 0) : std::nullopt);
+  set(rung, s.rung, judged ? std::optional<double>(w.rung) : std::nullopt);
+  for (auto it = s.knobs.begin(); it != s.knobs.end();) {
+    if (w.knobs.count(it->first)) {
+      ++it;
+    } else {
+      knob->Remove(it->second);
+      it = s.knobs.erase(it);
+    }
+  }
+  for (const auto& [k, v] : w.knobs) {
+    Gauge*& g = s.knobs[k];
+    if (!g) g = &knob->Add({{"workload", name}, {"knob", k}});
+    g->Set(v);
+  }
+}
+
+Metrics::Metrics(Setup setup) : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.setup = std::move(setup);
+  auto& r = *s.reg;
+  s.bounds = prometheus_bounds(s.setup.latency_bucket_upper_s);
+  for (double upper : s.setup.latency_bucket_upper_s) {
+    size_t j = static_cast<size_t>(std::lower_bound(s.bounds.begin(), s.bounds.end(), upper * (1 - 1e-9)) - s.bounds.begin());
+    s.bucket_to_le.push_back(j);
+  }
+  if (!s.bucket_to_le.empty()) s.bucket_to_le.back() = s.bounds.size();  // open-ended: +Inf
+
+  s.rq = &histogram(r, "keel_runqueue_latency_seconds");
+  s.p99 = &gauge(r, "keel_runqueue_latency_p99_seconds");
+  s.target = &gauge(r, "keel_slo_target_seconds");
+  s.slack = &gauge(r, "keel_slo_slack_ratio");
+  s.violated = &gauge(r, "keel_slo_violated");
+  s.migrations = &counter(r, "keel_migrations_total");
+  s.cpu = &counter(r, "keel_cpu_usage_seconds_total");
+  s.misses = &counter(r, "keel_cache_misses_total");
+  s.instructions = &counter(r, "keel_instructions_total");
+  s.interference = &gauge(r, "keel_interference_detected");
+  s.score = &gauge(r, "keel_antagonist_score");
+  s.knob = &gauge(r, "keel_knob_value");
+  s.rung = &gauge(r, "keel_controller_rung");
+  s.blocked = &gauge(r, "keel_controller_blocked");
+  s.actions = &counter(r, "keel_actions_total");
+  // Every (knob, direction) of this mode exists from the start at 0, so rates and increases are
+  // defined before the first action (and a dashboard shows 0, not "no data").
+  for (const char* k : kKnobs)
+    for (const char* d : kDirections)
+      s.action[{k, d}] = &s.actions->Add({{"knob", k}, {"direction", d}, {"mode", s.setup.mode}});
+  gauge(r, "keel_mode").Add({{"mode", s.setup.mode}}).Set(1);
+  s.instances = &gauge(r, "keel_workload_instances");
+  for (const char* c : {"critical", "best_effort"}) s.instances->Add({{"class", c}}).Set(0);
+  s.folded = &gauge(r, "keel_metrics_folded_instances").Add({});
+
+  s.tick = &histogram(r, "keel_tick_duration_seconds")
+                .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                     1, 2.5});
+  s.ticks = &counter(r, "keel_ticks_total").Add({});
+  s.last_tick = &gauge(r, "keel_last_tick_timestamp_seconds").Add({});
+  auto& errors = counter(r, "keel_errors_total");
+  s.sense_err = &errors.Add({{"kind", "sensing"}});
+  s.act_err = &errors.Add({{"kind", "actuator"}});
+  auto& sensors = gauge(r, "keel_sensor_available");
+  for (const auto& [k, v] : s.setup.sensors) sensors.Add({{"sensor", k}}).Set(v ? 1 : 0);
+  auto& mech = gauge(r, "keel_mechanism_enabled");
+  for (const auto& [k, v] : s.setup.mechanisms) mech.Add({{"mechanism", k}}).Set(v ? 1 : 0);
+  s.run_time = &counter(r, "keel_bpf_run_time_seconds_total");
+  s.run_count = &counter(r, "keel_bpf_run_count_total");
+  s.cost = &gauge(r, "keel_bpf_cost_seconds_per_event").Add({});
+  s.events = &gauge(r, "keel_bpf_events_per_second").Add({});
+  s.cpu_ratio = &gauge(r, "keel_bpf_cpu_ratio").Add({});
+  s.entries = &gauge(r, "keel_bpf_map_entries").Add({{"map", s.setup.map_name}});
+  s.max_entries = &gauge(r, "keel_bpf_map_max_entries").Add({{"map", s.setup.map_name}});
+  auto& dropped = counter(r, "keel_bpf_dropped_total");
+  s.map_full = &dropped.Add({{"reason", "map_full"}});
+  s.stamp_full = &dropped.Add({{"reason", "stamp_full"}});
+  s.process_cpu.c = &counter(r, "keel_process_cpu_seconds_total").Add({});
+  s.rss = &gauge(r, "keel_process_resident_memory_bytes").Add({});
+  gauge(r, "keel_build_info").Add({{"version", s.setup.version}}).Set(1);
+}
+
+Metrics::~Metrics() = default;
+
+std::shared_ptr<prometheus::Registry> Metrics::registry() const { return s_->reg; }
+
+std::string Metrics::render() const {
+  return prometheus::TextSerializer().Serialize(s_->reg->Collect());
+}
+
+void Metrics::publish(const TickReport& t) {
+  State& s = *s_;
+  // Which instances keep their own label: those labelled before, then new ones up to the cap.
+  std::set<std::string> present;
+  for (const auto& w : t.workloads)
+    if (w.workload != "other") present.insert(w.workload);
+  for (auto it = s.series.begin(); it != s.series.end();) {
+    if (it->first != "other" && !present.count(it->first)) {
+      s.remove(it->second, it->first);
+      it = s.series.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  size_t own = 0, folded = 0;
+  for (const auto& w : t.workloads) {
+    if (w.workload == "other") continue;
+    own += s.series.count(w.workload);
+  }
+  std::map<std::string, double> per_class{{"critical", 0}, {"best_effort", 0}};
+  for (const auto& w : t.workloads) {
+    if (w.workload == "other") {
+      s.workload(w, s.labelled("other", "other"), false);
+      continue;
+    }
+    per_class[w.klass] += 1;
+    bool keep = s.series.count(w.workload) > 0;
+    if (!keep && own < s.setup.max_workloads) {
+      keep = true;
+      ++own;
+    }
+    if (keep) {
+      s.workload(w, s.labelled(w.workload, w.klass), true);
+    } else {
+      ++folded;
+      s.workload(w, s.labelled("other", "other"), false);
+    }
+  }
+  for (const auto& [c, n] : per_class) s.instances->Add({{"class", c}}).Set(n);
+  s.folded->Set(static_cast<double>(folded));
+
+  // Interference pairs: this tick's only, at most max_antagonists per victim.
+  std::map<std::pair<std::string, std::string>, double> now;
+  std::map<std::string, size_t> per_victim;
+  for (const auto& i : t.interference) {
+    if (!s.series.count(i.workload) || per_victim[i.workload] >= s.setup.max_antagonists) continue;
+    if (now.emplace(std::make_pair(i.workload, i.antagonist), i.score).second) ++per_victim[i.workload];
+  }
+  for (auto it = s.pairs.begin(); it != s.pairs.end();) {
+    if (now.count(it->first)) {
+      ++it;
+      continue;
+    }
+    s.interference->Remove(it->second.first);
+    s.score->Remove(it->second.second);
+    it = s.pairs.erase(it);
+  }
+  for (const auto& [key, score] : now) {
+    auto& p = s.pairs[key];
+    Labels l{{"workload", key.first}, {"antagonist", key.second}};
+    if (!p.first) p = {&s.interference->Add(l), &s.score->Add(l)};
+    p.first->Set(1);
+    p.second->Set(score);
+  }
+
+  for (const auto& [k, d] : t.actions) {
+    Counter*& c = s.action[{k, d}];
+    if (!c) c = &s.actions->Add({{"knob", k}, {"direction", d}, {"mode", s.setup.mode}});
+    c->Increment();
+  }
+  if (t.steal) {
+    if (!s.steal) s.steal = &s.knob->Add({{"workload", "host"}, {"knob", "steal_task"}});
+    s.steal->Set(*t.steal ? 1 : 0);
+  }
+
+  const HealthReport& h = t.health;
+  s.tick->Observe(h.tick_seconds);
+  s.ticks->Increment();
+  s.last_tick->Set(h.unix_time);
+  s.sense_err->Increment(h.sensing_errors);
+  s.act_err->Increment(h.actuator_errors);
+  for (const auto& p : h.programs) {
+    auto& c = s.programs[p.program];
+    if (!c.first.c) {
+      c.first.c = &s.run_time->Add({{"program", p.program}});
+      c.second.c = &s.run_count->Add({{"program", p.program}});
+    }
+    c.first.set(static_cast<double>(p.run_time_ns) / 1e9);
+    c.second.set(static_cast<double>(p.run_count));
+  }
+  if (h.bpf_seconds_per_event && h.bpf_events_per_s) {
+    s.cost->Set(*h.bpf_seconds_per_event);
+    s.events->Set(*h.bpf_events_per_s);
+    s.cpu_ratio->Set(*h.bpf_seconds_per_event * *h.bpf_events_per_s);
+  }
+  s.entries->Set(static_cast<double>(h.map_entries));
+  s.max_entries->Set(static_cast<double>(h.map_max_entries));
+  s.map_full->Increment(static_cast<double>(h.dropped_map_full));
+  s.stamp_full->Increment(static_cast<double>(h.dropped_stamp_full));
+  if (h.process_cpu_seconds) s.process_cpu.set(*h.process_cpu_seconds);
+  if (h.process_rss_bytes) s.rss->Set(*h.process_rss_bytes);
+}
+
+void Metrics::sensing_failed(double tick_seconds, double unix_time) {
+  s_->tick->Observe(tick_seconds);
+  s_->ticks->Increment();
+  s_->last_tick->Set(unix_time);
+  s_->sense_err->Increment();
+}
+
+// ---- the HTTP endpoint ----
+
+struct Endpoint::State {
+  std::string address;
+  std::unique_ptr<prometheus::Exposer> exposer;
+};
+
+Endpoint::Endpoint(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Endpoint::~Endpoint() = default;
+std::string Endpoint::address() const { return s_->address; }
+
+namespace {
+
+struct HostPort {
+  std::string host, port;
+};
+
+Result<HostPort> split(const std::string& a) {
+  if (!a.empty() && a[0] == '[') {
+    auto close = a.find("]:");
+    if (close == std::string::npos) return fail("not [IPv6]:port", a);
+    return HostPort{a.substr(1, close - 1), a.substr(close + 2)};
+  }
+  auto colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0) return fail("not host:port", a);
+  return HostPort{a.substr(0, colon), a.substr(colon + 1)};
+}
+
+// Why binding `sa` fails (errno), or 0 when it would not.
+int bind_error(const sockaddr* sa, socklen_t len) {
+  int fd = ::socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as civetweb does
+  int err = ::bind(fd, sa, len) == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
+}
+
+}  // namespace
+
+void Endpoint::serve(const Metrics& metrics) { s_->exposer->RegisterCollectable(metrics.registry()); }
+
+Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
+  const std::string what = "daemon.metrics_listen = \"" + address + "\"";
+  auto hp = split(address);
+  if (!hp) return fail(what + ": " + hp.error().what);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(hp->host.c_str(), hp->port.c_str(), &hints, &res); rc != 0)
+    return fail(what + ": cannot resolve \"" + hp->host + "\": " + ::gai_strerror(rc));
+  char host[NI_MAXHOST] = "";
+  ::getnameinfo(res->ai_addr, res->ai_addrlen, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
+  const bool v6 = res->ai_family == AF_INET6;
+  std::string numeric = v6 ? "[" + std::string(host) + "]:" + hp->port : std::string(host) + ":" + hp->port;
+  int taken = bind_error(res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  // Debian's civetweb (prometheus-cpp's HTTP server) is built without IPv6.
+  if (v6 && mg_check_feature(8) == 0)
+    return fail(what + ": this build's HTTP server (civetweb) has no IPv6 support: use an IPv4 address such as "
+                "127.0.0.1:" + hp->port);
+  auto refuse = [&](int err) {
+    std::string why = std::strerror(err);
+    if (err == EADDRINUSE) why += " (another process listens there: another keel or exporter? choose a free port)";
+    if (err == EADDRNOTAVAIL) why += " (no interface of this host has that address)";
+    if (err == EACCES) why += " (ports below 1024 need privileges)";
+    return fail(what + ": cannot listen on " + numeric + ": " + why);
+  };
+  // Asked first: civetweb's own failure says only that it could not start.
+  if (taken != 0) return refuse(taken);
+  auto st = std::make_unique<State>();
+  st->address = numeric;
+  try {
+    st->exposer = std::make_unique<prometheus::Exposer>(numeric, 2);
+  } catch (const std::exception& e) {
+    return fail(what + ": cannot listen on " + numeric + ": " + e.what());
+  }
+  return std::unique_ptr<Endpoint>(new Endpoint(std::move(st)));
+}
+
+}  // namespace keel::metrics

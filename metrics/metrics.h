@@ -1,0 +1,118 @@
+// keel's Prometheus metrics (prometheus-cpp): one tick's plain-data report in, the families of
+// metrics/catalogue.h out, served over HTTP by an Endpoint. Knows nothing of BPF, cgroups or the
+// controller: the control loop fills a TickReport (controller/telemetry.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host/error.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace keel::metrics {
+
+// One workload instance's signals over one tick. Counts are this tick's increments.
+struct WorkloadReport {
+  std::string workload;                 // instance name ("redis", "batch/job-1"); "other" = unmatched cgroups
+  std::string klass;                    // critical | best_effort | other
+  std::vector<uint64_t> rq_buckets;     // waits per bucket of the latency layout given to Metrics
+  double rq_sum_s = 0;                  // their total wait
+  uint64_t migrations = 0, cross_llc = 0, cross_numa = 0;
+  std::optional<uint64_t> cache_misses, instructions;  // only with a PMU
+  std::optional<double> cpu_seconds;    // CPU time used this tick
+  // The controller's view; only for workloads it judges against an SLO.
+  std::optional<double> p99_s, slo_target_s, slack;
+  bool violated = false, blocked = false;
+  unsigned rung = 0;
+  std::map<std::string, double> knobs;  // knob -> value now (cpus, shares, l3_ways, mba_percent)
+};
+
+struct InterferenceReport {
+  std::string workload, antagonist;
+  double score = 0;
+};
+
+struct ProgramReport {
+  std::string program;
+  uint64_t run_time_ns = 0, run_count = 0;  // cumulative since attach
+};
+
+struct HealthReport {
+  double tick_seconds = 0;
+  double unix_time = 0;  // when the tick finished
+  unsigned sensing_errors = 0, actuator_errors = 0;
+  std::vector<ProgramReport> programs;
+  std::optional<double> bpf_seconds_per_event, bpf_events_per_s;  // latest sampled window
+  uint64_t map_entries = 0, map_max_entries = 0;
+  uint64_t dropped_map_full = 0, dropped_stamp_full = 0;  // this tick
+  std::optional<double> process_cpu_seconds;               // cumulative
+  std::optional<double> process_rss_bytes;
+};
+
+struct TickReport {
+  std::vector<WorkloadReport> workloads;
+  std::vector<InterferenceReport> interference;  // strongest first per victim
+  std::vector<std::pair<std::string, std::string>> actions;  // (knob, act | give_back | revert)
+  std::optional<bool> steal;                     // host-wide steal_task, when keel manages it
+  HealthReport health;
+};
+
+struct Setup {
+  std::string mode;                               // enforce | observe
+  std::string version;
+  std::vector<double> latency_bucket_upper_s;     // the sensor's layout; the last bucket is open-ended
+  std::map<std::string, bool> sensors;            // runqueue, hardware_counters
+  std::map<std::string, bool> mechanisms;         // cpuset, cpu_weight, resctrl, steal_task, irq_affinity
+  std::string map_name = "cgroup_stats";
+  size_t max_workloads = 256;                     // labelled instances; the rest count as "other"
+  size_t max_antagonists = 5;                     // per victim
+};
+
+// The Prometheus `le` bounds for a sensor layout: every bound up to 1 ms kept (no precision lost
+// there), above it only powers of two (each is a bound of the layout, so buckets merge exactly).
+std::vector<double> prometheus_bounds(const std::vector<double>& layout_upper_s);
+
+class Metrics {
+ public:
+  explicit Metrics(Setup setup);
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  void publish(const TickReport& t);
+  // A tick whose sensing failed: counted (ticks, errors{kind="sensing"}); the workloads' series stay.
+  void sensing_failed(double tick_seconds, double unix_time);
+  // The text exposition a scrape returns now.
+  std::string render() const;
+  std::shared_ptr<prometheus::Registry> registry() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// The HTTP endpoint: GET /metrics. `address` is daemon.metrics_listen ("127.0.0.1:9477",
+// "[::1]:9477", "localhost:9477"); a name is resolved first. A taken port is a clear error. It listens
+// from the start (so a taken port stops keel before it changes anything) and serves nothing until
+// serve() hands it the metrics.
+class Endpoint {
+ public:
+  static Result<std::unique_ptr<Endpoint>> listen(const std::string& address);
+  void serve(const Metrics& metrics);
+  ~Endpoint();
+  std::string address() const;  // what it listens on, numeric ("127.0.0.1:9477")
+
+ private:
+  struct State;
+  explicit Endpoint(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace keel::metrics

@@ -1,0 +1,412 @@
+// The exporter on plain reports: the contract's names and types, the latency histogram's buckets
+// (exact against the sensor's), bounded cardinality, series that go when their workload goes, and the
+// HTTP endpoint on a real socket (served text, a taken port).
+#include "metrics/metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <civetweb.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "bpf/sched_sensor.h"
+#include "metrics/catalogue.h"
+
+namespace keel::metrics {
+namespace {
+
+struct Sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// The text exposition, one sample per line (comments skipped).
+std::vector<Sample> parse(const std::string& text) {
+  std::vector<Sample> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    Sample s;
+    size_t i = line.find_first_of("{ ");
+    s.name = line.substr(0, i);
+    if (line[i] == '{') {
+      size_t end = line.find("} ", i);
+      std::string body = line.substr(i + 1, end - i - 1);
+      for (size_t k = 0; k < body.size();) {
+        size_t eq = body.find("=\"", k);
+        size_t close = body.find('"', eq + 2);
+        s.labels[body.substr(k, eq - k)] = body.substr(eq + 2, close - eq - 2);
+        k = close + 2;  // past `",`
+      }
+      i = end + 1;
+    }
+    s.value = std::stod(line.substr(i + 1));
+    out.push_back(s);
+  }
+  return out;
+}
+
+// Samples named `name` whose labels include `want`.
+std::vector<Sample> find(const std::string& text, const std::string& name, const std::map<std::string, std::string>& want = {}) {
+  std::vector<Sample> out;
+  for (auto& s : parse(text)) {
+    if (s.name != name) continue;
+    bool ok = true;
+    for (const auto& [k, v] : want) ok = ok && s.labels.count(k) && s.labels.at(k) == v;
+    if (ok) out.push_back(s);
+  }
+  return out;
+}
+
+double value(const std::string& text, const std::string& name, const std::map<std::string, std::string>& want = {}) {
+  auto v = find(text, name, want);
+  EXPECT_EQ(v.size(), 1u) << name << " with the given labels: " << v.size() << " samples";
+  return v.empty() ? -1 : v[0].value;
+}
+
+std::vector<double> layout() {
+  std::vector<double> out;
+  for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i) out.push_back(bpf::RqHistogram::bucket_upper_us(i) / 1e6);
+  return out;
+}
+
+Setup setup(size_t max_workloads = 256) {
+  Setup s;
+  s.mode = "observe";
+  s.version = "9.9.9";
+  s.latency_bucket_upper_s = layout();
+  s.sensors = {{"runqueue", true}, {"hardware_counters", false}};
+  s.mechanisms = {{"cpuset", true}, {"resctrl", false}};
+  s.max_workloads = max_workloads;
+  return s;
+}
+
+WorkloadReport workload(const std::string& name, const std::string& klass, std::vector<double> waits_us = {}) {
+  WorkloadReport w;
+  w.workload = name;
+  w.klass = klass;
+  w.rq_buckets.assign(KEEL_HIST_BUCKETS, 0);
+  for (double us : waits_us) {
+    w.rq_buckets[bpf::RqHistogram::bucket_of_us(us)] += 1;
+    w.rq_sum_s += us / 1e6;
+  }
+  return w;
+}
+
+TEST(PrometheusBounds, KeepEverySensorBoundUpTo1msAndPowersOfTwoAbove) {
+  auto l = layout();
+  auto b = prometheus_bounds(l);
+  size_t below = 0;
+  for (size_t i = 0; i + 1 < l.size(); ++i) below += l[i] <= 1.024e-3;
+  size_t n_below = 0;
+  for (double x : b) {
+    // Each bound is one of the sensor's, so no sensor bucket straddles a Prometheus bucket.
+    EXPECT_NE(std::find(l.begin(), l.end(), x), l.end()) << x;
+    if (x <= 1.024e-3) ++n_below;
+    else EXPECT_EQ(std::exp2(std::round(std::log2(x * 1e6))), x * 1e6) << x << " is not a power of two of us";
+  }
+  EXPECT_EQ(n_below, below);
+  EXPECT_TRUE(std::is_sorted(b.begin(), b.end()));
+  EXPECT_EQ(b.front(), 1e-6);
+  EXPECT_EQ(b.back(), std::exp2(25) / 1e6);  // the last sensor bucket (>= 2^26 us... ) is +Inf
+  EXPECT_LT(b.size(), 100u);
+}
+
+TEST(Metrics, LatencyHistogramCountsEachWaitInTheBucketOfItsSensorBucket) {
+  Metrics m(setup());
+  TickReport t;
+  // 3 us, 100 us (in [96,104)), 700 us ([640,704) -> le 0.000704), 1.5 ms (le 2.048 ms), 100 s (past the last bound: +Inf).
+  t.workloads.push_back(workload("redis", "critical", {3, 100, 700, 1500, 100e6}));
+  m.publish(t);
+  m.publish(t);  // counters add up across ticks
+  std::string text = m.render();
+  std::map<std::string, std::string> l{{"workload", "redis"}, {"class", "critical"}};
+  // By the bound's value: the serializer prints bounds with 17 digits (0.00064 as 0.0006400000000000001).
+  auto cum = [&](const std::string& le) {
+    for (const auto& s : find(text, "keel_runqueue_latency_seconds_bucket", l))
+      if (s.labels.at("le") == le || (le != "+Inf" && s.labels.at("le") != "+Inf" &&
+                                      std::fabs(std::stod(s.labels.at("le")) - std::stod(le)) < 1e-12))
+        return s.value;
+    ADD_FAILURE() << "no bucket le=" << le;
+    return -1.0;
+  };
+  EXPECT_EQ(cum("3e-06"), 0);   // [3,4) us ends at 4 us
+  EXPECT_EQ(cum("4e-06"), 2);
+  EXPECT_EQ(cum("9.6e-05"), 2);
+  EXPECT_EQ(cum("0.000104"), 4);
+  EXPECT_EQ(cum("0.00064"), 4);
+  EXPECT_EQ(cum("0.000704"), 6);
+  EXPECT_EQ(cum("0.001024"), 6);
+  EXPECT_EQ(cum("0.002048"), 8);
+  EXPECT_EQ(cum("33.554432"), 8);
+  EXPECT_EQ(cum("+Inf"), 10);
+  EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", l), 10);
+  EXPECT_NEAR(value(text, "keel_runqueue_latency_seconds_sum", l), 2 * (3 + 100 + 700 + 1500 + 100e6) / 1e6, 1e-9);
+}
+
+TEST(Metrics, EveryCatalogueMetricIsExportedWithItsTypeAndLabels) {
+  Metrics m(setup());
+  TickReport t;
+  auto w = workload("redis", "critical", {50});
+  w.cache_misses = 10;
+  w.instructions = 1000;
+  w.cpu_seconds = 0.5;
+  w.p99_s = 50e-6;
+  w.slo_target_s = 200e-6;
+  w.slack = 0.75;
+  w.knobs = {{"cpus", 2}, {"shares", 1024}};
+  t.workloads.push_back(w);
+  t.workloads.push_back(workload("noise", "best_effort", {20}));
+  t.interference.push_back({"redis", "noise", 1.5});
+  t.actions.push_back({"cpus", "act"});
+  t.steal = false;
+  t.health.programs.push_back({"handle_switch", 5000, 10});
+  t.health.bpf_seconds_per_event = 300e-9;
+  t.health.bpf_events_per_s = 1000;
+  t.health.process_cpu_seconds = 1.0;
+  t.health.process_rss_bytes = 1 << 20;
+  m.publish(t);
+  std::string text = m.render();
+  for (const auto& d : kCatalogue) {
+    const char* type = d.type == Type::counter ? "counter" : d.type == Type::gauge ? "gauge" : "histogram";
+    EXPECT_NE(text.find("# TYPE " + std::string(d.name) + " " + type + "\n"), std::string::npos) << d.name;
+    std::string sample = std::string(d.name) + (d.type == Type::histogram ? "_count" : "");
+    auto got = find(text, sample);
+    ASSERT_FALSE(got.empty()) << d.name << " has no sample";
+    std::set<std::string> want;
+    std::string labels(d.labels);
+    for (size_t i = 0; i < labels.size();) {
+      size_t c = labels.find(',', i);
+      if (c == std::string::npos) c = labels.size();
+      want.insert(labels.substr(i, c - i));
+      i = c + 1;
+    }
+    for (const auto& s : got) {
+      std::set<std::string> have;
+      for (const auto& [k, v] : s.labels) have.insert(k);
+      EXPECT_EQ(have, want) << d.name;
+    }
+  }
+  EXPECT_EQ(value(text, "keel_build_info", {{"version", "9.9.9"}}), 1);
+  EXPECT_EQ(value(text, "keel_mode", {{"mode", "observe"}}), 1);
+  EXPECT_EQ(value(text, "keel_knob_value", {{"workload", "redis"}, {"knob", "cpus"}}), 2);
+  EXPECT_EQ(value(text, "keel_knob_value", {{"workload", "host"}, {"knob", "steal_task"}}), 0);
+  EXPECT_EQ(value(text, "keel_sensor_available", {{"sensor", "hardware_counters"}}), 0);
+  EXPECT_NEAR(value(text, "keel_bpf_cpu_ratio"), 300e-9 * 1000, 1e-12);
+  // A best-effort workload without an SLO view has no slack series.
+  EXPECT_TRUE(find(text, "keel_slo_slack_ratio", {{"workload", "noise"}}).empty());
+}
+
+TEST(Metrics, ActionCountersStartAtZeroForEveryKnobAndDirectionOfTheMode) {
+  Metrics m(setup());
+  std::string text = m.render();
+  EXPECT_EQ(find(text, "keel_actions_total").size(), 15u);  // 5 knobs x 3 directions
+  EXPECT_EQ(value(text, "keel_actions_total", {{"knob", "cpus"}, {"direction", "revert"}, {"mode", "observe"}}), 0);
+  TickReport t;
+  t.actions = {{"cpus", "act"}, {"shares", "act"}, {"cpus", "act"}, {"cpus", "give_back"}};
+  m.publish(t);
+  text = m.render();
+  EXPECT_EQ(value(text, "keel_actions_total", {{"knob", "cpus"}, {"direction", "act"}}), 2);
+  EXPECT_EQ(value(text, "keel_actions_total", {{"knob", "cpus"}, {"direction", "give_back"}}), 1);
+  EXPECT_EQ(value(text, "keel_actions_total", {{"knob", "shares"}, {"direction", "act"}}), 1);
+  EXPECT_EQ(value(text, "keel_ticks_total"), 1);
+}
+
+TEST(Metrics, InstancesPastTheCapAndUnmatchedCgroupsCountAsOther) {
+  Metrics m(setup(2));
+  TickReport t;
+  t.workloads = {workload("a", "best_effort", {10}), workload("b", "best_effort", {10}),
+                 workload("c", "best_effort", {10, 10}), workload("d", "critical", {10, 10, 10}),
+                 workload("other", "other", {10, 10, 10, 10})};
+  t.workloads[2].p99_s = 1e-5;  // a folded instance's gauges are not exported
+  t.workloads[2].slack = 0.5;
+  m.publish(t);
+  std::string text = m.render();
+  EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "a"}}), 1);
+  EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "b"}}), 1);
+  EXPECT_TRUE(find(text, "keel_runqueue_latency_seconds_count", {{"workload", "c"}}).empty());
+  EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "other"}, {"class", "other"}}), 2 + 3 + 4);
+  EXPECT_TRUE(find(text, "keel_slo_slack_ratio").empty());
+  EXPECT_EQ(value(text, "keel_metrics_folded_instances"), 2);
+  EXPECT_EQ(value(text, "keel_workload_instances", {{"class", "best_effort"}}), 3);
+  EXPECT_EQ(value(text, "keel_workload_instances", {{"class", "critical"}}), 1);
+
+  // "a" goes: its series go with it, and a freed slot goes to the next instance.
+  t.workloads.erase(t.workloads.begin());
+  m.publish(t);
+  text = m.render();
+  EXPECT_TRUE(find(text, "keel_runqueue_latency_seconds_count", {{"workload", "a"}}).empty());
+  EXPECT_TRUE(find(text, "keel_migrations_total", {{"workload", "a"}}).empty());
+  EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "c"}}), 2);
+  EXPECT_EQ(value(text, "keel_metrics_folded_instances"), 1);
+  size_t workloads = 0;
+  for (const auto& s : find(text, "keel_runqueue_latency_seconds_count")) workloads += s.labels.at("workload") != "other";
+  EXPECT_EQ(workloads, 2u);
+}
+
+TEST(Metrics, InterferenceSeriesAreThisTicksTopAntagonistsOnly) {
+  auto s = setup();
+  s.max_antagonists = 2;
+  Metrics m(s);
+  TickReport t;
+  t.workloads = {workload("redis", "critical"), workload("x", "best_effort"), workload("y", "best_effort"),
+                 workload("z", "best_effort")};
+  t.interference = {{"redis", "x", 1.2}, {"redis", "y", 0.5}, {"redis", "z", 0.1}};
+  m.publish(t);
+  std::string text = m.render();
+  EXPECT_EQ(find(text, "keel_interference_detected").size(), 2u);
+  EXPECT_EQ(value(text, "keel_antagonist_score", {{"workload", "redis"}, {"antagonist", "x"}}), 1.2);
+  EXPECT_TRUE(find(text, "keel_antagonist_score", {{"antagonist", "z"}}).empty());
+  t.interference = {{"redis", "y", 0.7}};
+  m.publish(t);
+  text = m.render();
+  EXPECT_TRUE(find(text, "keel_interference_detected", {{"antagonist", "x"}}).empty());
+  EXPECT_EQ(value(text, "keel_interference_detected", {{"workload", "redis"}, {"antagonist", "y"}}), 1);
+  t.interference.clear();
+  m.publish(t);
+  EXPECT_TRUE(find(m.render(), "keel_interference_detected").empty());
+}
+
+TEST(Metrics, CumulativeSourcesBecomeCountersThatOnlyGrow) {
+  Metrics m(setup());
+  TickReport t;
+  t.health.programs = {{"handle_switch", 2'000'000'000, 100}};
+  t.health.process_cpu_seconds = 3;
+  m.publish(t);
+  t.health.programs = {{"handle_switch", 2'500'000'000, 150}};
+  t.health.process_cpu_seconds = 3.5;
+  m.publish(t);
+  std::string text = m.render();
+  EXPECT_DOUBLE_EQ(value(text, "keel_bpf_run_time_seconds_total", {{"program", "handle_switch"}}), 2.5);
+  EXPECT_DOUBLE_EQ(value(text, "keel_bpf_run_count_total", {{"program", "handle_switch"}}), 150);
+  EXPECT_DOUBLE_EQ(value(text, "keel_process_cpu_seconds_total"), 3.5);
+  // The source restarted (a new sensor): the counter keeps growing from there.
+  t.health.programs = {{"handle_switch", 1'000'000'000, 10}};
+  m.publish(t);
+  EXPECT_DOUBLE_EQ(value(m.render(), "keel_bpf_run_time_seconds_total", {{"program", "handle_switch"}}), 3.5);
+}
+
+// ---- the endpoint, on real sockets ----
+
+int listener(uint16_t& port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 1) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+uint16_t free_port() {
+  uint16_t p = 0;
+  int fd = listener(p);
+  ::close(fd);
+  return p;
+}
+
+std::string get(uint16_t port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return "";
+  }
+  std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  (void)!::write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+TEST(Endpoint, ServesTheMetricsOverHttpOnTheConfiguredAddress) {
+  Metrics m(setup());
+  TickReport t;
+  t.workloads = {workload("redis", "critical", {42})};
+  m.publish(t);
+  uint16_t port = free_port();
+  auto e = Endpoint::listen("localhost:" + std::to_string(port));
+  ASSERT_TRUE(e) << e.error().message();
+  (*e)->serve(m);
+  EXPECT_EQ((*e)->address(), "127.0.0.1:" + std::to_string(port));  // the name resolved
+  std::string reply = get(port, "/metrics");
+  ASSERT_NE(reply.find("200 OK"), std::string::npos) << reply.substr(0, 200);
+  std::string body = reply.substr(reply.find("\r\n\r\n") + 4);
+  EXPECT_EQ(value(body, "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 1);
+  // The next tick is in the next scrape.
+  m.publish(t);
+  body = get(port, "/metrics");
+  EXPECT_EQ(value(body.substr(body.find("\r\n\r\n") + 4), "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 2);
+}
+
+TEST(Endpoint, ATakenPortIsAClearErrorNamingTheAddress) {
+  Metrics m(setup());
+  uint16_t port = 0;
+  int fd = listener(port);
+  ASSERT_GE(fd, 0);
+  auto e = Endpoint::listen("127.0.0.1:" + std::to_string(port));
+  ::close(fd);
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().message(), "daemon.metrics_listen = \"127.0.0.1:" + std::to_string(port) +
+                                     "\": cannot listen on 127.0.0.1:" + std::to_string(port) +
+                                     ": Address already in use (another process listens there: another keel or "
+                                     "exporter? choose a free port)");
+}
+
+TEST(Endpoint, AnAddressNoInterfaceHasOrANameThatDoesNotResolveIsRefused) {
+  Metrics m(setup());
+  auto e = Endpoint::listen("192.0.2.1:9477");  // TEST-NET-1: not this host's
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message().find("Cannot assign requested address (no interface of this host has that address)"),
+            std::string::npos)
+      << e.error().message();
+  auto n = Endpoint::listen("no-such-host.invalid:9477");
+  ASSERT_FALSE(n);
+  EXPECT_NE(n.error().message().find("cannot resolve \"no-such-host.invalid\""), std::string::npos) << n.error().message();
+}
+
+TEST(Endpoint, ListensOnIpv6LoopbackOrSaysTheHttpServerHasNoIpv6) {
+  int probe = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  bool v6 = probe >= 0 && ::bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  if (probe >= 0) ::close(probe);
+  if (!v6) GTEST_SKIP() << "skipped: this host has no IPv6 loopback";
+  Metrics m(setup());
+  uint16_t port = free_port();
+  auto e = Endpoint::listen("[::1]:" + std::to_string(port));
+  if (mg_check_feature(8) == 0) {
+    ASSERT_FALSE(e);
+    EXPECT_EQ(e.error().message(), "daemon.metrics_listen = \"[::1]:" + std::to_string(port) +
+                                       "\": this build's HTTP server (civetweb) has no IPv6 support: use an IPv4 "
+                                       "address such as 127.0.0.1:" + std::to_string(port));
+    return;
+  }
+  ASSERT_TRUE(e) << e.error().message();
+  EXPECT_EQ((*e)->address(), "[::1]:" + std::to_string(port));
+}
+
+}  // namespace
+}  // namespace keel::metrics
