@@ -46,12 +46,13 @@ metrics::Setup metrics_setup(const config::Config& cfg, bool observe, const Sens
   for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i) s.latency_bucket_upper_s.push_back(bpf::RqHistogram::bucket_upper_us(i) / 1e6);
   s.sensors = {{"runqueue", true}, {"hardware_counters", sensing.pmu()}};
   const auto& a = cfg.actuators;
-  // What enforce mode may move here (the config's switches after the host's check); observe: none.
-  s.mechanisms = {{"cpuset", !observe && a.cpuset},
-                  {"cpu_weight", !observe && a.cpu_weight},
-                  {"resctrl", !observe && a.resctrl},
-                  {"steal_task", !observe && a.steal_task},
-                  {"irq_affinity", !observe && a.irq_affinity}};
+  // The config's switches after the host's check (keel run turns off what the host lacks); observe
+  // mode decides with the same ones, so the gauges say what it would use.
+  s.mechanisms = {{"cpuset", a.cpuset},
+                  {"cpu_weight", a.cpu_weight},
+                  {"resctrl", a.resctrl},
+                  {"steal_task", a.steal_task},
+                  {"irq_affinity", a.irq_affinity}};
   return s;
 }
 

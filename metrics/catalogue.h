@@ -54,7 +54,7 @@ inline constexpr MetricDef kCatalogue[] = {
     {"keel_errors_total", Type::counter, "kind", "Errors: kind = sensing | actuator"},
     {"keel_sensor_available", Type::gauge, "sensor", "1 when the sensor works here: runqueue, hardware_counters"},
     {"keel_mechanism_enabled", Type::gauge, "mechanism",
-     "1 when the actuator may act here: cpuset, cpu_weight, resctrl, steal_task, irq_affinity"},
+     "1 when the config enables the actuator and the host has it (observe mode: what keel would use): cpuset, cpu_weight, resctrl, steal_task, irq_affinity"},
     {"keel_bpf_run_time_seconds_total", Type::counter, "program", "Run time of keel's BPF programs while BPF stats were on"},
     {"keel_bpf_run_count_total", Type::counter, "program", "Runs of keel's BPF programs while BPF stats were on"},
     {"keel_bpf_cost_seconds_per_event", Type::gauge, "", "Mean run time of keel's BPF programs over the latest sampled window"},

@@ -294,7 +294,14 @@ void Metrics::publish(const TickReport& t) {
     own += s.series.count(w.workload);
   }
   std::map<std::string, double> per_class{{"critical", 0}, {"best_effort", 0}};
-  for (const auto& w : t.workloads) {
+  // Critical instances take free slots first: their latency is what the SLOs are about.
+  std::vector<const WorkloadReport*> order;
+  for (const auto& w : t.workloads)
+    if (w.klass == "critical") order.push_back(&w);
+  for (const auto& w : t.workloads)
+    if (w.klass != "critical") order.push_back(&w);
+  for (const WorkloadReport* wp : order) {
+    const WorkloadReport& w = *wp;
     if (w.workload == "other") {
       s.workload(w, s.labelled("other", "other"), false);
       continue;

@@ -26,8 +26,12 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "host/cgroup.h"
 #include "host/fileio.h"
+#include "tests/support/dashboards.h"
+#include "tests/support/http.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -185,8 +189,9 @@ class RunPriv : public ::testing::Test {
                         double slo_us = kSloUs) {
     fs::path f = dir / "keel.toml";
     std::ofstream out(f);
+    metrics_port_ = testing::free_port();
     out << "[daemon]\nmode = \"" << mode << "\"\nperiod = \"500ms\"\nstate_dir = \"" << (dir / "state").string()
-        << "\"\nhierarchy = \"cpu\"\n\n" << actuators << "\n"
+        << "\"\nhierarchy = \"cpu\"\nmetrics_listen = \"127.0.0.1:" << metrics_port_ << "\"\n\n" << actuators << "\n"
         << "[[workload]]\nname = \"crit\"\nmatch = { cgroup = \"/" << name_ << "/crit\" }\nclass = \"critical\"\n"
         << "slo = { runqueue_p99 = \"" << slo_us << "us\" }\n\n"
         << "[[workload]]\nname = \"noise\"\nmatch = { cgroup = \"/" << name_ << "/be*\", each = true }\nclass = \"best-effort\"\n";
@@ -245,6 +250,7 @@ class RunPriv : public ::testing::Test {
   }
 
   std::vector<fs::path> mounts_;
+  uint16_t metrics_port_ = 0;  // keel's metrics endpoint in the latest write_config()
   fs::path cpuset_, cpu_;
   std::string name_;
   std::vector<pid_t> pids_;
@@ -333,6 +339,19 @@ TEST_F(RunPriv, ObserveNamesTheAntagonistSaysWouldAndChangesNothing) {
            t.find("interference crit antagonist noise/be") != std::string::npos;
   }, 30s);
   EXPECT_TRUE(said) << slurp(log);
+  // The metrics endpoint says the same: the pair, and the actions counted as observe mode's.
+  auto scrape = testing::http_get(metrics_port_, "/metrics");
+  EXPECT_EQ(scrape.status, 200);
+  EXPECT_NE(scrape.body.find("keel_interference_detected{antagonist=\"noise/be"), std::string::npos) << scrape.body;
+  double would = 0;
+  for (size_t at = scrape.body.find("\nkeel_actions_total{"); at != std::string::npos;
+       at = scrape.body.find("\nkeel_actions_total{", at + 1)) {
+    size_t eol = scrape.body.find('\n', at + 1);
+    std::string line = scrape.body.substr(at + 1, eol - at - 1);
+    EXPECT_NE(line.find("mode=\"observe\""), std::string::npos) << line;
+    would += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  EXPECT_GE(would, 1) << scrape.body;
   // What it would have written is logged as such, and nothing was.
   EXPECT_NE(slurp(log).find("observe would write cgroup:cpu"), std::string::npos) << slurp(log);
   EXPECT_EQ(knobs(), before);
@@ -354,6 +373,161 @@ TEST_F(RunPriv, ObserveNamesTheAntagonistSaysWouldAndChangesNothing) {
     std::string j = slurp(journal);
     EXPECT_LE(std::count(j.begin(), j.end(), '\n'), 1) << j;
   }
+}
+
+// keel in observe mode on the waker and its noise, a real Prometheus (the Debian package's binary) on
+// loopback scraping it every second and loading keel's alert rules. Then every PromQL expression of
+// the dashboards must parse and return data, and every alert rule must evaluate: a renamed metric or
+// label, or a broken panel query, fails here. Alerts: interference is pending with its antagonist
+// in the labels; keel-down and stalled are not.
+TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturnsData) {
+  const fs::path prometheus = "/usr/bin/prometheus";
+  ASSERT_TRUE(fs::exists(prometheus)) << "Prometheus is not installed: run scripts/deps.sh";
+  testing::TempDir dir;
+  fs::path cfg = write_config(dir.path(), "observe", "");
+  start_waker();
+  start_noise();
+  fs::path log = dir.path() / "keel.log";
+  pid_t keel = start_keel({"run", "--config", cfg.string()}, log);
+
+  const uint16_t api = testing::free_port();
+  const fs::path rules = testing::source_dir() / "dashboards/rules/keel-alerts.yml";
+  {
+    std::ofstream out(dir.path() / "prometheus.yml");
+    out << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        << "rule_files:\n  - " << rules.string() << "\n"
+        << "scrape_configs:\n  - job_name: keel\n    static_configs:\n      - targets: ['127.0.0.1:" << metrics_port_
+        << "']\n";
+  }
+  fs::path plog = dir.path() / "prometheus.log";
+  pid_t prom = fork();
+  if (prom == 0) {
+    int fd = ::open(plog.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::string conf = "--config.file=" + (dir.path() / "prometheus.yml").string();
+    std::string data = "--storage.tsdb.path=" + (dir.path() / "data").string();
+    std::string web = "--web.listen-address=127.0.0.1:" + std::to_string(api);
+    ::execl(prometheus.c_str(), "prometheus", conf.c_str(), data.c_str(), web.c_str(), "--log.level=warn",
+            static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pids_.push_back(prom);
+
+  // One instant query: {status, result array}.
+  auto query = [&](const std::string& q) -> std::pair<std::string, nlohmann::json> {
+    auto r = testing::http_get(api, "/api/v1/query?query=" + testing::url_encode(q));
+    if (r.status == 0) return {"no reply", {}};
+    try {
+      auto j = nlohmann::json::parse(r.body);
+      if (j.value("status", "") != "success") return {j.value("error", r.body), {}};
+      return {"success", j["data"]["result"]};
+    } catch (const std::exception& e) {
+      return {std::string("not JSON: ") + e.what() + ": " + r.body.substr(0, 200), {}};
+    }
+  };
+  auto has_data = [&](const std::string& q) {
+    auto [status, result] = query(q);
+    return status == "success" && result.is_array() && !result.empty();
+  };
+  // A few scrapes of a keel that has seen the interference (observe mode names it).
+  bool ready = wait_for([&] {
+    return has_data("count_over_time(up{job=\"keel\"}[1m]) >= 8") && has_data("keel_interference_detected == 1") &&
+           has_data("keel_bpf_cost_seconds_per_event > 0");
+  }, 60s);
+  ASSERT_TRUE(ready) << "Prometheus did not scrape keel with interference in 60 s\nkeel:\n"
+                     << slurp(log) << "\nprometheus:\n" << slurp(plog);
+
+  // What this host lacks (a PMU, resctrl, steal_task) leaves the metrics that need it without series:
+  // a query on them may be empty here, never broken.
+  const bool pmu = has_data("keel_sensor_available{sensor=\"hardware_counters\"} == 1");
+  const bool resctrl = has_data("keel_mechanism_enabled{mechanism=\"resctrl\"} == 1");
+  const bool steal = has_data("keel_mechanism_enabled{mechanism=\"steal_task\"} == 1");
+  auto lacks = [&](const std::string& expr) -> std::string {
+    for (const auto& sel : testing::scan_promql(expr).selectors) {
+      if (!pmu && (sel.metric == "keel_cache_misses_total" || sel.metric == "keel_instructions_total")) return "no PMU";
+      for (const auto& m : sel.matchers)
+        if (m.label == "knob" && (m.value == "l3_ways" || m.value == "mba_percent") && !resctrl) return "no resctrl";
+        else if (m.label == "knob" && m.value == "steal_task" && !steal) return "no steal_task";
+    }
+    return "";
+  };
+  // Each selector of `expr`, alone, has series: a misspelt metric, label or label value has none.
+  auto selectors_have_data = [&](const std::string& where, const std::string& expr) {
+    for (const auto& sel : testing::scan_promql(expr).selectors) {
+      if (sel.metric.empty()) continue;
+      std::string q = sel.metric + "{";
+      for (const auto& m : sel.matchers) q += m.label + m.op + "\"" + m.value + "\",";
+      q += "}";
+      if (!lacks(q).empty()) continue;
+      EXPECT_TRUE(has_data(q)) << where << ": " << q << " selects no series (in " << expr << ")";
+    }
+  };
+  auto queries = testing::dashboard_queries(testing::source_dir() / "dashboards");
+  ASSERT_GE(queries.size(), 20u);
+  size_t with_data = 0, lacking = 0, filtered = 0;
+  for (const auto& q : queries) {
+    std::string expr = testing::expand_grafana_variables(q.expr, "15s");
+    std::string where = q.file + " / " + q.where;
+    auto [status, result] = query(expr);
+    ASSERT_EQ(status, "success") << where << ": " << expr;
+    if (!result.empty()) {
+      ++with_data;
+      continue;
+    }
+    if (std::string why = lacks(expr); !why.empty()) {
+      std::printf("  empty (%s): %s\n", why.c_str(), where.c_str());
+      ++lacking;
+      continue;
+    }
+    // Annotations mark events (an action in the last interval): empty while none happens, so their
+    // selectors are checked instead. Panels and variables must show data.
+    if (q.kind == testing::DashboardQuery::Kind::annotation) {
+      selectors_have_data(where, expr);
+      ++filtered;
+      continue;
+    }
+    ADD_FAILURE() << where << " returns no data: " << expr;
+  }
+  std::printf("dashboards: %zu expressions returned data, %zu annotations had no event now (their selectors have "
+              "series), %zu empty for what this host lacks\n", with_data, filtered, lacking);
+
+  // The alert rules as Prometheus loaded them: every one evaluates without error, and the metrics
+  // each selects exist (an alert that is not firing returns nothing, so its metrics are asked for).
+  auto r = testing::http_get(api, "/api/v1/rules");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto rules_json = nlohmann::json::parse(r.body)["data"]["groups"];
+  ASSERT_FALSE(rules_json.empty()) << "no rule group loaded from " << rules << "\n" << slurp(plog);
+  size_t n_rules = 0;
+  for (const auto& g : rules_json)
+    for (const auto& rule : g["rules"]) {
+      ++n_rules;
+      std::string name = rule.value("name", "");
+      std::string expr = rule.value("query", "");
+      EXPECT_EQ(rule.value("health", ""), "ok") << name << ": " << rule.value("lastError", "") << " in " << expr;
+      EXPECT_EQ(query(expr).first, "success") << name << ": " << expr;
+      selectors_have_data(name, expr);
+    }
+  EXPECT_GE(n_rules, 8u);
+
+  // Interference is pending (its `for` has not passed) with the victim and antagonist as labels; the
+  // alerts about keel itself are quiet.
+  auto alerts = nlohmann::json::parse(testing::http_get(api, "/api/v1/alerts").body)["data"]["alerts"];
+  bool interference = false;
+  for (const auto& a : alerts) {
+    std::string name = a["labels"].value("alertname", "");
+    if (name == "KeelInterferenceDetected" && a["labels"].value("workload", "") == "crit" &&
+        a["labels"].value("antagonist", "").rfind("noise/be", 0) == 0)
+      interference = true;
+    for (const char* quiet : {"KeelDown", "KeelNotScraped", "KeelStalled", "KeelSensingFailing", "KeelActionsFailing"})
+      EXPECT_NE(name, quiet) << a.dump();
+  }
+  EXPECT_TRUE(interference) << alerts.dump(1);
+
+  EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
+  ::kill(prom, SIGTERM);
+  ::waitpid(prom, nullptr, 0);
+  pids_.erase(std::find(pids_.begin(), pids_.end(), prom));
 }
 
 // A keel killed with SIGKILL while it holds changed knobs: the next keel run restores them before it
