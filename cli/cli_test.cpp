@@ -1,9 +1,6 @@
 // The keel binary as users run it: exit codes, messages, and what it prints.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +13,7 @@
 
 #include "host/cgroup.h"
 #include "host/sys_roots.h"
+#include "tests/support/http.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -237,15 +235,10 @@ TEST(Cli, RunAndPlanRefuseBadUsageAndBadConfigsBeforeTouchingAnything) {
 TEST(Cli, RunRefusesATakenMetricsPortBeforeTouchingAnything) {
   testing::TempDir t;
   const std::string state = (t.path() / "state").string();
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const std::string taken = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  uint16_t port = 0;
+  int fd = testing::listen_on_loopback(&port);
+  ASSERT_GE(fd, 0);
+  const std::string taken = "127.0.0.1:" + std::to_string(port);
   testing::make_tree(t.path(), {{"keel.toml", "[daemon]\nstate_dir = \"" + state + "\"\nmetrics_listen = \"" + taken + "\"\n"},
                                 {"other.toml", "[daemon]\nstate_dir = \"" + state + "\"\n"}});
   auto [rc, out] = run_command(keel("run --config " + (t.path() / "keel.toml").string()));

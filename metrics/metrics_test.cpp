@@ -3,7 +3,6 @@
 // HTTP endpoint on a real socket (served text, a taken port).
 #include "metrics/metrics.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 
 #include "bpf/sched_sensor.h"
 #include "metrics/catalogue.h"
+#include "tests/support/http.h"
 
 namespace keel::metrics {
 namespace {
@@ -301,72 +301,28 @@ TEST(Metrics, CumulativeSourcesBecomeCountersThatOnlyGrow) {
 
 // ---- the endpoint, on real sockets ----
 
-int listener(uint16_t& port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 1) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  port = ntohs(a.sin_port);
-  return fd;
-}
-
-uint16_t free_port() {
-  uint16_t p = 0;
-  int fd = listener(p);
-  ::close(fd);
-  return p;
-}
-
-std::string get(uint16_t port, const std::string& path) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return "";
-  }
-  std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  (void)!::write(fd, req.data(), req.size());
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return out;
-}
-
 TEST(Endpoint, ServesTheMetricsOverHttpOnTheConfiguredAddress) {
   Metrics m(setup());
   TickReport t;
   t.workloads = {workload("redis", "critical", {42})};
   m.publish(t);
-  uint16_t port = free_port();
+  uint16_t port = testing::free_port();
   auto e = Endpoint::listen("localhost:" + std::to_string(port));
   ASSERT_TRUE(e) << e.error().message();
   (*e)->serve(m);
   EXPECT_EQ((*e)->address(), "127.0.0.1:" + std::to_string(port));  // the name resolved
-  std::string reply = get(port, "/metrics");
-  ASSERT_NE(reply.find("200 OK"), std::string::npos) << reply.substr(0, 200);
-  std::string body = reply.substr(reply.find("\r\n\r\n") + 4);
-  EXPECT_EQ(value(body, "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 1);
+  auto reply = testing::http_get(port, "/metrics");
+  ASSERT_EQ(reply.status, 200) << reply.body.substr(0, 200);
+  EXPECT_EQ(value(reply.body, "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 1);
   // The next tick is in the next scrape.
   m.publish(t);
-  body = get(port, "/metrics");
-  EXPECT_EQ(value(body.substr(body.find("\r\n\r\n") + 4), "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 2);
+  EXPECT_EQ(value(testing::http_get(port, "/metrics").body, "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 2);
 }
 
 TEST(Endpoint, ATakenPortIsAClearErrorNamingTheAddress) {
   Metrics m(setup());
   uint16_t port = 0;
-  int fd = listener(port);
+  int fd = testing::listen_on_loopback(&port);
   ASSERT_GE(fd, 0);
   auto e = Endpoint::listen("127.0.0.1:" + std::to_string(port));
   ::close(fd);
@@ -398,7 +354,7 @@ TEST(Endpoint, ListensOnIpv6LoopbackOrSaysTheHttpServerHasNoIpv6) {
   if (probe >= 0) ::close(probe);
   if (!v6) GTEST_SKIP() << "skipped: this host has no IPv6 loopback";
   Metrics m(setup());
-  uint16_t port = free_port();
+  uint16_t port = testing::free_port();
   auto e = Endpoint::listen("[::1]:" + std::to_string(port));
   if (mg_check_feature(8) == 0) {
     ASSERT_FALSE(e);

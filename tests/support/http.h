@@ -15,5 +15,7 @@ HttpReply http_get(uint16_t port, const std::string& target, const std::string& 
 std::string url_encode(const std::string& s);
 // A TCP port on 127.0.0.1 free right now (bound, read, closed).
 uint16_t free_port();
+// A socket listening on 127.0.0.1 at a free port (the port in *port); -1 on failure. For "port taken".
+int listen_on_loopback(uint16_t* port);
 
 }  // namespace keel::testing
