@@ -12,6 +12,16 @@
 
 namespace keel::act {
 
+namespace {
+constexpr const char* kJournalFile = "journal";
+}  // namespace
+
+bool journal_exists(const std::filesystem::path& state_dir) {
+  std::error_code ec;
+  return std::filesystem::exists(state_dir / kJournalFile, ec);
+}
+
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -140,7 +150,7 @@ Result<Journal> Journal::open(const fs::path& state_dir, std::string boot_id) {
   if (ec) return fail("cannot create the state directory", state_dir.string(), ec.value());
   Journal j;
   j.dir_ = state_dir;
-  j.file_ = state_dir / "journal";
+  j.file_ = state_dir / kJournalFile;
   fs::path lock = state_dir / "lock";
   j.lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (j.lock_fd_ < 0) return fail_errno("cannot open the state lock", lock.string());

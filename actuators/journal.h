@@ -56,6 +56,9 @@ class Journal {
   int lock_fd_ = -1;
 };
 
+// Whether STATE_DIR holds a journal file (entries or not), without opening or locking it.
+bool journal_exists(const std::filesystem::path& state_dir);
+
 // This boot's id (/proc/sys/kernel/random/boot_id under roots.proc); empty when unreadable.
 std::string read_boot_id(const std::filesystem::path& proc_root);
 

@@ -251,6 +251,10 @@ TEST(Cli, RunRefusesATakenMetricsPortBeforeTouchingAnything) {
   EXPECT_EQ(rc2, 1) << out2;
   EXPECT_NE(out2.find("cannot listen on " + taken), std::string::npos) << out2;
   ::close(fd);
+  // An address the config would refuse is refused from the command line too, as bad usage.
+  auto [rc3, out3] = run_command(keel("run --config " + (t.path() / "other.toml").string() + " --metrics-listen 127.0.0.1:0"));
+  EXPECT_EQ(rc3, 2) << out3;
+  EXPECT_NE(out3.find("--metrics-listen 127.0.0.1:0: the port must be a number in 1..65535"), std::string::npos) << out3;
   EXPECT_FALSE(std::filesystem::exists(state));
 }
 

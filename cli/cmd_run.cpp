@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "actuators/journal.h"
 #include "actuators/sched_features.h"
 #include "actuators/session.h"
 #include "cli/args.h"
@@ -103,6 +104,10 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (!file) return usage_error("run", "needs --config FILE");
   auto stats = parse_stats(args->value("bpf-stats"));
   if (!stats) return usage_error("run", "--bpf-stats takes sampled (one interval in ten), always or off");
+  auto flag = args->value("metrics-listen");
+  if (flag && *flag != "off")
+    if (auto why = config::listen_address_problem(*flag))
+      return usage_error("run", "--metrics-listen " + *flag + ": " + *why + " (or off)");
   const SysRoots roots = SysRoots::host();
   auto loaded = load_config_for_host("run", *file, roots);
   if (!loaded) return loaded.error();
@@ -117,6 +122,31 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
   drop_missing(cfg, roots);
 
+  // The metrics endpoint before anything else: a taken port stops keel before it changes a thing
+  // (or truncates a trace). Only a journal a crashed keel left is still restored (enforce mode).
+  const std::string listen = flag.value_or(cfg.daemon.metrics_listen);
+  const std::string listen_source =
+      flag ? "--metrics-listen " + *flag : "daemon.metrics_listen = \"" + cfg.daemon.metrics_listen + "\"";
+  std::unique_ptr<metrics::Endpoint> endpoint;
+  if (listen != "off") {
+    auto e = metrics::Endpoint::listen(listen);
+    if (!e) {
+      log("run: metrics: " + listen_source + ": " + e.error().message());
+      if (!observe && act::journal_exists(state)) {
+        auto s = act::Session::start(roots, state, act::Mode::enforce);
+        if (s) {
+          s->finish();
+          log("run: restored what a previous keel left changed (" + std::to_string(s->recovered().restored) +
+              " knobs) before stopping");
+        } else {
+          log("run: " + s.error().message());
+        }
+      }
+      return kExitFailure;
+    }
+    endpoint = std::move(*e);
+  }
+
   std::ofstream record;
   if (auto r = args->value("record")) {
     record.open(*r, std::ios::trunc);
@@ -124,17 +154,6 @@ int cmd_run(const std::vector<std::string>& argv) {
       log("run: cannot write the trace " + *r);
       return kExitFailure;
     }
-  }
-  // The metrics endpoint before anything else: a taken port stops keel before it changes a thing.
-  std::string listen = args->value("metrics-listen").value_or(cfg.daemon.metrics_listen);
-  std::unique_ptr<metrics::Endpoint> endpoint;
-  if (listen != "off") {
-    auto e = metrics::Endpoint::listen(listen);
-    if (!e) {
-      log("run: metrics: " + e.error().message());
-      return kExitFailure;
-    }
-    endpoint = std::move(*e);
   }
   // The session first: a journal a crashed keel left behind is restored before anything is sensed.
   auto session = act::Session::start(roots, state, observe ? act::Mode::observe : act::Mode::enforce);
@@ -158,7 +177,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     log("run: " + sensing.error().message());
     return kExitFailure;
   }
-  metrics::Metrics metrics(ctl::metrics_setup(cfg, observe, *sensing, KEEL_VERSION));
+  metrics::Metrics metrics(ctl::metrics_setup(cfg, observe, sensing->pmu(), KEEL_VERSION));
   if (endpoint) endpoint->serve(metrics);
   ctl::Controller controller(cfg, *topo);
   ctl::Reconciler reconciler(cfg, sensing->layout(), sensing->hierarchy(), *topo, session->writer());
@@ -219,7 +238,8 @@ int cmd_run(const std::vector<std::string>& argv) {
           (c.from.empty() ? "\"\"" : c.from) + " -> " + c.to);
     for (const auto& n : done.notes) log("tick " + std::to_string(tick) + " note: " + n);
     for (const auto& e : done.errors) log("tick " + std::to_string(tick) + " error: " + e);
-    metrics.publish(ctl::tick_report(cfg, *snap, *sensing, plan, done, roots, {seconds_since(started), unix_now()}));
+    metrics.publish(ctl::tick_report(cfg, *snap, ctl::sensor_view(*sensing), plan, done,
+                                     {observe, seconds_since(started), unix_now(), ctl::process_usage(roots)}));
     if (args->has("once")) break;
   }
   auto back = session->finish();

@@ -160,4 +160,8 @@ Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
 // The shortest exact form: 1500000ns -> "1500us", 2000000000ns -> "2s".
 std::string format_duration(std::chrono::nanoseconds d);
 
+// What is wrong with a metrics listen address ("host:port", "[v6]:port"), or nothing: the check
+// daemon.metrics_listen gets, for the same address given another way (keel run --metrics-listen).
+std::optional<std::string> listen_address_problem(std::string_view address);
+
 }  // namespace keel::config

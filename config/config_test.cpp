@@ -547,6 +547,20 @@ TEST(Validate, PidFileMustBeAbsolute) {
             "workload 'a': match.pid_file = \"run/a.pid\" must be an absolute path");
 }
 
+TEST(Validate, TheMetricsLabelsOtherAndHostAreNoWorkloadNames) {
+  EXPECT_EQ(first_message("[[workload]]\nname = \"host\"\nmatch = { cgroup = \"/a\" }\n"),
+            "workload 'host': name \"host\" is reserved (the metrics' label for host-wide knobs)");
+  load_ok("[[workload]]\nname = \"others\"\nmatch = { cgroup = \"/a\" }\n");
+}
+
+// The same check for an address given on keel run's command line.
+TEST(Validate, ListenAddressProblemIsTheConfigsCheck) {
+  EXPECT_EQ(listen_address_problem("127.0.0.1:9477"), std::nullopt);
+  EXPECT_EQ(listen_address_problem("127.0.0.1:0"), "the port must be a number in 1..65535");
+  EXPECT_EQ(listen_address_problem("127.0.0.1:99999"), "the port must be a number in 1..65535");
+  EXPECT_EQ(listen_address_problem("127.0.0.1:9477s"), "the port must be a number in 1..65535");
+}
+
 TEST(Validate, MetricsListenHosts) {
   for (const char* ok : {"127.0.0.1:9477", "0.0.0.0:1", "localhost:9477", "metrics-1.example.com:80",
                          "[::1]:9477", "[::]:9477", "[fe80::1%eth0]:9477", "[2001:db8::42]:65535"})

@@ -229,6 +229,11 @@ class Validator {
     if (!w.name.empty() && !valid_workload_name(w.name))
       error(w.name_pos,
             who + "name " + in_quotes(w.name) + " may only contain letters, digits, '.', '_' and '-'");
+    // The metrics use these as label values of their own: the cgroups no workload matches, host-wide knobs.
+    if (w.name == "other" || w.name == "host")
+      error(w.name_pos, who + "name " + in_quotes(w.name) +
+                            " is reserved (the metrics' label for " +
+                            (w.name == "other" ? "cgroups no workload matches" : "host-wide knobs") + ")");
     if (w.match.pos.line != 0) check_match(who, w.match);  // line 0: no match table was read
     // A value that is in the file but did not parse has been reported already.
     bool slo_written = w.slo.runqueue_p99 || w.slo.runqueue_p99_pos.line != 0;
@@ -556,3 +561,7 @@ void validate(const Config& config, const HostFacts& facts, Report& report) {
 }
 
 }  // namespace keel::config::detail
+
+namespace keel::config {
+std::optional<std::string> listen_address_problem(std::string_view address) { return detail::listen_problem(address); }
+}  // namespace keel::config

@@ -102,11 +102,12 @@ Result<Snapshot> Sensing::sample(uint64_t tick) {
   auto now = std::chrono::steady_clock::now();
   double secs = std::max(1e-3, std::chrono::duration<double>(now - st.last).count());
   st.last = now;
-  auto delta = st.sensor->read();
-  if (!delta) return std::unexpected(delta.error());
+  // The cgroups first: when that fails the BPF counts stay in the kernel for the next tick.
   if (auto r = enumerate_cgroups(st.hierarchy, st.cgroups); !r) return std::unexpected(r.error());
   auto matched = match_workloads(st.cfg.workloads, st.hierarchy, st.cgroups, st.roots);
   st.matches = std::move(matched.cgroups);
+  auto delta = st.sensor->read();
+  if (!delta) return std::unexpected(delta.error());
   std::vector<CgroupId> live;
   std::map<CgroupId, const WorkloadMatch*> by_id;
   for (const auto& m : st.matches) {

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <sstream>
+#include <string_view>
 
 #include "host/fileio.h"
 
@@ -39,12 +41,16 @@ const char* direction(Action::Kind k) {
 
 }  // namespace
 
-metrics::Setup metrics_setup(const config::Config& cfg, bool observe, const Sensing& sensing, std::string version) {
+SensorView sensor_view(const Sensing& sensing) {
+  return SensorView{sensing.counts(), sensing.pmu(), sensing.prog_stats(), sensing.cost()};
+}
+
+metrics::Setup metrics_setup(const config::Config& cfg, bool observe, bool pmu, std::string version) {
   metrics::Setup s;
   s.mode = observe ? "observe" : "enforce";
   s.version = std::move(version);
   for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i) s.latency_bucket_upper_s.push_back(bpf::RqHistogram::bucket_upper_us(i) / 1e6);
-  s.sensors = {{"runqueue", true}, {"hardware_counters", sensing.pmu()}};
+  s.sensors = {{"runqueue", true}, {"hardware_counters", pmu}};
   const auto& a = cfg.actuators;
   // The config's switches after the host's check (keel run turns off what the host lacks); observe
   // mode decides with the same ones, so the gauges say what it would use.
@@ -56,16 +62,15 @@ metrics::Setup metrics_setup(const config::Config& cfg, bool observe, const Sens
   return s;
 }
 
-metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap, const Sensing& sensing,
-                                const Plan& plan, const Reconciled& done, const SysRoots& roots, TickCost cost) {
+metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap, const SensorView& sensor,
+                                const Plan& plan, const Reconciled& done, const TickMeta& meta) {
   metrics::TickReport t;
-  const SensedCounts& counts = sensing.counts();
-  const bool pmu = sensing.pmu();
+  const SensedCounts& counts = sensor.counts;
   for (const auto& w : snap.workloads) {
     metrics::WorkloadReport r;
     r.workload = w.instance;
     r.klass = w.critical ? "critical" : "best_effort";
-    if (auto c = counts.instances.find(w.instance); c != counts.instances.end()) fill_counts(r, c->second, pmu);
+    if (auto c = counts.instances.find(w.instance); c != counts.instances.end()) fill_counts(r, c->second, sensor.pmu);
     if (w.cpu_usage) r.cpu_seconds = *w.cpu_usage * snap.period_s;
     const config::Workload* cw = find(cfg, w.workload);
     auto v = plan.workloads.find(w.instance);
@@ -79,7 +84,7 @@ metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap,
     }
     if (!w.cpus.empty()) r.knobs["cpus"] = w.cpus.count();
     if (w.shares) r.knobs["shares"] = static_cast<double>(*w.shares);
-    if (auto d = plan.desired.find(w.instance); d != plan.desired.end()) {
+    if (auto d = plan.desired.find(w.instance); !meta.observe && d != plan.desired.end()) {
       if (d->second.l3_ways) r.knobs["l3_ways"] = *d->second.l3_ways;
       if (d->second.mba_percent) r.knobs["mba_percent"] = *d->second.mba_percent;
     }
@@ -88,30 +93,30 @@ metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap,
   metrics::WorkloadReport other;
   other.workload = "other";
   other.klass = "other";
-  fill_counts(other, counts.other, pmu);
+  fill_counts(other, counts.other, sensor.pmu);
   t.workloads.push_back(std::move(other));
 
   for (const auto& i : plan.interference) t.interference.push_back({i.victim, i.antagonist, i.score});
   for (const auto& a : plan.actions)
     t.actions.emplace_back(a.knob == Knob::steal ? "steal_task" : to_string(a.knob), direction(a.kind));
-  if (cfg.actuators.steal_task) t.steal = plan.steal;
+  if (cfg.actuators.steal_task && !meta.observe) t.steal = plan.steal;
 
   metrics::HealthReport& h = t.health;
-  h.tick_seconds = cost.tick_seconds;
-  h.unix_time = cost.unix_time;
+  h.tick_seconds = meta.tick_seconds;
+  h.unix_time = meta.unix_time;
   h.actuator_errors = static_cast<unsigned>(done.errors.size());
-  for (const auto& p : sensing.prog_stats()) h.programs.push_back({p.name, p.run_time_ns, p.run_count});
-  if (auto c = sensing.cost()) {
-    h.bpf_seconds_per_event = c->ns_per_event / 1e9;
-    h.bpf_events_per_s = c->events_per_s;
+  for (const auto& p : sensor.programs) h.programs.push_back({p.name, p.run_time_ns, p.run_count});
+  if (sensor.cost) {
+    h.bpf_seconds_per_event = sensor.cost->ns_per_event / 1e9;
+    h.bpf_events_per_s = sensor.cost->events_per_s;
   }
   h.map_entries = counts.map_entries;
   h.map_max_entries = counts.map_capacity;
   h.dropped_map_full = counts.map_full;
   h.dropped_stamp_full = counts.stamp_full;
-  if (auto u = process_usage(roots)) {
-    h.process_cpu_seconds = u->cpu_seconds;
-    h.process_rss_bytes = u->rss_bytes;
+  if (meta.process) {
+    h.process_cpu_seconds = meta.process->cpu_seconds;
+    h.process_rss_bytes = meta.process->rss_bytes;
   }
   return t;
 }
@@ -120,22 +125,35 @@ std::optional<ProcessUsage> process_usage(const SysRoots& roots) {
   auto stat = read_file(roots.proc / "self/stat");
   auto statm = read_file(roots.proc / "self/statm");
   if (!stat || !statm) return std::nullopt;
-  // Fields after the command (which may hold spaces and parentheses): state is field 3, utime 14, stime 15.
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so fields count from the last
+  // ')'; state is field 3, utime 14 and stime 15 (clock ticks).
   auto close = stat->rfind(')');
   if (close == std::string::npos) return std::nullopt;
-  std::istringstream in(stat->substr(close + 2));
-  std::string field;
-  double utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && in >> field; ++i) {
-    if (i == 14) utime = std::stod(field);
-    if (i == 15) stime = std::stod(field);
+  std::vector<std::string_view> fields;
+  std::string_view rest(*stat);
+  rest.remove_prefix(close + 1);
+  for (size_t i = 0; i < rest.size();) {
+    size_t start = rest.find_first_not_of(" \n", i);
+    if (start == std::string_view::npos) break;
+    size_t end = rest.find_first_of(" \n", start);
+    if (end == std::string_view::npos) end = rest.size();
+    fields.push_back(rest.substr(start, end - start));
+    i = end;
   }
+  auto number = [](std::string_view f) -> std::optional<double> {
+    unsigned long long v = 0;
+    auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+    if (ec != std::errc() || p != f.data() + f.size()) return std::nullopt;
+    return static_cast<double>(v);
+  };
+  if (fields.size() < 13) return std::nullopt;  // fields[0] is field 3
+  auto utime = number(fields[11]), stime = number(fields[12]);
   std::istringstream m(*statm);
   double size = 0, resident = 0;
-  if (!(m >> size >> resident)) return std::nullopt;
+  if (!utime || !stime || !(m >> size >> resident)) return std::nullopt;
   const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
-  return ProcessUsage{(utime + stime) / hz, resident * page};
+  return ProcessUsage{(*utime + *stime) / hz, resident * page};
 }
 
 }  // namespace keel::ctl

@@ -1,9 +1,11 @@
 // keel run's tick in the metrics' plain terms: the Snapshot and the sensor's raw counts, the plan
-// and what the reconciler did, keel's own cost. The metrics library knows none of these types.
+// and what the reconciler did, keel's own cost. The metrics library knows none of these types; this
+// translation is pure (tested on plain data), the reads it needs are in sensor_view() and process_usage().
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "controller/controller.h"
@@ -15,22 +17,36 @@
 
 namespace keel::ctl {
 
-// The exporter's fixed part: mode, version, the sensor's latency buckets, what is available here.
-metrics::Setup metrics_setup(const config::Config& cfg, bool observe, const Sensing& sensing, std::string version);
-
-struct TickCost {
-  double tick_seconds = 0;
-  double unix_time = 0;
+// What the sensor adds to a Snapshot for the metrics.
+struct SensorView {
+  SensedCounts counts;
+  bool pmu = false;
+  std::vector<bpf::ProgStats> programs;
+  std::optional<bpf::BpfCost> cost;
 };
+SensorView sensor_view(const Sensing& sensing);
 
-metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap, const Sensing& sensing,
-                                const Plan& plan, const Reconciled& done, const SysRoots& roots, TickCost cost);
-
-// keel's own CPU time (user + system, seconds) and resident memory (bytes), from proc/self.
+// keel's own CPU time (user + system, seconds) and resident memory (bytes), from proc/self; none when
+// the files cannot be read or parsed.
 struct ProcessUsage {
   double cpu_seconds = 0;
   double rss_bytes = 0;
 };
 std::optional<ProcessUsage> process_usage(const SysRoots& roots);
+
+// The exporter's fixed part: mode, version, the sensor's latency buckets, what is available here.
+metrics::Setup metrics_setup(const config::Config& cfg, bool observe, bool pmu, std::string version);
+
+struct TickMeta {
+  bool observe = false;
+  double tick_seconds = 0;
+  double unix_time = 0;
+  std::optional<ProcessUsage> process;
+};
+
+// Knob values are what is in effect: cpus and shares as sensed; L3 ways, bandwidth and steal_task as
+// keel set them (enforce mode only: in observe mode keel set nothing and does not read them).
+metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap, const SensorView& sensor,
+                                const Plan& plan, const Reconciled& done, const TickMeta& meta);
 
 }  // namespace keel::ctl

@@ -39,11 +39,11 @@ inline constexpr MetricDef kCatalogue[] = {
      "CPUs the antagonist keeps busy or queued on the victim's CPUs (MPKI-weighted with a PMU)"},
     // Controller: knobs, actions, mode.
     {"keel_knob_value", Type::gauge, "workload,knob",
-     "A knob's value now: cpus = CPUs in its cpuset, shares = cpu.shares (v2 weight mapped), l3_ways, mba_percent, steal_task 0/1"},
+     "A knob's value in effect: cpus = CPUs in its cpuset, shares = cpu.shares (v2 weight mapped), as sensed; l3_ways, mba_percent, steal_task 0/1 while keel sets them (enforce mode)"},
     {"keel_controller_rung", Type::gauge, "workload", "Ladder steps keel holds for the workload (0 = nothing applied)"},
     {"keel_controller_blocked", Type::gauge, "workload", "1 while the workload is violated and no step is possible (bounds, placement, lockouts)"},
     {"keel_actions_total", Type::counter, "knob,direction,mode", "Controller actions (observe: actions it would take)"},
-    {"keel_mode", Type::gauge, "mode", "1 for the mode keel runs in"},
+    {"keel_mode", Type::gauge, "mode", "1 for the mode keel runs in (the other mode has no series)"},
     {"keel_workload_instances", Type::gauge, "class", "Managed workload instances this tick"},
     {"keel_metrics_folded_instances", Type::gauge, "",
      "Workload instances past the series cap, counted under workload=\"other\""},

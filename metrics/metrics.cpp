@@ -50,22 +50,16 @@ Family<Histogram>& histogram(prometheus::Registry& r, std::string_view name) {
   return prometheus::BuildHistogram().Name(std::string(d.name)).Help(std::string(d.help)).Register(r);
 }
 
-// A counter fed with cumulative values read elsewhere: increments by the growth since the last value
-// (a value that went down means its source restarted: counts from zero again).
+// A counter fed with cumulative values read elsewhere (the kernel's BPF stats, keel's CPU time),
+// which cannot restart while keel runs: increments by the growth since the last value; a value
+// below it is a failed read (zeros) and is ignored.
 struct Cumulative {
   Counter* c = nullptr;
   double last = 0;
-  bool seen = false;
   void set(double v) {
-    if (!seen) {
-      c->Increment(v);
-    } else if (v >= last) {
-      c->Increment(v - last);
-    } else {
-      c->Increment(v);
-    }
+    if (v <= last) return;
+    c->Increment(v - last);
     last = v;
-    seen = true;
   }
 };
 
@@ -435,31 +429,33 @@ int bind_error(const sockaddr* sa, socklen_t len) {
 void Endpoint::serve(const Metrics& metrics) { s_->exposer->RegisterCollectable(metrics.registry()); }
 
 Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
-  const std::string what = "daemon.metrics_listen = \"" + address + "\"";
   auto hp = split(address);
-  if (!hp) return fail(what + ": " + hp.error().what);
+  if (!hp) return fail(hp.error().what);
+  // Debian's civetweb (prometheus-cpp's HTTP server) is built without IPv6: an IPv6 address is
+  // refused, and a name is resolved to its IPv4 address ("localhost" is ::1 first on Debian).
+  const bool ipv6 = mg_check_feature(8) != 0;
+  if (!ipv6 && address.front() == '[')
+    return fail("this build's HTTP server (civetweb) has no IPv6 support: use an IPv4 address such as 127.0.0.1:" +
+                hp->port);
   addrinfo hints{};
+  hints.ai_family = ipv6 ? AF_UNSPEC : AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* res = nullptr;
   if (int rc = ::getaddrinfo(hp->host.c_str(), hp->port.c_str(), &hints, &res); rc != 0)
-    return fail(what + ": cannot resolve \"" + hp->host + "\": " + ::gai_strerror(rc));
+    return fail("cannot resolve \"" + hp->host + "\"" + (ipv6 ? "" : " to an IPv4 address") + ": " + ::gai_strerror(rc));
   char host[NI_MAXHOST] = "";
   ::getnameinfo(res->ai_addr, res->ai_addrlen, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
   const bool v6 = res->ai_family == AF_INET6;
   std::string numeric = v6 ? "[" + std::string(host) + "]:" + hp->port : std::string(host) + ":" + hp->port;
   int taken = bind_error(res->ai_addr, res->ai_addrlen);
   ::freeaddrinfo(res);
-  // Debian's civetweb (prometheus-cpp's HTTP server) is built without IPv6.
-  if (v6 && mg_check_feature(8) == 0)
-    return fail(what + ": this build's HTTP server (civetweb) has no IPv6 support: use an IPv4 address such as "
-                "127.0.0.1:" + hp->port);
   auto refuse = [&](int err) {
     std::string why = std::strerror(err);
     if (err == EADDRINUSE) why += " (another process listens there: another keel or exporter? choose a free port)";
     if (err == EADDRNOTAVAIL) why += " (no interface of this host has that address)";
     if (err == EACCES) why += " (ports below 1024 need privileges)";
-    return fail(what + ": cannot listen on " + numeric + ": " + why);
+    return fail("cannot listen on " + numeric + ": " + why);
   };
   // Asked first: civetweb's own failure says only that it could not start.
   if (taken != 0) return refuse(taken);
@@ -468,7 +464,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
   try {
     st->exposer = std::make_unique<prometheus::Exposer>(numeric, 2);
   } catch (const std::exception& e) {
-    return fail(what + ": cannot listen on " + numeric + ": " + e.what());
+    return fail("cannot listen on " + numeric + ": " + e.what());
   }
   return std::unique_ptr<Endpoint>(new Endpoint(std::move(st)));
 }

@@ -99,7 +99,8 @@ class Metrics {
 };
 
 // The HTTP endpoint: GET /metrics. `address` is daemon.metrics_listen ("127.0.0.1:9477",
-// "[::1]:9477", "localhost:9477"); a name is resolved first. A taken port is a clear error. It listens
+// "localhost:9477"), already checked as the config checks it; a name is resolved first (to IPv4 while
+// the HTTP server has no IPv6). A taken port is a clear error; errors do not name the address's source. It listens
 // from the start (so a taken port stops keel before it changes anything) and serves nothing until
 // serve() hands it the metrics.
 class Endpoint {

@@ -1,0 +1,175 @@
+// The translation of one tick into the metrics' report, on plain data: units (us and ns to seconds,
+// CPU usage to CPU-seconds), which workloads get SLO gauges, knob values in effect (nothing keel did
+// not set in observe mode), counts per instance and for unmatched cgroups, action names; and keel's
+// own CPU and memory from proc files in the kernel's format, malformed ones refused.
+#include "controller/telemetry.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/tmp_tree.h"
+
+namespace keel::ctl {
+namespace {
+
+using namespace std::chrono_literals;
+
+config::Config two_workloads(bool steal) {
+  config::Config c;
+  config::Workload crit;
+  crit.name = "crit";
+  crit.klass = config::WorkloadClass::critical;
+  crit.slo.runqueue_p99 = 300us;
+  config::Workload be;
+  be.name = "batch";
+  be.klass = config::WorkloadClass::best_effort;
+  be.slo.runqueue_p99 = 5ms;  // best-effort: not judged, so no SLO gauges
+  c.workloads = {crit, be};
+  c.actuators.steal_task = steal;
+  return c;
+}
+
+struct Tick {
+  Snapshot snap;
+  SensorView sensor;
+  Plan plan;
+  Reconciled done;
+};
+
+Tick tick() {
+  Tick t;
+  t.snap.period_s = 0.5;
+  WorkloadSignals crit;
+  crit.instance = crit.workload = "crit";
+  crit.critical = true;
+  crit.cpu_usage = 0.8;
+  crit.cpus = CpuSet::range(2, 3);
+  crit.shares = 2048;
+  WorkloadSignals be;
+  be.instance = "batch/job-1";
+  be.workload = "batch";
+  be.cpus = CpuSet::range(0, 7);
+  t.snap.workloads = {crit, be};
+
+  auto& c = t.sensor.counts.instances["crit"];
+  c.rq.buckets[5] = 7;
+  c.rq.buckets[100] = 3;
+  c.rq.sum_ns = 2'000'000;
+  c.migrations = 11;
+  c.cross_llc = 4;
+  c.counters = {500, 900, 100'000, 200'000};
+  t.sensor.counts.instances["batch/job-1"].migrations = 2;
+  t.sensor.counts.other.rq.buckets[1] = 9;
+  t.sensor.counts.map_entries = 12;
+  t.sensor.counts.map_capacity = 4096;
+  t.sensor.counts.stamp_full = 1;
+  t.sensor.pmu = true;
+  t.sensor.programs = {{"keel_switch_btf", 5000, 20}};
+  t.sensor.cost = bpf::BpfCost{250, 4000};
+
+  t.plan.workloads["crit"] = WorkloadView{.p99_us = 450, .slack = -0.5, .violated = true, .rung = 2, .blocked = "no CPU left"};
+  t.plan.workloads["batch/job-1"] = WorkloadView{.p99_us = 900, .slack = 0, .violated = false, .rung = 0, .blocked = ""};
+  t.plan.desired["crit"].l3_ways = 4;
+  t.plan.desired["crit"].mba_percent = 70;
+  t.plan.steal = true;
+  t.plan.actions = {Action{.tick = 1, .instance = "crit", .knob = Knob::cpus, .from = "", .to = "2-3",
+                           .kind = Action::Kind::act, .reason = ""},
+                    Action{.tick = 1, .instance = "", .knob = Knob::steal, .from = "0", .to = "1",
+                           .kind = Action::Kind::revert, .reason = ""}};
+  t.plan.interference = {{"crit", "batch/job-1", 1.25}};
+  t.done.errors = {"one", "two"};
+  return t;
+}
+
+TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
+  Tick t = tick();
+  auto r = tick_report(two_workloads(true), t.snap, t.sensor, t.plan, t.done,
+                       {.observe = false, .tick_seconds = 0.004, .unix_time = 1e9, .process = ProcessUsage{3, 4096}});
+  ASSERT_EQ(r.workloads.size(), 3u);
+  const auto& crit = r.workloads[0];
+  EXPECT_EQ(crit.workload, "crit");
+  EXPECT_EQ(crit.klass, "critical");
+  ASSERT_EQ(crit.rq_buckets.size(), static_cast<size_t>(KEEL_HIST_BUCKETS));
+  EXPECT_EQ(crit.rq_buckets[5], 7u);
+  EXPECT_EQ(crit.rq_buckets[100], 3u);
+  EXPECT_DOUBLE_EQ(crit.rq_sum_s, 0.002);
+  EXPECT_EQ(crit.migrations, 11u);
+  EXPECT_EQ(crit.cross_llc, 4u);
+  EXPECT_EQ(crit.cache_misses, 500u);     // counter 0
+  EXPECT_EQ(crit.instructions, 100'000u);  // counter 2
+  EXPECT_DOUBLE_EQ(*crit.cpu_seconds, 0.4);  // 0.8 CPUs over 0.5 s
+  EXPECT_DOUBLE_EQ(*crit.p99_s, 450e-6);
+  EXPECT_DOUBLE_EQ(*crit.slo_target_s, 300e-6);
+  EXPECT_DOUBLE_EQ(*crit.slack, -0.5);
+  EXPECT_TRUE(crit.violated);
+  EXPECT_TRUE(crit.blocked);
+  EXPECT_EQ(crit.rung, 2u);
+  EXPECT_EQ(crit.knobs, (std::map<std::string, double>{{"cpus", 2}, {"shares", 2048}, {"l3_ways", 4}, {"mba_percent", 70}}));
+
+  const auto& be = r.workloads[1];
+  EXPECT_EQ(be.klass, "best_effort");
+  EXPECT_FALSE(be.slack);  // best-effort work is not judged against an SLO
+  EXPECT_FALSE(be.p99_s);
+  EXPECT_FALSE(be.cpu_seconds);
+  EXPECT_EQ(be.migrations, 2u);
+  EXPECT_EQ(be.knobs, (std::map<std::string, double>{{"cpus", 8}}));
+
+  const auto& other = r.workloads[2];
+  EXPECT_EQ(other.workload, "other");
+  EXPECT_EQ(other.klass, "other");
+  EXPECT_EQ(other.rq_buckets[1], 9u);
+
+  EXPECT_EQ(r.actions, (std::vector<std::pair<std::string, std::string>>{{"cpus", "act"}, {"steal_task", "revert"}}));
+  ASSERT_EQ(r.interference.size(), 1u);
+  EXPECT_EQ(r.interference[0].antagonist, "batch/job-1");
+  EXPECT_EQ(r.steal, true);
+  EXPECT_EQ(r.health.actuator_errors, 2u);
+  EXPECT_DOUBLE_EQ(*r.health.bpf_seconds_per_event, 250e-9);
+  EXPECT_DOUBLE_EQ(*r.health.bpf_events_per_s, 4000);
+  EXPECT_EQ(r.health.map_entries, 12u);
+  EXPECT_EQ(r.health.map_max_entries, 4096u);
+  EXPECT_EQ(r.health.dropped_stamp_full, 1u);
+  ASSERT_EQ(r.health.programs.size(), 1u);
+  EXPECT_EQ(r.health.programs[0].run_time_ns, 5000u);
+  EXPECT_DOUBLE_EQ(*r.health.process_cpu_seconds, 3);
+  EXPECT_DOUBLE_EQ(r.health.tick_seconds, 0.004);
+}
+
+TEST(TickReport, ObserveReportsNoKnobKeelDidNotSetAndNoCacheCountsWithoutAPmu) {
+  Tick t = tick();
+  t.sensor.pmu = false;
+  auto r = tick_report(two_workloads(true), t.snap, t.sensor, t.plan, t.done, {.observe = true, .tick_seconds = 0, .unix_time = 0, .process = std::nullopt});
+  EXPECT_EQ(r.workloads[0].knobs, (std::map<std::string, double>{{"cpus", 2}, {"shares", 2048}}));
+  EXPECT_FALSE(r.steal);
+  EXPECT_FALSE(r.workloads[0].cache_misses);
+  EXPECT_FALSE(r.workloads[0].instructions);
+  EXPECT_EQ(r.actions.size(), 2u);  // would-act decisions are still counted (mode="observe")
+  // steal_task not enabled: no host knob in enforce mode either.
+  auto e = tick_report(two_workloads(false), t.snap, t.sensor, t.plan, t.done, {.observe = false, .tick_seconds = 0, .unix_time = 0, .process = std::nullopt});
+  EXPECT_FALSE(e.steal);
+}
+
+TEST(ProcessUsageTree, ReadsCpuTimeAndResidentMemoryAndRefusesMalformedFiles) {
+  testing::TempDir dir;
+  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  // A command name with spaces and a ')' of its own; utime 250, stime 50 ticks; 1000 pages resident.
+  std::string stat = "4242 (keel (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 100 1000000 1000\n";
+  testing::make_tree(dir.path(), {{"proc/self/stat", stat}, {"proc/self/statm", "5000 1000 200 10 0 800 0\n"}});
+  auto u = process_usage(SysRoots::under(dir.path()));
+  ASSERT_TRUE(u);
+  EXPECT_DOUBLE_EQ(u->cpu_seconds, 300 / hz);
+  EXPECT_DOUBLE_EQ(u->rss_bytes, 1000 * page);
+  for (std::string bad : {std::string("4242 (keel)"), std::string("4242 keel S 1"),
+                          std::string("4242 (keel) S 1 4242 4242 0 -1 4194560 100 0 0 0 2x0 50 0\n"),
+                          std::string("4242 (keel) S 1 4242 4242 0 -1 4194560 100 0 0 0 250\n")}) {
+    testing::make_tree(dir.path(), {{"proc/self/stat", bad}});
+    EXPECT_FALSE(process_usage(SysRoots::under(dir.path()))) << bad;
+  }
+  // The real file of this process parses.
+  EXPECT_TRUE(process_usage(SysRoots::host()));
+}
+
+}  // namespace
+}  // namespace keel::ctl
