@@ -547,6 +547,16 @@ TEST(Validate, PidFileMustBeAbsolute) {
             "workload 'a': match.pid_file = \"run/a.pid\" must be an absolute path");
 }
 
+TEST(Validate, MetricsMaxWorkloadsIsBounded) {
+  EXPECT_EQ(first_message("[daemon]\nmetrics_max_workloads = 10001\n"),
+            "daemon.metrics_max_workloads must be between 0 and 10000 (about 90 series each), got 10001");
+  EXPECT_EQ(first_message("[daemon]\nmetrics_max_workloads = -1\n"),
+            "daemon.metrics_max_workloads must be between 0 and 10000 (about 90 series each), got -1");
+  EXPECT_EQ(first_message("[daemon]\nmetrics_max_workloads = \"many\"\n"),
+            "daemon.metrics_max_workloads must be an integer, got string");
+  load_ok("[daemon]\nmetrics_max_workloads = 0\n");  // every instance under "other"
+}
+
 TEST(Validate, TheMetricsLabelsOtherAndHostAreNoWorkloadNames) {
   EXPECT_EQ(first_message("[[workload]]\nname = \"host\"\nmatch = { cgroup = \"/a\" }\n"),
             "workload 'host': name \"host\" is reserved (the metrics' label for host-wide knobs)");

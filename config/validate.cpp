@@ -181,6 +181,10 @@ class Validator {
             "daemon.state_dir = " + in_quotes(d.state_dir.string()) + " must be an absolute path");
     if (auto why = listen_problem(d.metrics_listen))
       error(d.metrics_listen_pos, "daemon.metrics_listen = " + in_quotes(d.metrics_listen) + ": " + *why);
+    // Each labelled instance is ~90 series (the latency histogram's 80 buckets and the rest).
+    if (d.metrics_max_workloads < 0 || d.metrics_max_workloads > 10000)
+      error(d.metrics_max_workloads_pos, "daemon.metrics_max_workloads must be between 0 and 10000 (about 90 series "
+                                         "each), got " + std::to_string(d.metrics_max_workloads));
   }
 
   void check_actuators(const Actuators& a) {

@@ -51,6 +51,7 @@ metrics::Setup metrics_setup(const config::Config& cfg, bool observe, bool pmu, 
   s.version = std::move(version);
   for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i) s.latency_bucket_upper_s.push_back(bpf::RqHistogram::bucket_upper_us(i) / 1e6);
   s.sensors = {{"runqueue", true}, {"hardware_counters", pmu}};
+  s.max_workloads = static_cast<size_t>(cfg.daemon.metrics_max_workloads);
   const auto& a = cfg.actuators;
   // The config's switches after the host's check (keel run turns off what the host lacks); observe
   // mode decides with the same ones, so the gauges say what it would use.
