@@ -76,10 +76,10 @@ int main(int argc, char** argv) {
               "scrape KiB", "memory KiB", "us/instance", "publish x", "render x");
   double base_pub = 0, base_render = 0;
   for (size_t n : {1, 16, 64, 256, 1024}) {
-    double rss0 = rss_bytes();
-    auto m = std::make_unique<Metrics>(setup());
     std::vector<TickReport> reports;
     for (int i = 0; i < 8; ++i) reports.push_back(tick(n, rng));
+    double rss0 = rss_bytes();  // the exporter's memory only, not the reports'
+    auto m = std::make_unique<Metrics>(setup());
     m->publish(reports[0]);  // series created outside the timing
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < ticks; ++i) m->publish(reports[static_cast<size_t>(i) % reports.size()]);
