@@ -73,6 +73,7 @@ metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap,
     r.klass = w.critical ? "critical" : "best_effort";
     if (auto c = counts.instances.find(w.instance); c != counts.instances.end()) fill_counts(r, c->second, sensor.pmu);
     if (w.cpu_usage) r.cpu_seconds = *w.cpu_usage * snap.period_s;
+    if (w.throttled_per_s) r.throttled_periods = *w.throttled_per_s * snap.period_s;
     const config::Workload* cw = find(cfg, w.workload);
     auto v = plan.workloads.find(w.instance);
     if (w.critical && cw && cw->slo.runqueue_p99 && v != plan.workloads.end()) {

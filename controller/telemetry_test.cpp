@@ -44,6 +44,7 @@ Tick tick() {
   crit.instance = crit.workload = "crit";
   crit.critical = true;
   crit.cpu_usage = 0.8;
+  crit.throttled_per_s = 6;
   crit.cpus = CpuSet::range(2, 3);
   crit.shares = 2048;
   WorkloadSignals be;
@@ -99,6 +100,7 @@ TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
   EXPECT_EQ(crit.cache_misses, 500u);     // counter 0
   EXPECT_EQ(crit.instructions, 100'000u);  // counter 2
   EXPECT_DOUBLE_EQ(*crit.cpu_seconds, 0.4);  // 0.8 CPUs over 0.5 s
+  EXPECT_DOUBLE_EQ(*crit.throttled_periods, 3);  // 6/s over 0.5 s
   EXPECT_DOUBLE_EQ(*crit.p99_s, 450e-6);
   EXPECT_DOUBLE_EQ(*crit.slo_target_s, 300e-6);
   EXPECT_DOUBLE_EQ(*crit.slack, -0.5);
@@ -112,6 +114,7 @@ TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
   EXPECT_FALSE(be.slack);  // best-effort work is not judged against an SLO
   EXPECT_FALSE(be.p99_s);
   EXPECT_FALSE(be.cpu_seconds);
+  EXPECT_FALSE(be.throttled_periods);
   EXPECT_EQ(be.migrations, 2u);
   EXPECT_EQ(be.knobs, (std::map<std::string, double>{{"cpus", 8}}));
 

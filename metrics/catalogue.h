@@ -31,6 +31,8 @@ inline constexpr MetricDef kCatalogue[] = {
     {"keel_slo_violated", Type::gauge, "workload", "1 while the controller counts the workload's SLO as violated"},
     {"keel_migrations_total", Type::counter, "workload,scope", "Task migrations between CPUs, all or crossing an LLC or NUMA node"},
     {"keel_cpu_usage_seconds_total", Type::counter, "workload,class", "CPU time the workload's cgroups used (cgroupfs)"},
+    {"keel_cpu_throttled_periods_total", Type::counter, "workload",
+     "CFS periods in which the workload's cgroups were throttled by their CPU quota (cgroupfs nr_throttled)"},
     {"keel_cache_misses_total", Type::counter, "workload", "LLC misses while the workload ran (only with a hardware PMU)"},
     {"keel_instructions_total", Type::counter, "workload", "Instructions retired while the workload ran (only with a hardware PMU)"},
     {"keel_interference_detected", Type::gauge, "workload,antagonist",

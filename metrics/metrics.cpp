@@ -90,14 +90,15 @@ struct Metrics::State {
   Family<Histogram>* rq = nullptr;
   Family<Gauge>*p99 = nullptr, *target = nullptr, *slack = nullptr, *violated = nullptr, *blocked = nullptr,
   *rung = nullptr, *knob = nullptr, *interference = nullptr, *score = nullptr, *instances = nullptr;
-  Family<Counter>*migrations = nullptr, *cpu = nullptr, *misses = nullptr, *instructions = nullptr,
-  *actions = nullptr;
+  Family<Counter>*migrations = nullptr, *cpu = nullptr, *throttled = nullptr, *misses = nullptr,
+  *instructions = nullptr, *actions = nullptr;
 
   // Every series of one labelled instance, removed together when it goes.
   struct Series {
     std::string klass;
     Histogram* rq = nullptr;
-    Counter *all = nullptr, *llc = nullptr, *numa = nullptr, *cpu = nullptr, *misses = nullptr, *instr = nullptr;
+    Counter *all = nullptr, *llc = nullptr, *numa = nullptr, *cpu = nullptr, *throttled = nullptr, *misses = nullptr,
+            *instr = nullptr;
     Gauge *p99 = nullptr, *target = nullptr, *slack = nullptr, *violated = nullptr, *blocked = nullptr,
           *rung = nullptr;
     std::map<std::string, Gauge*> knobs;
@@ -137,6 +138,7 @@ void Metrics::State::remove(Series& s, const std::string& name) {
   rq->Remove(s.rq);
   for (Counter* c : {s.all, s.llc, s.numa}) migrations->Remove(c);
   cpu->Remove(s.cpu);
+  if (s.throttled) throttled->Remove(s.throttled);
   if (s.misses) misses->Remove(s.misses);
   if (s.instr) instructions->Remove(s.instr);
   std::pair<Family<Gauge>*, Gauge*> gauges[] = {{p99, s.p99},         {target, s.target}, {slack, s.slack},
@@ -157,6 +159,10 @@ void Metrics::State::workload(const WorkloadReport& w, Series& s, bool own) {
   s.numa->Increment(static_cast<double>(w.cross_numa));
   if (w.cpu_seconds) s.cpu->Increment(std::max(0.0, *w.cpu_seconds));
   const std::string& name = own ? w.workload : std::string("other");
+  if (w.throttled_periods) {
+    if (!s.throttled) s.throttled = &throttled->Add({{"workload", name}});
+    s.throttled->Increment(std::max(0.0, *w.throttled_periods));
+  }
   if (w.cache_misses) {
     if (!s.misses) s.misses = &misses->Add({{"workload", name}});
     s.misses->Increment(static_cast<double>(*w.cache_misses));
@@ -215,6 +221,7 @@ Metrics::Metrics(Setup setup) : s_(std::make_unique<State>()) {
   s.violated = &gauge(r, "keel_slo_violated");
   s.migrations = &counter(r, "keel_migrations_total");
   s.cpu = &counter(r, "keel_cpu_usage_seconds_total");
+  s.throttled = &counter(r, "keel_cpu_throttled_periods_total");
   s.misses = &counter(r, "keel_cache_misses_total");
   s.instructions = &counter(r, "keel_instructions_total");
   s.interference = &gauge(r, "keel_interference_detected");

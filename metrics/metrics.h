@@ -27,6 +27,7 @@ struct WorkloadReport {
   uint64_t migrations = 0, cross_llc = 0, cross_numa = 0;
   std::optional<uint64_t> cache_misses, instructions;  // only with a PMU
   std::optional<double> cpu_seconds;    // CPU time used this tick
+  std::optional<double> throttled_periods;  // CFS periods throttled this tick
   // The controller's view; only for workloads it judges against an SLO.
   std::optional<double> p99_s, slo_target_s, slack;
   bool violated = false, blocked = false;

@@ -161,6 +161,7 @@ TEST(Metrics, EveryCatalogueMetricIsExportedWithItsTypeAndLabels) {
   w.cache_misses = 10;
   w.instructions = 1000;
   w.cpu_seconds = 0.5;
+  w.throttled_periods = 2;
   w.p99_s = 50e-6;
   w.slo_target_s = 200e-6;
   w.slack = 0.75;
@@ -278,6 +279,24 @@ TEST(Metrics, InterferenceSeriesAreThisTicksTopAntagonistsOnly) {
   t.interference.clear();
   m.publish(t);
   EXPECT_TRUE(find(m.render(), "keel_interference_detected").empty());
+}
+
+TEST(Metrics, AFailedSensingTickCountsAnErrorAndKeepsTheWorkloadsSeries) {
+  Metrics m(setup());
+  TickReport t;
+  t.workloads = {workload("redis", "critical", {10})};
+  t.interference = {{"redis", "noise", 1}};
+  t.workloads.push_back(workload("noise", "best_effort", {10}));
+  m.publish(t);
+  m.sensing_failed(0.002, 1234);
+  std::string text = m.render();
+  EXPECT_EQ(value(text, "keel_errors_total", {{"kind", "sensing"}}), 1);
+  EXPECT_EQ(value(text, "keel_errors_total", {{"kind", "actuator"}}), 0);
+  EXPECT_EQ(value(text, "keel_ticks_total"), 2);
+  EXPECT_EQ(value(text, "keel_last_tick_timestamp_seconds"), 1234);
+  EXPECT_EQ(value(text, "keel_tick_duration_seconds_count"), 2);
+  EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 1);
+  EXPECT_EQ(value(text, "keel_interference_detected", {{"workload", "redis"}, {"antagonist", "noise"}}), 1);
 }
 
 TEST(Metrics, CumulativeSourcesBecomeCountersThatOnlyGrow) {

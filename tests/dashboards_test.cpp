@@ -382,6 +382,7 @@ const std::vector<PanelNeed>& panel_needs() {
          {"timeseries"},
          {"keel_cpu_usage_seconds_total"},
          {"workload, class", "rate("}},
+        {in, "CPU throttling by workload", {"timeseries"}, {"keel_cpu_throttled_periods_total"}, {"rate("}},
         {ct, "controller rung", {"timeseries"}, {"keel_controller_rung"}},
         {ct, "blocked", {"state-timeline", "timeseries"}, {"keel_controller_blocked"}},
         {ct, "actions by direction", {"timeseries"}, {"keel_actions_total"}, {"by (direction", "rate("}},
