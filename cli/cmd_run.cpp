@@ -197,16 +197,16 @@ int cmd_run(const std::vector<std::string>& argv) {
   ::signal(SIGPIPE, SIG_IGN);
   int rc = kExitOk;
   std::map<std::string, bool> violated;
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  auto unix_now = [] { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); };
   auto next = std::chrono::steady_clock::now() + period;
   for (uint64_t tick = 1; !g_stop; ++tick) {
     if (!sleep_until(next)) break;
     next += period;
     if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now() + period;  // fell behind
     const auto started = std::chrono::steady_clock::now();
-    auto seconds_since = [](std::chrono::steady_clock::time_point t) {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-    };
-    auto unix_now = [] { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); };
     auto snap = sensing->sample(tick);
     if (!snap) {
       log("tick " + std::to_string(tick) + " sensing failed: " + snap.error().message());

@@ -22,13 +22,13 @@ std::string show(const std::optional<uint64_t>& v) { return v ? std::to_string(*
 std::string show(const std::optional<unsigned>& v) { return v ? std::to_string(*v) : ""; }
 std::string show(const std::optional<CpuSet>& v) { return v ? v->to_list() : ""; }
 
+}  // namespace
+
 const config::Workload* find_workload(const config::Config& cfg, const std::string& name) {
   for (const auto& w : cfg.workloads)
     if (w.name == name) return &w;
   return nullptr;
 }
-
-}  // namespace
 
 const char* to_string(Knob k) {
   switch (k) {

@@ -28,6 +28,9 @@
 
 namespace keel::ctl {
 
+// The config's workload of that name, or none.
+const config::Workload* find_workload(const config::Config& cfg, const std::string& name);
+
 enum class Knob { shares, cpus, l3_ways, mba_percent, steal };
 const char* to_string(Knob k);
 

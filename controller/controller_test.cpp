@@ -1420,6 +1420,32 @@ TEST(Plant, SeededNoiseIsReproducible) {
   EXPECT_TRUE(differs) << "another seed should give other noise";
 }
 
+// One tick of a critical `victim` (its signals filled by the caller; named by its instance) and
+// best-effort "batch" beside it on every CPU: batch copies the victim's waits and keeps `batch_cpu`
+// CPUs busy.
+Snapshot victim_and_batch(uint64_t tick, const Topology& topo, WorkloadSignals victim, double batch_cpu) {
+  victim.workload = victim.instance;
+  victim.critical = true;
+  victim.cgroups = {"/" + victim.instance};
+  victim.cpus = topo.online();
+  WorkloadSignals batch = victim;
+  batch.instance = batch.workload = "batch";
+  batch.critical = false;
+  batch.cgroups = {"/batch"};
+  batch.cpu_usage = batch_cpu;
+  batch.mpki.reset();
+  Snapshot s;
+  s.tick = tick;
+  s.workloads = {victim, batch};
+  return s;
+}
+
+// A critical redis (run-queue p99 SLO 300 us) and best-effort batch.
+const std::string kRedisAndBatch =
+    "[[workload]]\nname = \"redis\"\nmatch = { cgroup = \"/redis\" }\nclass = \"critical\"\n"
+    "slo = { runqueue_p99 = \"300us\" }\n"
+    "[[workload]]\nname = \"batch\"\nmatch = { cgroup = \"/batch\" }\nclass = \"best-effort\"\n";
+
 // Declared secondary targets: a critical workload whose run-queue p99 is fine but which migrates more
 // than its slo.migrations_per_s is violated, and the decision names migrations; an slo.mpki without
 // a PMU (no MPKI measured) never binds.
@@ -1433,29 +1459,16 @@ TEST(ControllerSlo, MigrationTargetBindsAndAnUnmeasuredMpkiTargetDoesNot) {
   auto cfg = config::load_string(toml, "slo.toml", facts(topo));
   ASSERT_TRUE(cfg) << cfg.error().front().str();
   auto snapshot = [&](uint64_t tick, double migrations, std::optional<double> mpki) {
-    Snapshot s;
-    s.tick = tick;
     WorkloadSignals db;
-    db.instance = db.workload = "db";
-    db.critical = true;
-    db.cgroups = {"/db"};
+    db.instance = "db";
     db.rq_waits = 1000;
     db.rq_p50_us = 20;
     db.rq_p99_us = 100;  // slack 0.8 on the run queue
     db.migrations_per_s = migrations;
     db.mpki = mpki;
     db.cpu_usage = 0.5;
-    db.cpus = topo.online();
     db.shares = 1024;
-    WorkloadSignals batch = db;
-    batch.instance = batch.workload = "batch";
-    batch.critical = false;
-    batch.cgroups = {"/batch"};
-    batch.cpu_usage = 3.0;
-    batch.migrations_per_s = 10;
-    batch.mpki.reset();
-    s.workloads = {db, batch};
-    return s;
+    return victim_and_batch(tick, topo, db, 3.0);
   };
   {
     Controller c(*cfg, topo);
@@ -1495,11 +1508,7 @@ TEST(ControllerSlo, MigrationTargetBindsAndAnUnmeasuredMpkiTargetDoesNot) {
 // latency over enough waits is.
 TEST(ControllerSlo, TicksWithTooFewWaitsAreNoEvidence) {
   const Topology& topo = topology("pack:1 numa:1 l3:1 core:2 pu:1");
-  const std::string toml =
-      "[[workload]]\nname = \"redis\"\nmatch = { cgroup = \"/redis\" }\nclass = \"critical\"\n"
-      "slo = { runqueue_p99 = \"300us\" }\n"
-      "[[workload]]\nname = \"batch\"\nmatch = { cgroup = \"/batch\" }\nclass = \"best-effort\"\n";
-  auto cfg = config::load_string(toml, "idle.toml", facts(topo));
+  auto cfg = config::load_string(kRedisAndBatch, "idle.toml", facts(topo));
   ASSERT_TRUE(cfg) << cfg.error().front().str();
   uint64_t first_violation = 0;
   auto run = [&](uint64_t waits, Policy pol = {}) {
@@ -1508,24 +1517,13 @@ TEST(ControllerSlo, TicksWithTooFewWaitsAreNoEvidence) {
     bool violated = false;
     first_violation = 0;
     for (uint64_t t = 1; t <= 10; ++t) {
-      Snapshot s;
-      s.tick = t;
       WorkloadSignals r;
-      r.instance = r.workload = "redis";
-      r.critical = true;
-      r.cgroups = {"/redis"};
+      r.instance = "redis";
       r.rq_waits = waits;
       r.rq_p50_us = 2000;
       r.rq_p99_us = 3000;
       r.cpu_usage = 0.01;
-      r.cpus = topo.online();
-      WorkloadSignals b = r;
-      b.instance = b.workload = "batch";
-      b.critical = false;
-      b.cgroups = {"/batch"};
-      b.cpu_usage = 2.0;
-      s.workloads = {r, b};
-      Plan p = c.step(s);
+      Plan p = c.step(victim_and_batch(t, topo, r, 2.0));
       actions += p.actions.size();
       violated = violated || p.workloads.at("redis").violated;
       if (violated && !first_violation) first_violation = t;
@@ -1549,33 +1547,18 @@ TEST(ControllerSlo, TicksWithTooFewWaitsAreNoEvidence) {
 // that works is kept and only probed after probe_ticks; when the noise stops it is given back at once.
 TEST(ControllerSlo, GiveBackWaitsForTheLoadToEaseOrProbesLate) {
   const Topology& topo = topology("pack:1 numa:1 l3:1 core:2 pu:1");
-  const std::string toml =
-      "[[workload]]\nname = \"redis\"\nmatch = { cgroup = \"/redis\" }\nclass = \"critical\"\n"
-      "slo = { runqueue_p99 = \"300us\" }\n"
-      "[[workload]]\nname = \"batch\"\nmatch = { cgroup = \"/batch\" }\nclass = \"best-effort\"\n";
-  auto cfg = config::load_string(toml, "ease.toml", facts(topo));
+  auto cfg = config::load_string(kRedisAndBatch, "ease.toml", facts(topo));
   ASSERT_TRUE(cfg) << cfg.error().front().str();
   // The first give-back's tick and reason; the noise stops at `noise_stops` (0: never).
   auto first_give_back = [&](uint64_t noise_stops) -> std::pair<uint64_t, std::string> {
     Controller c(*cfg, topo);
     for (uint64_t t = 1; t <= 80; ++t) {
-      Snapshot s;
-      s.tick = t;
       WorkloadSignals r;
-      r.instance = r.workload = "redis";
-      r.critical = true;
-      r.cgroups = {"/redis"};
+      r.instance = "redis";
       r.rq_waits = 2000;
       r.rq_p99_us = t == 1 ? 3000 : 50;  // the first step works at once
       r.cpu_usage = 0.8;
-      r.cpus = topo.online();
-      WorkloadSignals b = r;
-      b.instance = b.workload = "batch";
-      b.critical = false;
-      b.cgroups = {"/batch"};
-      b.cpu_usage = noise_stops && t >= noise_stops ? 0.05 : 1.8;
-      s.workloads = {r, b};
-      Plan p = c.step(s);
+      Plan p = c.step(victim_and_batch(t, topo, r, noise_stops && t >= noise_stops ? 0.05 : 1.8));
       for (const auto& a : p.actions)
         if (a.kind == Action::Kind::give_back) return {t, a.reason};
     }

@@ -1,5 +1,7 @@
 #include "controller/sensing.h"
 
+#include "controller/controller.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -118,9 +120,6 @@ Result<Snapshot> Sensing::sample(uint64_t tick) {
 
   struct Acc {
     WorkloadSignals sig;
-    bpf::RqHistogram rq;
-    uint64_t migrations = 0, cross_llc = 0, cross_numa = 0;
-    std::array<uint64_t, KEEL_MAX_COUNTERS> counters{};
     double usage_s = 0, throttled = 0;
     bool usage = false, throttle = false;
   };
@@ -131,8 +130,8 @@ Result<Snapshot> Sensing::sample(uint64_t tick) {
     if (a.sig.instance.empty()) {
       a.sig.instance = m.instance;
       a.sig.workload = m.workload;
-      for (const auto& w : st.cfg.workloads)
-        if (w.name == m.workload) a.sig.critical = w.klass == config::WorkloadClass::critical;
+      const config::Workload* cw = find_workload(st.cfg, m.workload);
+      a.sig.critical = cw && cw->klass == config::WorkloadClass::critical;
     }
     a.sig.cgroups.push_back(m.path);
   }
@@ -157,14 +156,6 @@ Result<Snapshot> Sensing::sample(uint64_t tick) {
     add(counts.instances[it->second->instance], c);
   }
   for (const auto& [inst, a] : acc) counts.instances[inst];  // every instance, active or not
-  for (auto& [inst, a] : acc) {
-    const auto& c = counts.instances[inst];
-    a.rq = c.rq;
-    a.migrations = c.migrations;
-    a.cross_llc = c.cross_llc;
-    a.cross_numa = c.cross_numa;
-    a.counters = c.counters;
-  }
   counts.map_entries = st.sensor->entries();
   st.counts = std::move(counts);
   std::map<std::string, State::Prev> prev;
@@ -210,16 +201,17 @@ Result<Snapshot> Sensing::sample(uint64_t tick) {
   snap.period_s = secs;
   for (auto& [inst, a] : acc) {
     WorkloadSignals& w = a.sig;
-    w.rq_waits = a.rq.count;
-    w.rq_p50_us = a.rq.quantile_us(0.5);
-    w.rq_p99_us = a.rq.quantile_us(0.99);
-    w.rq_wait_s_per_s = static_cast<double>(a.rq.sum_ns) / 1e9 / secs;
-    w.migrations_per_s = static_cast<double>(a.migrations) / secs;
-    w.cross_llc_per_s = static_cast<double>(a.cross_llc) / secs;
-    w.cross_numa_per_s = static_cast<double>(a.cross_numa) / secs;
+    const SensedCounts::Counts& c = st.counts.instances.at(inst);
+    w.rq_waits = c.rq.count;
+    w.rq_p50_us = c.rq.quantile_us(0.5);
+    w.rq_p99_us = c.rq.quantile_us(0.99);
+    w.rq_wait_s_per_s = static_cast<double>(c.rq.sum_ns) / 1e9 / secs;
+    w.migrations_per_s = static_cast<double>(c.migrations) / secs;
+    w.cross_llc_per_s = static_cast<double>(c.cross_llc) / secs;
+    w.cross_numa_per_s = static_cast<double>(c.cross_numa) / secs;
     if (st.pmu) {
-      w.cache_misses_per_s = static_cast<double>(a.counters[0]) / secs;
-      if (a.counters[2] > 0) w.mpki = static_cast<double>(a.counters[0]) * 1000.0 / static_cast<double>(a.counters[2]);
+      w.cache_misses_per_s = static_cast<double>(c.counters[0]) / secs;
+      if (c.counters[2] > 0) w.mpki = static_cast<double>(c.counters[0]) * 1000.0 / static_cast<double>(c.counters[2]);
     }
     if (a.usage) w.cpu_usage = a.usage_s / secs;
     if (a.throttle) w.throttled_per_s = a.throttled / secs;

@@ -12,12 +12,6 @@ namespace keel::ctl {
 
 namespace {
 
-const config::Workload* find(const config::Config& cfg, const std::string& name) {
-  for (const auto& w : cfg.workloads)
-    if (w.name == name) return &w;
-  return nullptr;
-}
-
 void fill_counts(metrics::WorkloadReport& r, const SensedCounts::Counts& c, bool pmu) {
   r.rq_buckets.assign(c.rq.buckets.begin(), c.rq.buckets.end());
   r.rq_sum_s = static_cast<double>(c.rq.sum_ns) / 1e9;
@@ -74,7 +68,7 @@ metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap,
     if (auto c = counts.instances.find(w.instance); c != counts.instances.end()) fill_counts(r, c->second, sensor.pmu);
     if (w.cpu_usage) r.cpu_seconds = *w.cpu_usage * snap.period_s;
     if (w.throttled_per_s) r.throttled_periods = *w.throttled_per_s * snap.period_s;
-    const config::Workload* cw = find(cfg, w.workload);
+    const config::Workload* cw = find_workload(cfg, w.workload);
     auto v = plan.workloads.find(w.instance);
     if (w.critical && cw && cw->slo.runqueue_p99 && v != plan.workloads.end()) {
       r.p99_s = v->second.p99_us / 1e6;

@@ -17,9 +17,9 @@
 
 namespace keel::ctl {
 
-// What the sensor adds to a Snapshot for the metrics.
+// What the sensor adds to a Snapshot for the metrics (the counts by reference: the latest sample's).
 struct SensorView {
-  SensedCounts counts;
+  const SensedCounts& counts;
   bool pmu = false;
   std::vector<bpf::ProgStats> programs;
   std::optional<bpf::BpfCost> cost;

@@ -32,13 +32,15 @@ config::Config two_workloads(bool steal) {
 
 struct Tick {
   Snapshot snap;
-  SensorView sensor;
+  SensedCounts counts;
+  SensorView sensor{counts, false, {}, std::nullopt};  // refers to `counts`: a Tick is never copied
   Plan plan;
   Reconciled done;
+  Tick() = default;
+  Tick(const Tick&) = delete;
 };
 
-Tick tick() {
-  Tick t;
+void fill(Tick& t) {
   t.snap.period_s = 0.5;
   WorkloadSignals crit;
   crit.instance = crit.workload = "crit";
@@ -53,18 +55,18 @@ Tick tick() {
   be.cpus = CpuSet::range(0, 7);
   t.snap.workloads = {crit, be};
 
-  auto& c = t.sensor.counts.instances["crit"];
+  auto& c = t.counts.instances["crit"];
   c.rq.buckets[5] = 7;
   c.rq.buckets[100] = 3;
   c.rq.sum_ns = 2'000'000;
   c.migrations = 11;
   c.cross_llc = 4;
   c.counters = {500, 900, 100'000, 200'000};
-  t.sensor.counts.instances["batch/job-1"].migrations = 2;
-  t.sensor.counts.other.rq.buckets[1] = 9;
-  t.sensor.counts.map_entries = 12;
-  t.sensor.counts.map_capacity = 4096;
-  t.sensor.counts.stamp_full = 1;
+  t.counts.instances["batch/job-1"].migrations = 2;
+  t.counts.other.rq.buckets[1] = 9;
+  t.counts.map_entries = 12;
+  t.counts.map_capacity = 4096;
+  t.counts.stamp_full = 1;
   t.sensor.pmu = true;
   t.sensor.programs = {{"keel_switch_btf", 5000, 20}};
   t.sensor.cost = bpf::BpfCost{250, 4000};
@@ -80,11 +82,11 @@ Tick tick() {
                            .kind = Action::Kind::revert, .reason = ""}};
   t.plan.interference = {{"crit", "batch/job-1", 1.25}};
   t.done.errors = {"one", "two"};
-  return t;
 }
 
 TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
-  Tick t = tick();
+  Tick t;
+  fill(t);
   auto r = tick_report(two_workloads(true), t.snap, t.sensor, t.plan, t.done,
                        {.observe = false, .tick_seconds = 0.004, .unix_time = 1e9, .process = ProcessUsage{3, 4096}});
   ASSERT_EQ(r.workloads.size(), 3u);
@@ -140,7 +142,8 @@ TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
 }
 
 TEST(TickReport, ObserveReportsNoKnobKeelDidNotSetAndNoCacheCountsWithoutAPmu) {
-  Tick t = tick();
+  Tick t;
+  fill(t);
   t.sensor.pmu = false;
   auto r = tick_report(two_workloads(true), t.snap, t.sensor, t.plan, t.done, {.observe = true, .tick_seconds = 0, .unix_time = 0, .process = std::nullopt});
   EXPECT_EQ(r.workloads[0].knobs, (std::map<std::string, double>{{"cpus", 2}, {"shares", 2048}}));

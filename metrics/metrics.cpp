@@ -116,7 +116,7 @@ struct Metrics::State {
   Family<Counter>*run_time = nullptr, *run_count = nullptr;
   std::map<std::string, std::pair<Cumulative, Cumulative>> programs;
 
-  void remove(Series& s, const std::string& name);
+  void remove(Series& s);
   Series& labelled(const std::string& name, const std::string& klass);
   void workload(const WorkloadReport& w, Series& s, bool own);
 };
@@ -134,7 +134,7 @@ Metrics::State::Series& Metrics::State::labelled(const std::string& name, const 
   return s;
 }
 
-void Metrics::State::remove(Series& s, const std::string& name) {
+void Metrics::State::remove(Series& s) {
   rq->Remove(s.rq);
   for (Counter* c : {s.all, s.llc, s.numa}) migrations->Remove(c);
   cpu->Remove(s.cpu);
@@ -146,7 +146,6 @@ void Metrics::State::remove(Series& s, const std::string& name) {
   for (auto [f, g] : gauges)
     if (g) f->Remove(g);
   for (auto& [k, g] : s.knobs) knob->Remove(g);
-  (void)name;
 }
 
 void Metrics::State::workload(const WorkloadReport& w, Series& s, bool own) {
@@ -283,7 +282,7 @@ void Metrics::publish(const TickReport& t) {
     if (w.workload != "other") present.insert(w.workload);
   for (auto it = s.series.begin(); it != s.series.end();) {
     if (it->first != "other" && !present.count(it->first)) {
-      s.remove(it->second, it->first);
+      s.remove(it->second);
       it = s.series.erase(it);
     } else {
       ++it;
