@@ -800,7 +800,6 @@ TEST(CgroupV1Actuators, ARefusedQuotaChangeIsRolledBackNotLeftUnlimited) {
   EXPECT_EQ(value(s.path(C) / "cpu.cfs_quota_us"), "-1");
 }
 
-
 // Restore of a v1 quota and period changed together, between a limited parent and a limited child:
 // quota first (0.2 < the grandchild's 0.3) and period first (0.9 > the parent's 0.5) are both refused;
 // restore goes through "no limit".

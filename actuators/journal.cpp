@@ -21,7 +21,6 @@ bool journal_exists(const std::filesystem::path& state_dir) {
   return std::filesystem::exists(state_dir / kJournalFile, ec);
 }
 
-
 namespace fs = std::filesystem;
 
 namespace {
@@ -30,9 +29,12 @@ constexpr std::string_view kMagic = "keel-journal 1";
 
 const char* kind_name(EntryKind k) {
   switch (k) {
-    case EntryKind::file: return "file";
-    case EntryKind::created_dir: return "created_dir";
-    case EntryKind::sched_feature: return "sched_feature";
+    case EntryKind::file:
+      return "file";
+    case EntryKind::created_dir:
+      return "created_dir";
+    case EntryKind::sched_feature:
+      return "sched_feature";
   }
   return "?";
 }
@@ -157,9 +159,10 @@ Result<Journal> Journal::open(const fs::path& state_dir, std::string boot_id) {
   if (::flock(j.lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     int e = errno;
     std::string holder = read_file(lock).value_or("");
-    return fail(e == EWOULDBLOCK ? "another keel holds this state directory" +
-                                       (trim(holder).empty() ? std::string() : " (pid " + std::string(trim(holder)) + ")")
-                                 : "cannot lock the state directory",
+    return fail(e == EWOULDBLOCK
+                    ? "another keel holds this state directory" +
+                          (trim(holder).empty() ? std::string() : " (pid " + std::string(trim(holder)) + ")")
+                    : "cannot lock the state directory",
                 lock.string(), e == EWOULDBLOCK ? 0 : e);
   }
   std::string pid = std::to_string(::getpid()) + "\n";
@@ -255,7 +258,8 @@ Result<void> Journal::save() {
     return fail("cannot fsync the journal", tmp.string(), e);
   }
   ::close(fd);
-  if (::rename(tmp.c_str(), file_.c_str()) != 0) return fail_errno("cannot rename the journal into place", file_.string());
+  if (::rename(tmp.c_str(), file_.c_str()) != 0)
+    return fail_errno("cannot rename the journal into place", file_.string());
   return fsync_path(dir_, O_RDONLY | O_DIRECTORY);
 }
 

@@ -19,13 +19,15 @@ namespace {
 
 bool is_cpu_list(const KnobPath& k) {
   auto name = k.rel.filename().string();
-  return name == "cpuset.cpus" || name == "cpuset.mems" || name == "cpus_list" || name == "smp_affinity_list" ||
+  return name == "cpuset.cpus" || name == "cpuset.mems" || name == "cpus_list" ||
+         name == "smp_affinity_list" ||
          (k.root == Root::cgroup && (name == "cpus" || name == "mems"));  // v1 mounted with noprefix
 }
 
 bool is_hex_mask(const KnobPath& k) {
   auto name = k.rel.filename().string();
-  return name == "rps_cpus" || name == "xps_cpus" || name == "smp_affinity" || (name == "cpus" && k.root == Root::resctrl);
+  return name == "rps_cpus" || name == "xps_cpus" || name == "smp_affinity" ||
+         (name == "cpus" && k.root == Root::resctrl);
 }
 
 // Whether a sched features file has `token` on (FOO listed, not NO_FOO).
@@ -90,7 +92,8 @@ struct Step {
 
 bool is_cpuset_list(const KnobPath& k) {
   auto name = k.rel.filename().string();
-  return k.root == Root::cgroup && (name == "cpuset.cpus" || name == "cpuset.mems" || name == "cpus" || name == "mems");
+  return k.root == Root::cgroup &&
+         (name == "cpuset.cpus" || name == "cpuset.mems" || name == "cpus" || name == "mems");
 }
 
 }  // namespace
@@ -102,8 +105,9 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
   if (all.empty()) return rep;
   if (boot.empty()) {
     // A wrong --root (or no /proc) would make every knob look gone and the journal be thrown away.
-    rep.failed.push_back(Error{0, (roots.proc / "sys/kernel/random/boot_id").string(),
-                               "cannot read this boot's id: is the root right? nothing restored, the journal is kept"});
+    rep.failed.push_back(
+        Error{0, (roots.proc / "sys/kernel/random/boot_id").string(),
+              "cannot read this boot's id: is the root right? nothing restored, the journal is kept"});
     return rep;
   }
   if (!journal.boot_id().empty() && journal.boot_id() != boot) {
@@ -142,7 +146,8 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
   // quota=-1, period, quota: any other order can be refused by a parent's or a child's limit.
   std::set<fs::path> bandwidth_pairs;
   for (const auto& e : all)
-    if (e.kind == EntryKind::file && e.path.root == Root::cgroup && e.path.rel.filename() == "cpu.cfs_period_us")
+    if (e.kind == EntryKind::file && e.path.root == Root::cgroup &&
+        e.path.rel.filename() == "cpu.cfs_period_us")
       for (const auto& q : all)
         if (q.kind == EntryKind::file && q.path.root == Root::cgroup &&
             q.path.rel == e.path.rel.parent_path() / "cpu.cfs_quota_us")
@@ -161,7 +166,8 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
       std::error_code ec;
       if (!fs::is_directory(KnobPath{e.path.root, {}}.abs(roots), ec)) {
         // Not the cgroup that is gone but the whole root (debugfs unmounted, a wrong --root): keep it.
-        rep.failed.push_back(Error{ENOENT, p.string(), "its file system is not there; kept for a later restore"});
+        rep.failed.push_back(
+            Error{ENOENT, p.string(), "its file system is not there; kept for a later restore"});
         left.push_back(e);
         continue;
       }
@@ -206,10 +212,12 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
       if (now && want && !now->subset_of(*want))  // shrinks (maybe also grows): grow to the union first
         steps.push_back({&e, (*now | *want).to_list(), false, 2, depth});
       steps.push_back({&e, e.original, true, 3, -depth});
-    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) && e.path.rel.filename() == "cpu.cfs_quota_us") {
+    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) &&
+               e.path.rel.filename() == "cpu.cfs_quota_us") {
       steps.push_back({&e, "-1", false, 4, depth, 0});
       steps.push_back({&e, e.original, true, 4, depth, 2});
-    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) && e.path.rel.filename() == "cpu.cfs_period_us") {
+    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) &&
+               e.path.rel.filename() == "cpu.cfs_period_us") {
       steps.push_back({&e, e.original, true, 4, depth, 1});
     } else {
       steps.push_back({&e, e.original, true, 4, depth});

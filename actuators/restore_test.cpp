@@ -22,18 +22,19 @@ class Tree : public ::testing::Test {
  protected:
   void SetUp() override {
     testing::make_tree(t_.path(), {
-        {"proc/sys/kernel/random/boot_id", "11111111-2222\n"},
-        {"sys/fs/cgroup/kubepods/cpu.weight", "100\n"},
-        {"sys/fs/cgroup/kubepods/cpuset.cpus", "0-7\n"},
-        {"sys/fs/cgroup/kubepods/be/cpu.weight", "100\n"},
-        {"sys/fs/cgroup/kubepods/be/cpu.idle", "0\n"},
-        {"sys/fs/cgroup/kubepods/be/cpuset.cpus", "0-7\n"},
-        {"sys/fs/cgroup/kubepods/be/cpu.max", "max 100000\n"},
-        {"sys/fs/resctrl/schemata", "    L3:0=7ff;1=7ff\n    MB:0=100;1=100\n"},
-        {"sys/fs/resctrl/info/last_cmd_status", "ok\n"},
-        {"proc/irq/24/smp_affinity_list", "0-7\n"},
-        {"sys/kernel/debug/sched/features", "GENTLE_FAIR_SLEEPERS START_DEBIT NO_STEAL TTWU_QUEUE\n"},
-    });
+                                      {"proc/sys/kernel/random/boot_id", "11111111-2222\n"},
+                                      {"sys/fs/cgroup/kubepods/cpu.weight", "100\n"},
+                                      {"sys/fs/cgroup/kubepods/cpuset.cpus", "0-7\n"},
+                                      {"sys/fs/cgroup/kubepods/be/cpu.weight", "100\n"},
+                                      {"sys/fs/cgroup/kubepods/be/cpu.idle", "0\n"},
+                                      {"sys/fs/cgroup/kubepods/be/cpuset.cpus", "0-7\n"},
+                                      {"sys/fs/cgroup/kubepods/be/cpu.max", "max 100000\n"},
+                                      {"sys/fs/resctrl/schemata", "    L3:0=7ff;1=7ff\n    MB:0=100;1=100\n"},
+                                      {"sys/fs/resctrl/info/last_cmd_status", "ok\n"},
+                                      {"proc/irq/24/smp_affinity_list", "0-7\n"},
+                                      {"sys/kernel/debug/sched/features",
+                                       "GENTLE_FAIR_SLEEPERS START_DEBIT NO_STEAL TTWU_QUEUE\n"},
+                                  });
     roots_ = SysRoots::under(t_.path());
   }
   std::map<std::string, std::string> snapshot() { return testing::tree_files(t_.path(), "state"); }
@@ -84,9 +85,10 @@ TEST_F(Tree, EnforceJournalsBeforeWritingAndRestoreGivesEverythingBackIdempotent
     ASSERT_TRUE(same);
     EXPECT_FALSE(*same);
     // Kernel lists normalise: "4,5,6,7" is what "4-7" reads back as.
-    auto list = w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4,5,6,7", [](std::string_view a, std::string_view b) {
-      return CpuSet::parse_list(a).value_or(CpuSet{}) == CpuSet::parse_list(b).value_or(CpuSet{});
-    });
+    auto list = w.set(
+        {Root::cgroup, "kubepods/be/cpuset.cpus"}, "4,5,6,7", [](std::string_view a, std::string_view b) {
+          return CpuSet::parse_list(a).value_or(CpuSet{}) == CpuSet::parse_list(b).value_or(CpuSet{});
+        });
     ASSERT_TRUE(list);
     EXPECT_FALSE(*list);
     EXPECT_EQ(j.entries().size(), 7u);
@@ -120,8 +122,9 @@ TEST_F(Tree, RestoreLeavesKnobsAlreadyBackAloneAndCountsVanishedCgroupsAsGone) {
     ASSERT_TRUE(w.set({Root::cgroup, "kubepods/cpu.weight"}, "500"));
     ASSERT_TRUE(w.set({Root::proc, "irq/24/smp_affinity_list"}, "4-7"));
   }
-  testing::make_tree(t_.path(), {{"proc/irq/24/smp_affinity_list", "0,1,2,3,4,5,6,7\n"}});  // put back by hand
-  fs::remove_all(t_.path() / "sys/fs/cgroup/kubepods/be");  // the pod ended
+  testing::make_tree(t_.path(),
+                     {{"proc/irq/24/smp_affinity_list", "0,1,2,3,4,5,6,7\n"}});  // put back by hand
+  fs::remove_all(t_.path() / "sys/fs/cgroup/kubepods/be");                       // the pod ended
   Journal j = journal();
   auto rep = restore(roots_, j);
   EXPECT_TRUE(rep.failed.empty());
@@ -133,12 +136,14 @@ TEST_F(Tree, RestoreLeavesKnobsAlreadyBackAloneAndCountsVanishedCgroupsAsGone) {
 
 TEST_F(Tree, ARefusedWriteNamesPathValueAndResctrlsReasonAndKeepsTheJournalUsable) {
   // The kernel's refusal, simulated: the group's schemata cannot be opened for writing.
-  testing::make_tree(t_.path(), {{"sys/fs/resctrl/info/last_cmd_status", "mask f7 has non-consecutive 1-bits\n"},
-                                 {"sys/fs/resctrl/g1/schemata/", ""}});
+  testing::make_tree(t_.path(),
+                     {{"sys/fs/resctrl/info/last_cmd_status", "mask f7 has non-consecutive 1-bits\n"},
+                      {"sys/fs/resctrl/g1/schemata/", ""}});
   Journal j = journal();
   KnobWriter w(roots_, Mode::enforce, &j);
   ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
-  auto bad = w.write_journaled({Root::resctrl, "g1/schemata"}, "L3:0=f7", {EntryKind::file, {Root::resctrl, "g1/schemata"}, ""});
+  auto bad = w.write_journaled({Root::resctrl, "g1/schemata"}, "L3:0=f7",
+                               {EntryKind::file, {Root::resctrl, "g1/schemata"}, ""});
   ASSERT_FALSE(bad);
   std::string m = bad.error().message();
   EXPECT_NE(m.find("sys/fs/resctrl/g1/schemata"), std::string::npos) << m;
@@ -170,7 +175,8 @@ TEST_F(Tree, GroupsKeelCreatedAreRemovedFirstAndTheirFilesGoWithThem) {
     ASSERT_TRUE(w.set({Root::resctrl, "schemata"}, "L3:0=7f0;1=7f0"));
     auto pid = w.append({Root::resctrl, "keel-redis/tasks"}, "4242");
     ASSERT_TRUE(pid);
-    EXPECT_EQ(slurp(t_.path() / "sys/fs/resctrl/keel-redis/tasks"), "4242\n");  // resctrl input ends in a newline
+    EXPECT_EQ(slurp(t_.path() / "sys/fs/resctrl/keel-redis/tasks"),
+              "4242\n");  // resctrl input ends in a newline
   }
   Journal j = journal();
   auto rep = restore(roots_, j, fake);

@@ -2,7 +2,8 @@
 
 namespace keel::act {
 
-Result<Session> Session::start(const SysRoots& roots, const std::filesystem::path& state_dir, Mode mode, DirOps dirs) {
+Result<Session> Session::start(const SysRoots& roots, const std::filesystem::path& state_dir, Mode mode,
+                               DirOps dirs) {
   auto j = Journal::open(state_dir, read_boot_id(roots.proc));
   if (!j) return std::unexpected(j.error());
   Session s;
@@ -19,11 +20,13 @@ Result<Session> Session::start(const SysRoots& roots, const std::filesystem::pat
     // A keel that crashed (or was killed) left these: give them back before deciding anything.
     s.recovered_ = restore(roots, *s.journal_, dirs);
     if (!s.recovered_.failed.empty())
-      return fail("a previous keel's changes could not all be restored (" + s.recovered_.failed.front().message() +
-                      "); they stay journaled in " + s.journal_->file().string() + ": fix the cause, then `keel restore`",
+      return fail("a previous keel's changes could not all be restored (" +
+                      s.recovered_.failed.front().message() + "); they stay journaled in " +
+                      s.journal_->file().string() + ": fix the cause, then `keel restore`",
                   state_dir.string());
   }
-  s.writer_ = std::make_unique<KnobWriter>(roots, mode, mode == Mode::enforce ? s.journal_.get() : nullptr, dirs);
+  s.writer_ =
+      std::make_unique<KnobWriter>(roots, mode, mode == Mode::enforce ? s.journal_.get() : nullptr, dirs);
   s.finished_ = false;
   return s;
 }

@@ -19,7 +19,9 @@ class SessionTree : public ::testing::Test {
                                    {"sys/fs/cgroup/cpu/redis/cpu.shares", "1024\n"}});
     roots_ = SysRoots::under(t_.path());
   }
-  std::string shares(const char* cg) { return std::string(trim(slurp(t_.path() / "sys/fs/cgroup/cpu" / cg / "cpu.shares"))); }
+  std::string shares(const char* cg) {
+    return std::string(trim(slurp(t_.path() / "sys/fs/cgroup/cpu" / cg / "cpu.shares")));
+  }
   testing::TempDir t_;
   SysRoots roots_;
 };
@@ -49,7 +51,8 @@ TEST_F(SessionTree, StartingAfterACrashRestoresTheLeftoverJournalFirst) {
   ASSERT_EQ(shares("be"), "2");
   auto observe = Session::start(roots_, t_.path() / "state", Mode::observe);  // never writes, so refuses
   ASSERT_FALSE(observe);
-  EXPECT_NE(observe.error().message().find("run `keel restore` first"), std::string::npos) << observe.error().message();
+  EXPECT_NE(observe.error().message().find("run `keel restore` first"), std::string::npos)
+      << observe.error().message();
   EXPECT_EQ(shares("be"), "2");
   auto s = Session::start(roots_, t_.path() / "state", Mode::enforce);
   ASSERT_TRUE(s) << s.error().message();
@@ -73,7 +76,8 @@ TEST_F(SessionTree, ObserveSessionsNeverJournalNorWrite) {
 // A journal from before a reboot is dropped, and what this session changes afterwards is journaled
 // under this boot, so it is restored.
 TEST_F(SessionTree, AfterAStaleJournalTheNewSessionsChangesAreStillRestored) {
-  testing::make_tree(t_.path(), {{"state/journal", "keel-journal 1 boot_id=old-boot\nfile cgroup cpu/be/cpu.shares 512\n"}});
+  testing::make_tree(
+      t_.path(), {{"state/journal", "keel-journal 1 boot_id=old-boot\nfile cgroup cpu/be/cpu.shares 512\n"}});
   {
     auto s = Session::start(roots_, t_.path() / "state", Mode::enforce);
     ASSERT_TRUE(s) << s.error().message();

@@ -1,10 +1,10 @@
 #include "actuators/writer.h"
 
-#include <algorithm>
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "host/fileio.h"
 
@@ -83,12 +83,14 @@ Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, const Sa
   return true;
 }
 
-Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view value, const JournalEntry& original) {
+Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view value,
+                                         const JournalEntry& original) {
   if (mode_ == Mode::observe) {
     changes_.push_back({k, original.original, std::string(trim(value)), false});
     return {};
   }
-  if (journal_ == nullptr) return fail("no journal: refusing to change a knob it could not restore", k.abs(roots_).string());
+  if (journal_ == nullptr)
+    return fail("no journal: refusing to change a knob it could not restore", k.abs(roots_).string());
   if (!journal_->has(k))
     if (auto r = journal_->record(original); !r) return r;  // durable before the first write
   if (auto r = raw_write(k, value, false); !r) return r;
@@ -127,7 +129,8 @@ Result<bool> KnobWriter::make_dir(const KnobPath& k) {
     return true;
   }
   if (journal_ == nullptr) return fail("no journal: refusing to create what it could not remove", p.string());
-  if (auto r = journal_->record(JournalEntry{EntryKind::created_dir, k, ""}); !r) return std::unexpected(r.error());
+  if (auto r = journal_->record(JournalEntry{EntryKind::created_dir, k, ""}); !r)
+    return std::unexpected(r.error());
   if (dirs_.make(p) != 0) {
     int e = errno;
     // Not created: the entry would make restore remove a directory keel does not own.
@@ -147,9 +150,9 @@ Result<bool> KnobWriter::remove_dir(const KnobPath& k) {
   fs::path p = k.abs(roots_);
   std::error_code ec;
   if (!fs::is_directory(p, ec)) return false;
-  bool ours = journal_ != nullptr && std::any_of(journal_->entries().begin(), journal_->entries().end(), [&](const auto& e) {
-    return e.kind == EntryKind::created_dir && e.path == k;
-  });
+  bool ours = journal_ != nullptr &&
+              std::any_of(journal_->entries().begin(), journal_->entries().end(),
+                          [&](const auto& e) { return e.kind == EntryKind::created_dir && e.path == k; });
   if (mode_ == Mode::observe) {
     changes_.push_back({k, "(dir)", "(rmdir)", false});
     return true;

@@ -32,7 +32,8 @@ keel::metrics::Setup setup() {
   keel::metrics::Setup s;
   s.mode = "observe";
   s.version = "bench";
-  for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i) s.latency_bucket_upper_s.push_back(keel::bpf::RqHistogram::bucket_upper_us(i) / 1e6);
+  for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i)
+    s.latency_bucket_upper_s.push_back(keel::bpf::RqHistogram::bucket_upper_us(i) / 1e6);
   s.sensors = {{"runqueue", true}, {"hardware_counters", false}};
   return s;
 }
@@ -71,9 +72,12 @@ TickReport tick(size_t n, std::mt19937& rng) {
 int main(int argc, char** argv) {
   const int ticks = argc > 1 ? std::atoi(argv[1]) : 200;
   std::mt19937 rng(42);
-  std::printf("metrics cost per tick and per scrape (%d ticks each; series cap 256: instances past it fold into \"other\")\n\n", ticks);
-  std::printf("%10s %9s %12s %12s %12s %12s %11s %10s %10s\n", "instances", "series", "publish us", "render us",
-              "scrape KiB", "memory KiB", "us/instance", "publish x", "render x");
+  std::printf(
+      "metrics cost per tick and per scrape (%d ticks each; series cap 256: instances past it fold into "
+      "\"other\")\n\n",
+      ticks);
+  std::printf("%10s %9s %12s %12s %12s %12s %11s %10s %10s\n", "instances", "series", "publish us",
+              "render us", "scrape KiB", "memory KiB", "us/instance", "publish x", "render x");
   double base_pub = 0, base_render = 0;
   for (size_t n : {1, 16, 64, 256, 1024}) {
     std::vector<TickReport> reports;
@@ -99,8 +103,8 @@ int main(int argc, char** argv) {
       base_render = render;
     }
     std::printf("%10zu %9zu %12.1f %12.1f %12.1f %12.0f %11.2f %10.1f %10.1f\n", n, series, pub, render,
-                static_cast<double>(text.size()) / 1024, (rss1 - rss0) / 1024, pub / static_cast<double>(n), pub / base_pub,
-                render / base_render);
+                static_cast<double>(text.size()) / 1024, (rss1 - rss0) / 1024, pub / static_cast<double>(n),
+                pub / base_pub, render / base_render);
   }
   return 0;
 }

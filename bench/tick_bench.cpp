@@ -55,9 +55,9 @@ struct Sample {
 struct Result {
   size_t n = 0;
   std::string binary;
-  double tick_ms = 0;        // mean keel_tick_duration_seconds over the window
+  double tick_ms = 0;  // mean keel_tick_duration_seconds over the window
   double cpu_ms_per_tick = 0;
-  double cpu_share = 0;      // of one core
+  double cpu_share = 0;  // of one core
   double rss_mib = 0, hwm_mib = 0;
   double ticks = 0;
   bool ok = false;
@@ -91,7 +91,8 @@ std::vector<keel::CgroupHierarchy> hierarchies() {
   if (const auto* u = layout->unified(); u && u->has("cpu")) return {*u};
   for (const char* c : {"cpu", "cpuacct", "cpuset"})
     if (const auto* h = layout->v1_with(c))
-      if (std::none_of(out.begin(), out.end(), [&](const auto& o) { return o.id == h->id; })) out.push_back(*h);
+      if (std::none_of(out.begin(), out.end(), [&](const auto& o) { return o.id == h->id; }))
+        out.push_back(*h);
   return out;
 }
 
@@ -105,7 +106,10 @@ class Fleet {
       if (!h.unified && h.has("cpuset")) copy_cpuset(h.mount, dir);
     }
   }
-  ~Fleet() { shrink(0); for (const auto& h : hs_) ::rmdir((h.mount / top_.substr(1)).c_str()); }
+  ~Fleet() {
+    shrink(0);
+    for (const auto& h : hs_) ::rmdir((h.mount / top_.substr(1)).c_str());
+  }
 
   // Adds or removes cgroups (and their tasks) until there are n.
   bool resize(size_t n) {
@@ -179,7 +183,8 @@ std::optional<double> metric(const std::string& text, const std::string& name) {
   while ((at = text.find(name, at)) != std::string::npos) {
     bool line_start = at == 0 || text[at - 1] == '\n';
     size_t end = at + name.size();
-    if (line_start && end < text.size() && text[end] == ' ') return std::strtod(text.c_str() + end + 1, nullptr);
+    if (line_start && end < text.size() && text[end] == ' ')
+      return std::strtod(text.c_str() + end + 1, nullptr);
     at = end;
   }
   return std::nullopt;
@@ -224,7 +229,8 @@ std::string config(const std::string& top, uint16_t port, const fs::path& state)
          "\"\nmetrics_listen = \"127.0.0.1:" + std::to_string(port) +
          "\"\n\n[[workload]]\nname = \"crit\"\nmatch = { cgroup = \"" + top +
          "/c0\" }\nclass = \"critical\"\nslo = { runqueue_p99 = \"5ms\" }\n\n[[workload]]\nname = \"bench\"\n"
-         "match = { cgroup = \"" + top + "/*\", has_tasks = true, each = true }\nclass = \"best-effort\"\n";
+         "match = { cgroup = \"" +
+         top + "/*\", has_tasks = true, each = true }\nclass = \"best-effort\"\n";
 }
 
 Result measure(const Binary& bin, size_t n, const std::string& top, double seconds, const fs::path& tmp) {
@@ -301,7 +307,8 @@ int main(int argc, char** argv) {
       size_t eq = v.find('=');
       bins.push_back(eq == std::string::npos ? Binary{v, v} : Binary{v.substr(0, eq), v.substr(eq + 1)});
     } else {
-      std::fprintf(stderr, "usage: %s [--n 10,100,1000,10000] [--seconds S] [--keel NAME=PATH ...]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--n 10,100,1000,10000] [--seconds S] [--keel NAME=PATH ...]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -333,15 +340,17 @@ int main(int argc, char** argv) {
         results.push_back(measure(b, n, top, seconds, tmp));
         const Result& r = results.back();
         if (r.ok)
-          std::fprintf(stderr, "tick_bench: %s n=%zu: %.2f ms/tick, %.2f%% of a core, RSS %.1f MiB\n", b.name.c_str(),
-                       n, r.tick_ms, r.cpu_share * 100, r.rss_mib);
+          std::fprintf(stderr, "tick_bench: %s n=%zu: %.2f ms/tick, %.2f%% of a core, RSS %.1f MiB\n",
+                       b.name.c_str(), n, r.tick_ms, r.cpu_share * 100, r.rss_mib);
         else
           std::fprintf(stderr, "tick_bench: %s n=%zu: %s\n", b.name.c_str(), n, r.why.c_str());
       }
     }
   }
-  std::printf("\n| cgroups | keel | tick ms | us per cgroup | CPU ms per tick | CPU %% of a core | RSS MiB | peak RSS MiB | tick vs %s |\n",
-              bins.front().name.c_str());
+  std::printf(
+      "\n| cgroups | keel | tick ms | us per cgroup | CPU ms per tick | CPU %% of a core | RSS MiB | peak "
+      "RSS MiB | tick vs %s |\n",
+      bins.front().name.c_str());
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : results) {
     if (!r.ok) {
@@ -353,13 +362,14 @@ int main(int argc, char** argv) {
       if (o.n == r.n && o.binary == bins.front().name && o.ok) base = &o;
     char ratio[32] = "-";
     if (base && base != &r) std::snprintf(ratio, sizeof ratio, "%.3fx", r.tick_ms / base->tick_ms);
-    std::printf("| %zu | %s | %.2f | %.1f | %.2f | %.2f | %.1f | %.1f | %s |\n", r.n, r.binary.c_str(), r.tick_ms,
-                r.tick_ms * 1e3 / static_cast<double>(r.n), r.cpu_ms_per_tick, r.cpu_share * 100, r.rss_mib,
-                r.hwm_mib, ratio);
+    std::printf("| %zu | %s | %.2f | %.1f | %.2f | %.2f | %.1f | %.1f | %s |\n", r.n, r.binary.c_str(),
+                r.tick_ms, r.tick_ms * 1e3 / static_cast<double>(r.n), r.cpu_ms_per_tick, r.cpu_share * 100,
+                r.rss_mib, r.hwm_mib, ratio);
   }
-  std::printf("(%.0f s windows after 2 warm-up ticks; observe mode, 1 s period; a tenth of the cgroups' tasks wake "
-              "every 10 ms; %u CPUs)\n",
-              seconds, std::thread::hardware_concurrency());
+  std::printf(
+      "(%.0f s windows after 2 warm-up ticks; observe mode, 1 s period; a tenth of the cgroups' tasks wake "
+      "every 10 ms; %u CPUs)\n",
+      seconds, std::thread::hardware_concurrency());
   fs::remove_all(tmp);
   return 0;
 }

@@ -46,8 +46,9 @@ Result<void> try_perf_event(uint32_t type, uint64_t config) {
   attr.disabled = 1;
   attr.exclude_kernel = 1;
   long fd = ::syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
-  if (fd < 0) return fail("perf_event_open(type " + std::to_string(type) + ", config " +
-                              std::to_string(config) + ")", "", errno);
+  if (fd < 0)
+    return fail("perf_event_open(type " + std::to_string(type) + ", config " + std::to_string(config) + ")",
+                "", errno);
   ::close(static_cast<int>(fd));
   return {};
 }
@@ -67,13 +68,19 @@ KernelFeatures probe_features(const SysRoots& roots) {
     bool& ok = kind == AttachKind::tp_btf ? f.tp_btf : f.raw_tp;
     std::string& why = kind == AttachKind::tp_btf ? f.tp_btf_error : f.raw_tp_error;
     ok = skel.has_value();
-    if (skel) keel_probe__destroy(*skel);
-    else why = skel.error().message();
+    if (skel)
+      keel_probe__destroy(*skel);
+    else
+      why = skel.error().message();
   }
-  if (auto r = hw_pmu_available(); r) f.hw_pmu = true;
-  else f.hw_pmu_error = r.error().message();
-  if (auto r = try_perf_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK); r) f.sw_events = true;
-  else f.sw_events_error = r.error().message();
+  if (auto r = hw_pmu_available(); r)
+    f.hw_pmu = true;
+  else
+    f.hw_pmu_error = r.error().message();
+  if (auto r = try_perf_event(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK); r)
+    f.sw_events = true;
+  else
+    f.sw_events_error = r.error().message();
   return f;
 }
 
@@ -87,8 +94,9 @@ Result<SwitchCounter> SwitchCounter::open(AttachChoice choice) {
   if (s) return SwitchCounter(*s, AttachKind::tp_btf);
   if (choice == AttachChoice::tp_btf) return std::unexpected(s.error());
   auto r = load_attached(AttachKind::raw_tp);  // older kernel or no BTF: the raw_tp fallback
-  if (!r) return fail("neither tp_btf (" + s.error().message() + ") nor raw_tp (" +
-                      r.error().message() + ") loads");
+  if (!r)
+    return fail("neither tp_btf (" + s.error().message() + ") nor raw_tp (" + r.error().message() +
+                ") loads");
   return SwitchCounter(*r, AttachKind::raw_tp);
 }
 

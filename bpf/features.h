@@ -17,14 +17,14 @@ enum class AttachChoice { automatic, tp_btf, raw_tp };
 const char* to_string(AttachKind k);
 
 struct KernelFeatures {
-  bool btf = false;            // <sys>/kernel/btf/vmlinux exists (CO-RE and tp_btf need it)
-  bool tp_btf = false;         // a tp_btf program loads and attaches
+  bool btf = false;     // <sys>/kernel/btf/vmlinux exists (CO-RE and tp_btf need it)
+  bool tp_btf = false;  // a tp_btf program loads and attaches
   std::string tp_btf_error;
-  bool raw_tp = false;         // a raw_tp program loads and attaches
+  bool raw_tp = false;  // a raw_tp program loads and attaches
   std::string raw_tp_error;
-  bool hw_pmu = false;         // a hardware cache-miss counter opens
-  std::string hw_pmu_error;    // why not (ENOENT on VMs without a virtual PMU)
-  bool sw_events = false;      // a software task-clock counter opens (stand-in for tests)
+  bool hw_pmu = false;       // a hardware cache-miss counter opens
+  std::string hw_pmu_error;  // why not (ENOENT on VMs without a virtual PMU)
+  bool sw_events = false;    // a software task-clock counter opens (stand-in for tests)
   std::string sw_events_error;
 };
 

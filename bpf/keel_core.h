@@ -12,16 +12,16 @@ struct kernfs_node {
 };
 
 struct cgroup {
-  struct kernfs_node *kn;
+  struct kernfs_node* kn;
 };
 
 struct cgroup_subsys_state {
-  struct cgroup *cgroup;
+  struct cgroup* cgroup;
 };
 
 struct css_set {
-  struct cgroup_subsys_state *subsys[16];
-  struct cgroup *dfl_cgrp;
+  struct cgroup_subsys_state* subsys[16];
+  struct cgroup* dfl_cgrp;
 };
 
 struct thread_info {
@@ -33,7 +33,7 @@ struct task_struct {
   int pid;
   int tgid;
   unsigned int __state;
-  struct css_set *cgroups;
+  struct css_set* cgroups;
 };
 
 /* 5.3 - 5.15: the CPU lived in task_struct itself. */

@@ -4,10 +4,13 @@
  * Two variants of the same program, tp_btf (BTF-typed, cheaper) and raw_tp (older kernels);
  * the loader turns off autoload of the one it does not use.
  */
+// The kernel headers must come in this order.
+// clang-format off
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+// clang-format on
 
 #include "probe_shared.h"
 
@@ -22,7 +25,7 @@ struct {
 
 static __always_inline int count_switch(void) {
   __u32 slot = KEEL_PROBE_SWITCHES;
-  __u64 *v = bpf_map_lookup_elem(&counts, &slot);
+  __u64* v = bpf_map_lookup_elem(&counts, &slot);
   if (v) *v += 1; /* per-CPU slot: no atomics needed */
   return 0;
 }

@@ -5,12 +5,15 @@
  * that waited (`p` at wakeup, `next` at switch), never to `current`. Counters are cumulative: user
  * space diffs two reads, so nothing is lost or counted twice between reads.
  */
+// The kernel headers must come in this order.
+// clang-format off
 #include <stdbool.h>
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+// clang-format on
 
 #include "keel_core.h"
 #include "sched_shared.h"
@@ -20,7 +23,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by the loader before load. */
 const volatile __u32 hierarchy_id = 0; /* key's hierarchy: /proc/cgroups id, 0 = v2 */
 const volatile int v1_controller = 0;  /* KEEL_V1_NONE: v2 (dfl_cgrp); else the v1 controller's hierarchy */
-const volatile __u32 n_counters = 0;  /* perf counters read per switch; 0 prunes the path at load */
+const volatile __u32 n_counters = 0;   /* perf counters read per switch; 0 prunes the path at load */
 const volatile __u16 llc_of_cpu[KEEL_MAX_CPUS] = {};
 const volatile __u16 node_of_cpu[KEEL_MAX_CPUS] = {};
 
@@ -78,7 +81,7 @@ struct {
 static const struct keel_cg_stats zero_stats;
 
 static __always_inline void count_error(__u32 slot) {
-  __u64 *v = bpf_map_lookup_elem(&errors, &slot);
+  __u64* v = bpf_map_lookup_elem(&errors, &slot);
   if (v) *v += 1;
 }
 
@@ -94,25 +97,27 @@ static __always_inline int subsys_id(void) {
   return bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
 }
 
-static __always_inline __u64 task_cgroup_id(struct task_struct *t, bool btf) {
-  struct css_set *cs = KREAD(btf, t, cgroups);
-  struct cgroup *cg;
+static __always_inline __u64 task_cgroup_id(struct task_struct* t, bool btf) {
+  struct css_set* cs = KREAD(btf, t, cgroups);
+  struct cgroup* cg;
   if (v1_controller == KEEL_V1_NONE) {
     cg = KREAD(btf, cs, dfl_cgrp);
   } else {
     int idx = subsys_id() & 15;
-    struct cgroup_subsys_state *css;
-    if (btf) css = cs->subsys[idx];
-    else bpf_core_read(&css, sizeof(css), &cs->subsys[idx]);
+    struct cgroup_subsys_state* css;
+    if (btf)
+      css = cs->subsys[idx];
+    else
+      bpf_core_read(&css, sizeof(css), &cs->subsys[idx]);
     cg = KREAD(btf, css, cgroup);
   }
-  struct kernfs_node *kn = KREAD(btf, cg, kn);
+  struct kernfs_node* kn = KREAD(btf, cg, kn);
   return KREAD(btf, kn, id);
 }
 
-static __always_inline struct keel_cg_stats *stats_of(struct task_struct *t, bool btf) {
+static __always_inline struct keel_cg_stats* stats_of(struct task_struct* t, bool btf) {
   struct keel_cg_key key = {.hierarchy = hierarchy_id, .pad = 0, .cgroup_id = task_cgroup_id(t, btf)};
-  struct keel_cg_stats *s = bpf_map_lookup_elem(&cg_stats, &key);
+  struct keel_cg_stats* s = bpf_map_lookup_elem(&cg_stats, &key);
   if (s) return s;
   if (bpf_map_update_elem(&cg_stats, &key, &zero_stats, BPF_NOEXIST) != 0) {
     s = bpf_map_lookup_elem(&cg_stats, &key); /* lost a race with another CPU: fine */
@@ -124,11 +129,21 @@ static __always_inline struct keel_cg_stats *stats_of(struct task_struct *t, boo
 
 static __always_inline __u32 log2_u64(__u64 v) {
   __u32 r = 0, shift;
-  shift = (v > 0xFFFFFFFFULL) << 5; v >>= shift; r |= shift;
-  shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
-  shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-  shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-  shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+  shift = (v > 0xFFFFFFFFULL) << 5;
+  v >>= shift;
+  r |= shift;
+  shift = (v > 0xFFFF) << 4;
+  v >>= shift;
+  r |= shift;
+  shift = (v > 0xFF) << 3;
+  v >>= shift;
+  r |= shift;
+  shift = (v > 0xF) << 2;
+  v >>= shift;
+  r |= shift;
+  shift = (v > 0x3) << 1;
+  v >>= shift;
+  r |= shift;
   r |= (v >> 1);
   return r;
 }
@@ -142,29 +157,31 @@ static __always_inline __u32 hist_bucket(__u64 delta_ns) {
   return KEEL_HIST_SUB + (p - KEEL_HIST_SUB_BITS) * KEEL_HIST_SUB + sub;
 }
 
-static __always_inline void stamp(struct task_struct *t, __u64 now, bool btf) {
+static __always_inline void stamp(struct task_struct* t, __u64 now, bool btf) {
   __u32 pid = KREAD(btf, t, pid);
   if (pid == 0) return; /* idle */
   if (btf) {
-    __u64 *v = bpf_task_storage_get(&task_stamps, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (v) *v = now;
-    else count_error(KEEL_ERR_STAMP_FULL);
+    __u64* v = bpf_task_storage_get(&task_stamps, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (v)
+      *v = now;
+    else
+      count_error(KEEL_ERR_STAMP_FULL);
   } else if (bpf_map_update_elem(&pid_stamps, &pid, &now, BPF_ANY) != 0) {
     count_error(KEEL_ERR_STAMP_FULL);
   }
 }
 
 /* The stamp of `t`, consumed (0 when there is none). */
-static __always_inline __u64 take_stamp(struct task_struct *t, __u32 pid, bool btf) {
+static __always_inline __u64 take_stamp(struct task_struct* t, __u32 pid, bool btf) {
   __u64 ts = 0;
   if (btf) {
-    __u64 *v = bpf_task_storage_get(&task_stamps, t, 0, 0);
+    __u64* v = bpf_task_storage_get(&task_stamps, t, 0, 0);
     if (v) {
       ts = *v;
       *v = 0;
     }
   } else {
-    __u64 *v = bpf_map_lookup_elem(&pid_stamps, &pid);
+    __u64* v = bpf_map_lookup_elem(&pid_stamps, &pid);
     if (v) {
       ts = *v;
       bpf_map_delete_elem(&pid_stamps, &pid);
@@ -173,15 +190,15 @@ static __always_inline __u64 take_stamp(struct task_struct *t, __u32 pid, bool b
   return ts;
 }
 
-static __always_inline unsigned int task_state(struct task_struct *t, bool btf) {
+static __always_inline unsigned int task_state(struct task_struct* t, bool btf) {
   if (bpf_core_field_exists(t->__state)) return KREAD(btf, t, __state);
-  struct task_struct___pre514 *old = (void *)t;
+  struct task_struct___pre514* old = (void*)t;
   return (unsigned int)BPF_CORE_READ(old, state);
 }
 
-static __always_inline void charge_counters(struct task_struct *prev, bool btf) {
+static __always_inline void charge_counters(struct task_struct* prev, bool btf) {
   __u32 zero = 0;
-  struct counter_values *last = bpf_map_lookup_elem(&counter_last, &zero);
+  struct counter_values* last = bpf_map_lookup_elem(&counter_last, &zero);
   if (!last) return;
   __u64 delta[KEEL_MAX_COUNTERS] = {};
   bool any = false;
@@ -189,7 +206,8 @@ static __always_inline void charge_counters(struct task_struct *prev, bool btf) 
   for (__u32 k = 0; k < KEEL_MAX_COUNTERS; k++) {
     if (k >= n_counters) break; /* a .rodata constant: the unused reads are pruned at load */
     struct bpf_perf_event_value v = {};
-    if (bpf_perf_event_read_value(&counter_events, (base + k) & BPF_F_INDEX_MASK, &v, sizeof(v)) != 0) continue;
+    if (bpf_perf_event_read_value(&counter_events, (base + k) & BPF_F_INDEX_MASK, &v, sizeof(v)) != 0)
+      continue;
     __u64 was = last->v[k];
     last->v[k] = v.counter;
     /* The first read on a CPU only sets the base. */
@@ -199,7 +217,7 @@ static __always_inline void charge_counters(struct task_struct *prev, bool btf) 
     }
   }
   if (!any || KREAD(btf, prev, pid) == 0) return; /* idle's share is nobody's */
-  struct keel_cg_stats *s = stats_of(prev, btf);
+  struct keel_cg_stats* s = stats_of(prev, btf);
   if (!s) return;
   for (__u32 k = 0; k < KEEL_MAX_COUNTERS; k++) {
     if (k >= n_counters) break;
@@ -207,7 +225,8 @@ static __always_inline void charge_counters(struct task_struct *prev, bool btf) 
   }
 }
 
-static __always_inline int on_switch(bool preempt, struct task_struct *prev, struct task_struct *next, bool btf) {
+static __always_inline int on_switch(bool preempt, struct task_struct* prev, struct task_struct* next,
+                                     bool btf) {
   if (n_counters) charge_counters(prev, btf);
   /* prev goes back to the run queue when preempted or still runnable: it waits from now. */
   __u64 now = bpf_ktime_get_ns(); /* one clock read serves prev's stamp and next's wait */
@@ -217,7 +236,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
   __u64 ts = take_stamp(next, pid, btf);
   if (ts == 0) return 0;
   __u64 delta = now > ts ? now - ts : 0;
-  struct keel_cg_stats *s = stats_of(next, btf);
+  struct keel_cg_stats* s = stats_of(next, btf);
   if (!s) return 0;
   __u32 b = hist_bucket(delta);
   /* The mask is what the verifier can follow through the compiler's register moves. */
@@ -226,14 +245,16 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev, str
   return 0;
 }
 
-static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool btf) {
+static __always_inline int on_migrate(struct task_struct* p, int dest_cpu, bool btf) {
   __u32 src;
-  struct task_struct___cpu *old = (void *)p;
-  if (bpf_core_field_exists(old->cpu)) src = KREAD(btf, old, cpu);
-  else src = btf ? p->thread_info.cpu : BPF_CORE_READ(p, thread_info.cpu);
+  struct task_struct___cpu* old = (void*)p;
+  if (bpf_core_field_exists(old->cpu))
+    src = KREAD(btf, old, cpu);
+  else
+    src = btf ? p->thread_info.cpu : BPF_CORE_READ(p, thread_info.cpu);
   __u32 dst = (__u32)dest_cpu;
   if (src == dst) return 0;
-  struct keel_cg_stats *s = stats_of(p, btf);
+  struct keel_cg_stats* s = stats_of(p, btf);
   if (!s) return 0;
   __sync_fetch_and_add(&s->migrations, 1);
   if (src < KEEL_MAX_CPUS && dst < KEEL_MAX_CPUS) {
@@ -249,29 +270,41 @@ static __always_inline int on_migrate(struct task_struct *p, int dest_cpu, bool 
 }
 
 SEC("tp_btf/sched_wakeup")
-int BPF_PROG(keel_wakeup_btf, struct task_struct *p) { stamp(p, bpf_ktime_get_ns(), true); return 0; }
+int BPF_PROG(keel_wakeup_btf, struct task_struct* p) {
+  stamp(p, bpf_ktime_get_ns(), true);
+  return 0;
+}
 
 SEC("tp_btf/sched_wakeup_new")
-int BPF_PROG(keel_wakeup_new_btf, struct task_struct *p) { stamp(p, bpf_ktime_get_ns(), true); return 0; }
+int BPF_PROG(keel_wakeup_new_btf, struct task_struct* p) {
+  stamp(p, bpf_ktime_get_ns(), true);
+  return 0;
+}
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(keel_switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next) {
+int BPF_PROG(keel_switch_btf, bool preempt, struct task_struct* prev, struct task_struct* next) {
   return on_switch(preempt, prev, next, true);
 }
 
 SEC("tp_btf/sched_migrate_task")
-int BPF_PROG(keel_migrate_btf, struct task_struct *p, int dest_cpu) { return on_migrate(p, dest_cpu, true); }
+int BPF_PROG(keel_migrate_btf, struct task_struct* p, int dest_cpu) { return on_migrate(p, dest_cpu, true); }
 
 SEC("raw_tp/sched_wakeup")
-int BPF_PROG(keel_wakeup_raw, struct task_struct *p) { stamp(p, bpf_ktime_get_ns(), false); return 0; }
+int BPF_PROG(keel_wakeup_raw, struct task_struct* p) {
+  stamp(p, bpf_ktime_get_ns(), false);
+  return 0;
+}
 
 SEC("raw_tp/sched_wakeup_new")
-int BPF_PROG(keel_wakeup_new_raw, struct task_struct *p) { stamp(p, bpf_ktime_get_ns(), false); return 0; }
+int BPF_PROG(keel_wakeup_new_raw, struct task_struct* p) {
+  stamp(p, bpf_ktime_get_ns(), false);
+  return 0;
+}
 
 SEC("raw_tp/sched_switch")
-int BPF_PROG(keel_switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next) {
+int BPF_PROG(keel_switch_raw, bool preempt, struct task_struct* prev, struct task_struct* next) {
   return on_switch(preempt, prev, next, false);
 }
 
 SEC("raw_tp/sched_migrate_task")
-int BPF_PROG(keel_migrate_raw, struct task_struct *p, int dest_cpu) { return on_migrate(p, dest_cpu, false); }
+int BPF_PROG(keel_migrate_raw, struct task_struct* p, int dest_cpu) { return on_migrate(p, dest_cpu, false); }

@@ -4,7 +4,6 @@
 #include <bpf/libbpf.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,8 +50,9 @@ Result<keel_sched*> load(const SchedConfig& cfg, AttachKind kind) {
                          skel->progs.keel_switch_raw, skel->progs.keel_migrate_raw})
     bpf_program__set_autoload(p, !btf);
   skel->rodata->n_counters = static_cast<uint32_t>(cfg.counters.size());
-  bpf_map__set_max_entries(skel->maps.counter_events,
-                           static_cast<uint32_t>(std::max(1, libbpf_num_possible_cpus()) * KEEL_MAX_COUNTERS));
+  bpf_map__set_max_entries(
+      skel->maps.counter_events,
+      static_cast<uint32_t>(std::max(1, libbpf_num_possible_cpus()) * KEEL_MAX_COUNTERS));
   bpf_map__set_autocreate(skel->maps.task_stamps, btf);
   bpf_map__set_autocreate(skel->maps.pid_stamps, !btf);
   int err = keel_sched__load(skel);
@@ -83,7 +83,8 @@ double RqHistogram::bucket_lower_us(unsigned i) {
   if (i < KEEL_HIST_SUB) return i;
   unsigned p = KEEL_HIST_SUB_BITS + (i - KEEL_HIST_SUB) / KEEL_HIST_SUB;
   unsigned sub = (i - KEEL_HIST_SUB) % KEEL_HIST_SUB;
-  return std::ldexp(1.0, static_cast<int>(p)) + sub * std::ldexp(1.0, static_cast<int>(p - KEEL_HIST_SUB_BITS));
+  return std::ldexp(1.0, static_cast<int>(p)) +
+         sub * std::ldexp(1.0, static_cast<int>(p - KEEL_HIST_SUB_BITS));
 }
 
 double RqHistogram::bucket_upper_us(unsigned i) {
@@ -148,14 +149,17 @@ Result<std::vector<int>> open_counters(keel_sched* skel, const std::vector<PerfC
       if (fd < 0) {
         int e = errno;
         if ((e == ENODEV || e == ENOENT) && k == 0) break;  // a possible CPU that is not online
-        return give_up(Error{e, "", std::string("perf_event_open(") + c.name + ", type " + std::to_string(c.type) +
-                                             ", config " + std::to_string(c.config) + ") on CPU " + std::to_string(cpu)});
+        return give_up(Error{e, "",
+                             std::string("perf_event_open(") + c.name + ", type " + std::to_string(c.type) +
+                                 ", config " + std::to_string(c.config) + ") on CPU " + std::to_string(cpu)});
       }
       fds.push_back(static_cast<int>(fd));
       uint32_t key = static_cast<uint32_t>(cpu * KEEL_MAX_COUNTERS) + static_cast<uint32_t>(k);
       int v = static_cast<int>(fd);
       if (int rc = bpf_map_update_elem(map_fd, &key, &v, BPF_ANY); rc != 0)
-        return give_up(Error{-rc, "", "cannot store the perf event " + std::string(c.name) + " of CPU " + std::to_string(cpu)});
+        return give_up(
+            Error{-rc, "",
+                  "cannot store the perf event " + std::string(c.name) + " of CPU " + std::to_string(cpu)});
     }
   }
   return fds;
@@ -210,7 +214,8 @@ void SchedSensor::update_stats() {
       ::close(stats_fd_);
       stats_fd_ = -1;
     }
-  } else if (stats_ == BpfStats::always || (stats_ == BpfStats::sampled && reads_ % stats_every_ == 1 % stats_every_)) {
+  } else if (stats_ == BpfStats::always ||
+             (stats_ == BpfStats::sampled && reads_ % stats_every_ == 1 % stats_every_)) {
     // Sampled: the second interval (the first is often a partial one) and every `stats_every` after.
     stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);  // -1 (no stats) on kernels without it
   }
@@ -365,8 +370,10 @@ Result<HostSensor> open_host_sensor(const CgroupHierarchy& hierarchy, const Topo
     sc.node_of_cpu[pu.os] = static_cast<uint16_t>(pu.numa);
   }
   std::string note = "hardware counters";
-  if (auto pmu = hw_pmu_available(); pmu.has_value()) sc.counters = hardware_counters();
-  else note = "n/a (" + pmu.error().message() + ")";
+  if (auto pmu = hw_pmu_available(); pmu.has_value())
+    sc.counters = hardware_counters();
+  else
+    note = "n/a (" + pmu.error().message() + ")";
   auto sensor = SchedSensor::open(sc);
   if (!sensor && !sc.counters.empty()) {  // a PMU without one of the four events: go on without
     note = "n/a (" + sensor.error().message() + ")";

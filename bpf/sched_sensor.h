@@ -13,8 +13,8 @@
 #include "bpf/features.h"
 #include "bpf/sched_shared.h"
 #include "host/cgroup.h"
-#include "host/topology.h"
 #include "host/error.h"
+#include "host/topology.h"
 
 struct keel_sched;  // bpftool skeleton
 
@@ -59,8 +59,8 @@ struct ProgStats {
 
 // keel's cost over the last interval (between two reads) during which BPF stats were on.
 struct BpfCost {
-  double ns_per_event = 0;  // mean run time of keel's programs
-  double events_per_s = 0;  // program runs per second
+  double ns_per_event = 0;                                                // mean run time of keel's programs
+  double events_per_s = 0;                                                // program runs per second
   double cpu_share() const { return ns_per_event * events_per_s / 1e9; }  // of one CPU
 };
 
@@ -79,13 +79,13 @@ struct PerfCounter {
 std::vector<PerfCounter> hardware_counters();
 
 struct SchedConfig {
-  CgroupHierarchy hierarchy;            // whose cgroup ids key the statistics (v1 controller or v2)
-  std::vector<uint16_t> llc_of_cpu;     // by OS CPU number, from the host topology
+  CgroupHierarchy hierarchy;         // whose cgroup ids key the statistics (v1 controller or v2)
+  std::vector<uint16_t> llc_of_cpu;  // by OS CPU number, from the host topology
   std::vector<uint16_t> node_of_cpu;
   AttachChoice attach = AttachChoice::automatic;
-  uint32_t max_cgroups = 4096;          // entries of the per-cgroup map
+  uint32_t max_cgroups = 4096;  // entries of the per-cgroup map
   BpfStats stats = BpfStats::sampled;
-  unsigned stats_every = 10;            // sampled: stats on for one read interval in this many
+  unsigned stats_every = 10;  // sampled: stats on for one read interval in this many
   // Up to KEEL_MAX_COUNTERS perf events, each read at every switch and charged to the task switched
   // out: hardware_counters() with a PMU; software events (clock, faults) in tests.
   std::vector<PerfCounter> counters;
@@ -117,8 +117,12 @@ class SchedSensor {
  private:
   static Result<SchedSensor> open_programs(const SchedConfig& cfg);
   SchedSensor(keel_sched* skel, AttachKind kind, const SchedConfig& cfg)
-      : skel_(skel), kind_(kind), hierarchy_(cfg.hierarchy.id), stats_(cfg.stats),
-        stats_every_(std::max(1u, cfg.stats_every)), capacity_(cfg.max_cgroups) {}
+      : skel_(skel),
+        kind_(kind),
+        hierarchy_(cfg.hierarchy.id),
+        stats_(cfg.stats),
+        stats_every_(std::max(1u, cfg.stats_every)),
+        capacity_(cfg.max_cgroups) {}
   void update_stats();
   keel_sched* skel_ = nullptr;
   AttachKind kind_ = AttachKind::tp_btf;

@@ -11,11 +11,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <cstdio>
 #include <sstream>
 #include <thread>
 
@@ -86,7 +86,7 @@ class CpuCgroups : public ::testing::Test {
     return p;
   }
   uint64_t inode(const fs::path& p) {
-    struct stat st{};
+    struct stat st {};
     stat(p.c_str(), &st);
     return st.st_ino;
   }
@@ -259,11 +259,13 @@ TEST_F(CpuCgroups, QuantilesAgreeWithRunqlatOnTheSameRun) {
     auto [lo, hi] = runqlat_quantile(rows, q, slack);
     double k = s->rq.quantile_us(q);
     unsigned kb = RqHistogram::bucket_of_us(k);
-    double k_lo = RqHistogram::bucket_lower_us(kb > 0 ? kb - 1 : 0), k_hi = RqHistogram::bucket_upper_us(kb + 1);
+    double k_lo = RqHistogram::bucket_lower_us(kb > 0 ? kb - 1 : 0),
+           k_hi = RqHistogram::bucket_upper_us(kb + 1);
     std::printf("q%.2f: keel %.1f us (%llu waits), runqlat buckets %.0f-%.0f us (%.0f waits)\n", q, k,
                 static_cast<unsigned long long>(s->rq.count), lo, hi, runqlat_total);
-    EXPECT_TRUE(k_hi >= lo && k_lo <= hi) << "q" << q << ": keel " << k << " us vs runqlat [" << lo << ", "
-                                           << hi << ") us\n" << result.second;
+    EXPECT_TRUE(k_hi >= lo && k_lo <= hi)
+        << "q" << q << ": keel " << k << " us vs runqlat [" << lo << ", " << hi << ") us\n"
+        << result.second;
   }
 }
 
@@ -398,7 +400,8 @@ pid_t spawn_worker(int go) {
   if (read(go, &c, 1) != 1) _exit(1);
   for (int i = 0; i < 600; ++i) {
     const size_t len = 16 * 4096;
-    auto* m = static_cast<volatile char*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    auto* m = static_cast<volatile char*>(
+        mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     for (size_t o = 0; o < len; o += 4096) m[o] = 1;
     munmap(const_cast<char*>(m), len);
     for (uint64_t x = 0; x < 300000; ++x) asm volatile("" : "+r"(x));
@@ -431,7 +434,8 @@ TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
   auto layout = discover(SysRoots::host());
   ASSERT_TRUE(layout);
   const CgroupHierarchy* acct = layout->v1_with("cpuacct");
-  if (acct == nullptr || acct->id == hier_.id) GTEST_SKIP() << "skipped: needs a separate v1 cpuacct hierarchy";
+  if (acct == nullptr || acct->id == hier_.id)
+    GTEST_SKIP() << "skipped: needs a separate v1 cpuacct hierarchy";
   auto cfg = config();
   cfg.counters = {{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"},
                   {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, "page-faults"},
@@ -473,9 +477,12 @@ TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
   ASSERT_TRUE(d);
   const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(cg)});
   ASSERT_NE(s, nullptr);
-  std::printf("cpu-clock %llu ns vs cpuacct %.0f; faults %llu vs minflt %.0f; switches %llu vs %.0f; migrations %llu\n",
-              static_cast<unsigned long long>(s->counters[0]), usage, static_cast<unsigned long long>(s->counters[1]),
-              flt, static_cast<unsigned long long>(s->counters[2]), cs, static_cast<unsigned long long>(s->counters[3]));
+  std::printf(
+      "cpu-clock %llu ns vs cpuacct %.0f; faults %llu vs minflt %.0f; switches %llu vs %.0f; migrations "
+      "%llu\n",
+      static_cast<unsigned long long>(s->counters[0]), usage, static_cast<unsigned long long>(s->counters[1]),
+      flt, static_cast<unsigned long long>(s->counters[2]), cs,
+      static_cast<unsigned long long>(s->counters[3]));
   EXPECT_GT(usage, 5e7);   // it really ran
   EXPECT_GT(flt, 1000.0);  // and faulted
   EXPECT_GT(cs, 100.0);    // and slept
@@ -489,10 +496,12 @@ TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
 
 TEST_F(CpuCgroups, MoreCountersThanSlotsIsAClearError) {
   auto cfg = config();
-  cfg.counters.assign(KEEL_MAX_COUNTERS + 1, PerfCounter{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"});
+  cfg.counters.assign(KEEL_MAX_COUNTERS + 1,
+                      PerfCounter{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"});
   auto sensor = SchedSensor::open(cfg);
   ASSERT_FALSE(sensor);
-  EXPECT_NE(sensor.error().message().find("at most 4 perf counters"), std::string::npos) << sensor.error().message();
+  EXPECT_NE(sensor.error().message().find("at most 4 perf counters"), std::string::npos)
+      << sensor.error().message();
 }
 
 TEST_F(CpuCgroups, VanishedCgroupsAreReclaimed) {

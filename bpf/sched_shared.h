@@ -40,7 +40,7 @@ struct keel_cg_key {
 struct keel_cg_stats {
   keel_u64 rq_hist[KEEL_HIST_SLOTS]; /* [KEEL_HIST_BUCKETS..] stay 0; their sum is the number of waits */
   keel_u64 rq_sum_ns;
-  keel_u64 migrations;     /* all */
+  keel_u64 migrations; /* all */
   keel_u64 cross_llc;
   keel_u64 cross_numa;
   keel_u64 counters[KEEL_MAX_COUNTERS]; /* perf counter deltas charged to the task switched out */

@@ -13,8 +13,8 @@
 namespace keel::cli {
 
 struct FlagSpec {
-  std::set<std::string> switches;     // --json
-  std::set<std::string> with_value;   // --config F
+  std::set<std::string> switches;    // --json
+  std::set<std::string> with_value;  // --config F
 };
 
 struct Args {

@@ -8,7 +8,8 @@ namespace {
 const FlagSpec kSpec{.switches = {"json", "once"}, .with_value = {"config", "synthetic"}};
 
 TEST(Args, PositionalsSwitchesAndValues) {
-  auto a = parse_args({"FILE", "--json", "--config", "k.toml", "--synthetic=pack:1 pu:2", "--", "--x"}, kSpec);
+  auto a =
+      parse_args({"FILE", "--json", "--config", "k.toml", "--synthetic=pack:1 pu:2", "--", "--x"}, kSpec);
   ASSERT_TRUE(a) << a.error().message();
   EXPECT_EQ(a->positional, (std::vector<std::string>{"FILE", "--x"}));
   EXPECT_TRUE(a->has("json"));

@@ -3,9 +3,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
 #include <time.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -90,12 +89,14 @@ TEST(Cli, CheckConfigRejectsTheBadConfigCorpusWithExactPositions) {
     // A fixed synthetic host (32 CPUs, 2 nodes) and an 11-way resctrl, so the result does not
     // depend on the machine the tests run on.
     testing::TempDir rt;
-    testing::make_tree(rt.path(), {{"info/L3/cbm_mask", "7ff\n"}, {"info/L3/min_cbm_bits", "1\n"},
-                                   {"info/L3/num_closids", "16\n"}, {"info/MB/min_bandwidth", "10\n"},
+    testing::make_tree(rt.path(), {{"info/L3/cbm_mask", "7ff\n"},
+                                   {"info/L3/min_cbm_bits", "1\n"},
+                                   {"info/L3/num_closids", "16\n"},
+                                   {"info/MB/min_bandwidth", "10\n"},
                                    {"info/MB/bandwidth_gran", "10\n"}});
-    auto [rc, out] = run_command(keel("check-config " + e.path().string() +
-                                      " --synthetic 'pack:2 numa:1 l3:1 core:16 pu:1' --resctrl " +
-                                      rt.path().string()));
+    auto [rc, out] =
+        run_command(keel("check-config " + e.path().string() +
+                         " --synthetic 'pack:2 numa:1 l3:1 core:16 pu:1' --resctrl " + rt.path().string()));
     EXPECT_EQ(rc, 2) << e.path() << "\n" << out;
     EXPECT_EQ(out.substr(0, out.find('\n')), expected);
     ++n;
@@ -111,12 +112,15 @@ struct Example {
 
 TEST(Cli, ShippedExamplesPassOnTheirTargetHosts) {
   testing::TempDir rt;  // Kunpeng 920 MPAM: 28 ways, MB in steps of 1 from 1
-  testing::make_tree(rt.path(), {{"info/L3/cbm_mask", "fffffff\n"}, {"info/L3/min_cbm_bits", "1\n"},
-                                 {"info/L3/num_closids", "32\n"}, {"info/MB/min_bandwidth", "1\n"},
+  testing::make_tree(rt.path(), {{"info/L3/cbm_mask", "fffffff\n"},
+                                 {"info/L3/min_cbm_bits", "1\n"},
+                                 {"info/L3/num_closids", "32\n"},
+                                 {"info/MB/min_bandwidth", "1\n"},
                                  {"info/MB/bandwidth_gran", "1\n"}});
-  for (auto ex : {Example{"config/examples/redis-nginx-vm.toml", "pack:1 numa:1 l3:1 core:16 pu:2", false},
-                  Example{"config/examples/k8s-guaranteed-pods.toml", "pack:2 numa:1 l3:1 core:16 pu:2", false},
-                  Example{"config/examples/mpam-two-vms.toml", "pack:2 numa:2 l3:1 core:32 pu:2", true}}) {
+  for (auto ex :
+       {Example{"config/examples/redis-nginx-vm.toml", "pack:1 numa:1 l3:1 core:16 pu:2", false},
+        Example{"config/examples/k8s-guaranteed-pods.toml", "pack:2 numa:1 l3:1 core:16 pu:2", false},
+        Example{"config/examples/mpam-two-vms.toml", "pack:2 numa:2 l3:1 core:32 pu:2", true}}) {
     std::string cmd = keel("check-config " + src(ex.file) + " --synthetic '" + ex.synthetic + "'");
     if (ex.mpam) cmd += " --resctrl " + rt.path().string();
     auto [rc, out] = run_command(cmd);
@@ -125,12 +129,14 @@ TEST(Cli, ShippedExamplesPassOnTheirTargetHosts) {
   }
   // The same Kunpeng config is refused on an Intel box with 11 ways: the hardware cannot give 14.
   testing::TempDir intel;
-  testing::make_tree(intel.path(), {{"info/L3/cbm_mask", "7ff\n"}, {"info/L3/min_cbm_bits", "1\n"},
-                                    {"info/L3/num_closids", "16\n"}, {"info/MB/min_bandwidth", "10\n"},
+  testing::make_tree(intel.path(), {{"info/L3/cbm_mask", "7ff\n"},
+                                    {"info/L3/min_cbm_bits", "1\n"},
+                                    {"info/L3/num_closids", "16\n"},
+                                    {"info/MB/min_bandwidth", "10\n"},
                                     {"info/MB/bandwidth_gran", "10\n"}});
-  auto [rc, out] = run_command(keel("check-config " + src("config/examples/mpam-two-vms.toml") +
-                                    " --synthetic 'pack:2 numa:2 l3:1 core:32 pu:2' --resctrl " +
-                                    intel.path().string()));
+  auto [rc, out] =
+      run_command(keel("check-config " + src("config/examples/mpam-two-vms.toml") +
+                       " --synthetic 'pack:2 numa:2 l3:1 core:32 pu:2' --resctrl " + intel.path().string()));
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("l3_ways"), std::string::npos) << out;
   // And the 32-vCPU VM config does not fit this 2-CPU shape: CPUs outside the host.
@@ -163,7 +169,7 @@ TEST(CliPriv, WorkloadsListsARealCgroupWithItsIdAndWorkload) {
   const std::string name = "keel-cli-test-" + std::to_string(getpid());
   const fs::path cg = cpu_root / name;
   ASSERT_TRUE(fs::create_directory(cg));
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(cg.c_str(), &st), 0);
   pid_t child = fork();
   if (child == 0) {
@@ -173,9 +179,10 @@ TEST(CliPriv, WorkloadsListsARealCgroupWithItsIdAndWorkload) {
   std::ofstream(cg / "cgroup.procs") << child << std::flush;
 
   testing::TempDir t;
-  testing::make_tree(t.path(), {{"k.toml", "[daemon]\nhierarchy = \"cpu\"\n[host]\nreserved_cpus = \"0\"\n"
-                                           "[[workload]]\nname = \"probe\"\nmatch = { cgroup = \"/" + name +
-                                               "\", has_tasks = true }\nclass = \"best-effort\"\n"}});
+  testing::make_tree(t.path(), {{"k.toml",
+                                 "[daemon]\nhierarchy = \"cpu\"\n[host]\nreserved_cpus = \"0\"\n"
+                                 "[[workload]]\nname = \"probe\"\nmatch = { cgroup = \"/" +
+                                     name + "\", has_tasks = true }\nclass = \"best-effort\"\n"}});
   auto [rc, out] = run_command(keel("workloads --json --config " + (t.path() / "k.toml").string()));
   auto [rct, text] = run_command(keel("workloads --config " + (t.path() / "k.toml").string()));
 
@@ -218,7 +225,8 @@ TEST(Cli, RunAndPlanRefuseBadUsageAndBadConfigsBeforeTouchingAnything) {
   EXPECT_EQ(rc2, 2);
   EXPECT_NE(out2.find("bad.toml:3:"), std::string::npos) << out2;
   EXPECT_FALSE(std::filesystem::exists(state));
-  auto [rc3, out3] = run_command(keel("run --config " + (t.path() / "good.toml").string() + " --bpf-stats sometimes"));
+  auto [rc3, out3] =
+      run_command(keel("run --config " + (t.path() / "good.toml").string() + " --bpf-stats sometimes"));
   EXPECT_EQ(rc3, 2);
   EXPECT_NE(out3.find("--bpf-stats takes sampled"), std::string::npos) << out3;
   EXPECT_EQ(run_command(keel("run --config " + (t.path() / "good.toml").string() + " extra")).first, 2);
@@ -239,7 +247,8 @@ TEST(Cli, RunRefusesATakenMetricsPortBeforeTouchingAnything) {
   int fd = testing::listen_on_loopback(&port);
   ASSERT_GE(fd, 0);
   const std::string taken = "127.0.0.1:" + std::to_string(port);
-  testing::make_tree(t.path(), {{"keel.toml", "[daemon]\nstate_dir = \"" + state + "\"\nmetrics_listen = \"" + taken + "\"\n"},
+  testing::make_tree(t.path(), {{"keel.toml", "[daemon]\nstate_dir = \"" + state + "\"\nmetrics_listen = \"" +
+                                                  taken + "\"\n"},
                                 {"other.toml", "[daemon]\nstate_dir = \"" + state + "\"\n"}});
   auto [rc, out] = run_command(keel("run --config " + (t.path() / "keel.toml").string()));
   EXPECT_EQ(rc, 1) << out;
@@ -247,14 +256,18 @@ TEST(Cli, RunRefusesATakenMetricsPortBeforeTouchingAnything) {
                      ": Address already in use"),
             std::string::npos)
       << out;
-  auto [rc2, out2] = run_command(keel("run --config " + (t.path() / "other.toml").string() + " --metrics-listen " + taken));
+  auto [rc2, out2] =
+      run_command(keel("run --config " + (t.path() / "other.toml").string() + " --metrics-listen " + taken));
   EXPECT_EQ(rc2, 1) << out2;
   EXPECT_NE(out2.find("cannot listen on " + taken), std::string::npos) << out2;
   ::close(fd);
   // An address the config would refuse is refused from the command line too, as bad usage.
-  auto [rc3, out3] = run_command(keel("run --config " + (t.path() / "other.toml").string() + " --metrics-listen 127.0.0.1:0"));
+  auto [rc3, out3] = run_command(
+      keel("run --config " + (t.path() / "other.toml").string() + " --metrics-listen 127.0.0.1:0"));
   EXPECT_EQ(rc3, 2) << out3;
-  EXPECT_NE(out3.find("--metrics-listen 127.0.0.1:0: the port must be a number in 1..65535"), std::string::npos) << out3;
+  EXPECT_NE(out3.find("--metrics-listen 127.0.0.1:0: the port must be a number in 1..65535"),
+            std::string::npos)
+      << out3;
   EXPECT_FALSE(std::filesystem::exists(state));
 }
 
@@ -291,7 +304,7 @@ TEST(CliPriv, TopShowsARealCgroupWithItsWaits) {
   auto at = rest.find("\"rq_waits_per_s\":");
   ASSERT_NE(at, std::string::npos) << rest;
   double waits = std::stod(rest.substr(at + 17));
-  EXPECT_GT(waits, 300.0) << rest;   // ~1000 wakeups/s, less on a slow VM timer
+  EXPECT_GT(waits, 300.0) << rest;  // ~1000 wakeups/s, less on a slow VM timer
   EXPECT_LT(waits, 1500.0) << rest;
   EXPECT_NE(rest.find("\"rq_p99_us\":"), std::string::npos);
   // Hardware counters: numbers with a PMU, null (never 0) without one.
@@ -342,27 +355,30 @@ using testing::run_command;
 TEST(CliTree, RestoreFromAJournalPutsTheTreeBack) {
   testing::TempDir t;
   testing::make_tree(t.path(), {
-      {"proc/sys/kernel/random/boot_id", "abc-1\n"},
-      {"sys/fs/cgroup/cpu/batch/cpu.shares", "2\n"},
-      {"sys/fs/cgroup/cpu/batch/cpu.cfs_quota_us", "50000\n"},
-      {"proc/irq/24/smp_affinity_list", "1\n"},
-      {"state/journal", "keel-journal 1 boot_id=abc-1\n"
-                        "file cgroup cpu/batch/cpu.shares 1024\n"
-                        "file cgroup cpu/batch/cpu.cfs_quota_us -1\n"
-                        "file cgroup cpu/gone/cpu.shares 1024\n"
-                        "file proc irq/24/smp_affinity_list 0-1\n"},
-  });
+                                   {"proc/sys/kernel/random/boot_id", "abc-1\n"},
+                                   {"sys/fs/cgroup/cpu/batch/cpu.shares", "2\n"},
+                                   {"sys/fs/cgroup/cpu/batch/cpu.cfs_quota_us", "50000\n"},
+                                   {"proc/irq/24/smp_affinity_list", "1\n"},
+                                   {"state/journal",
+                                    "keel-journal 1 boot_id=abc-1\n"
+                                    "file cgroup cpu/batch/cpu.shares 1024\n"
+                                    "file cgroup cpu/batch/cpu.cfs_quota_us -1\n"
+                                    "file cgroup cpu/gone/cpu.shares 1024\n"
+                                    "file proc irq/24/smp_affinity_list 0-1\n"},
+                               });
   std::string cmd = keel_binary().string() + " restore --json --root " + t.path().string() + " --state " +
                     (t.path() / "state").string();
   auto [rc, out] = run_command(cmd);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("\"entries\":4,\"restored\":3,\"unchanged\":0,\"gone\":1,\"kept\":0,\"failed\":[]"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"entries\":4,\"restored\":3,\"unchanged\":0,\"gone\":1,\"kept\":0,\"failed\":[]"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(testing::slurp(t.path() / "sys/fs/cgroup/cpu/batch/cpu.shares"), "1024");
   EXPECT_EQ(testing::slurp(t.path() / "sys/fs/cgroup/cpu/batch/cpu.cfs_quota_us"), "-1");
   EXPECT_EQ(testing::slurp(t.path() / "proc/irq/24/smp_affinity_list"), "0-1");
   EXPECT_FALSE(fs::exists(t.path() / "state/journal"));
-  auto [rc2, out2] = run_command(keel_binary().string() + " restore --root " + t.path().string() + " --state " +
-                                 (t.path() / "state").string());
+  auto [rc2, out2] = run_command(keel_binary().string() + " restore --root " + t.path().string() +
+                                 " --state " + (t.path() / "state").string());
   EXPECT_EQ(rc2, 0);
   EXPECT_NE(out2.find("nothing to restore"), std::string::npos) << out2;
 }
@@ -392,30 +408,38 @@ TEST(CliTree, ReplayPrintsTheSameDecisionsEveryTime) {
   for (int tick = 1; tick <= 8; ++tick)
     trace += "{\"tick\":" + std::to_string(tick) +
              ",\"period_s\":1,\"workloads\":["
-             "{\"instance\":\"svc\",\"workload\":\"svc\",\"critical\":true,\"cgroups\":[\"/svc\"],\"rq_waits\":500,"
+             "{\"instance\":\"svc\",\"workload\":\"svc\",\"critical\":true,\"cgroups\":[\"/"
+             "svc\"],\"rq_waits\":500,"
              "\"rq_p50_us\":800,\"rq_p99_us\":5000,\"cpu_usage\":0.4,\"cpus\":\"0-1\",\"shares\":1024},"
-             "{\"instance\":\"hog\",\"workload\":\"hog\",\"critical\":false,\"cgroups\":[\"/hog\"],\"rq_waits\":10,"
+             "{\"instance\":\"hog\",\"workload\":\"hog\",\"critical\":false,\"cgroups\":[\"/"
+             "hog\"],\"rq_waits\":10,"
              "\"rq_p50_us\":100,\"rq_p99_us\":300,\"cpu_usage\":1.6,\"cpus\":\"0-1\",\"shares\":1024}]}\n";
   testing::make_tree(t.path(), {{"trace.jsonl", trace},
-                                {"keel.toml", "[[workload]]\nname = \"svc\"\nmatch = { cgroup = \"/svc\" }\n"
-                                              "class = \"critical\"\nslo = { runqueue_p99 = \"500us\" }\n"
-                                              "[[workload]]\nname = \"hog\"\nmatch = { cgroup = \"/hog\" }\n"
-                                              "class = \"best-effort\"\n"}});
+                                {"keel.toml",
+                                 "[[workload]]\nname = \"svc\"\nmatch = { cgroup = \"/svc\" }\n"
+                                 "class = \"critical\"\nslo = { runqueue_p99 = \"500us\" }\n"
+                                 "[[workload]]\nname = \"hog\"\nmatch = { cgroup = \"/hog\" }\n"
+                                 "class = \"best-effort\"\n"}});
   std::string cmd = keel_binary().string() + " replay " + (t.path() / "trace.jsonl").string() + " --config " +
                     (t.path() / "keel.toml").string() + " --synthetic 'pack:1 numa:1 l3:1 core:2 pu:1'";
   auto [rc, out] = run_command(cmd);
   ASSERT_EQ(rc, 0) << out;
   // p99 ten times the SLO over 500 waits is severe: keel acts on the first tick.
-  EXPECT_NE(out.find("tick 1 act svc shares (as found) -> 2048: rq p99 5000 us vs SLO 500 us (slack -9.00) (severe"),
-            std::string::npos) << out;
+  EXPECT_NE(
+      out.find(
+          "tick 1 act svc shares (as found) -> 2048: rq p99 5000 us vs SLO 500 us (slack -9.00) (severe"),
+      std::string::npos)
+      << out;
   EXPECT_NE(out.find("antagonist hog"), std::string::npos) << out;
   EXPECT_NE(out.find("act hog shares (as found) -> 512"), std::string::npos) << out;
   // The trace does not respond (recorded signals): no improvement, so the weights are reverted and
   // the next rung, whole cores, is tried.
-  EXPECT_NE(out.find("tick 4 revert svc shares 2048 -> (as found): no improvement after 3 ticks"), std::string::npos)
+  EXPECT_NE(out.find("tick 4 revert svc shares 2048 -> (as found): no improvement after 3 ticks"),
+            std::string::npos)
       << out;
   EXPECT_NE(out.find("act svc cpus (as found) -> 0"), std::string::npos) << out;
-  EXPECT_NE(out.find("act hog cpus (as found) -> 1: best-effort off critical CPUs 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("act hog cpus (as found) -> 1: best-effort off critical CPUs 0"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("keel replay: 8 ticks"), std::string::npos) << out;
   auto [rc2, out2] = run_command(cmd);
   EXPECT_EQ(rc2, 0);

@@ -21,7 +21,8 @@ int cmd_check_config(const std::vector<std::string>& argv) {
   auto facts = gather_host_facts(SysRoots::host(),
                                  {.synthetic = args->value("synthetic"), .resctrl = args->value("resctrl")});
   if (!facts) {
-    std::fprintf(stderr, "keel check-config: cannot describe the host: %s\n", facts.error().message().c_str());
+    std::fprintf(stderr, "keel check-config: cannot describe the host: %s\n",
+                 facts.error().message().c_str());
     // A bad --synthetic spec or --resctrl directory is bad usage; failing to read this host is not.
     return args->value("synthetic") || args->value("resctrl") ? kExitUsage : kExitFailure;
   }

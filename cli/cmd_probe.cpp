@@ -14,9 +14,7 @@ namespace keel::cli {
 
 namespace {
 
-std::string yes_no(bool ok, const std::string& why_not) {
-  return ok ? "yes" : "no (" + why_not + ")";
-}
+std::string yes_no(bool ok, const std::string& why_not) { return ok ? "yes" : "no (" + why_not + ")"; }
 
 }  // namespace
 
@@ -30,7 +28,8 @@ int cmd_probe(const std::vector<std::string>& argv) {
   auto layout = discover(roots);
   auto resctrl = read_resctrl_info(roots.resctrl);
   std::string resctrl_text = "no (not mounted at " + roots.resctrl.string() + ")";
-  if (!resctrl) resctrl_text = "error (" + resctrl.error().message() + ")";
+  if (!resctrl)
+    resctrl_text = "error (" + resctrl.error().message() + ")";
   else if (resctrl->has_value()) {
     const auto& r = **resctrl;
     resctrl_text = "yes";
@@ -40,24 +39,37 @@ int cmd_probe(const std::vector<std::string>& argv) {
 
   auto steal = act::probe_sched_feature(roots, act::kSteal);
   std::string steal_text;
-  if (!steal) steal_text = "error (" + steal.error().message() + ")";
-  else if (steal->state == act::FeatureState::unsupported) steal_text = "unsupported (" + steal->why + ")";
-  else steal_text = std::string(steal->state == act::FeatureState::on ? "on" : "off") + " (" + steal->file.str() + ")";
+  if (!steal)
+    steal_text = "error (" + steal.error().message() + ")";
+  else if (steal->state == act::FeatureState::unsupported)
+    steal_text = "unsupported (" + steal->why + ")";
+  else
+    steal_text =
+        std::string(steal->state == act::FeatureState::on ? "on" : "off") + " (" + steal->file.str() + ")";
 
   if (args->has("json")) {
     JsonWriter j;
-    j.begin_object().field("btf", f.btf).field("tp_btf", f.tp_btf).field("raw_tp", f.raw_tp)
-        .field("hw_pmu", f.hw_pmu).field("sw_events", f.sw_events);
+    j.begin_object()
+        .field("btf", f.btf)
+        .field("tp_btf", f.tp_btf)
+        .field("raw_tp", f.raw_tp)
+        .field("hw_pmu", f.hw_pmu)
+        .field("sw_events", f.sw_events);
     if (layout) {
       j.field("cgroup_mode", to_string(layout->mode)).key("hierarchies").begin_array();
       for (const auto& h : layout->hierarchies)
-        j.begin_object().field("id", h.id).field("name", h.name()).field("mount", h.mount.string()).end_object();
+        j.begin_object()
+            .field("id", h.id)
+            .field("name", h.name())
+            .field("mount", h.mount.string())
+            .end_object();
       j.end_array();
     }
     j.field("resctrl", resctrl && resctrl->has_value());
-    j.field("steal_task", !steal ? "error" : steal->state == act::FeatureState::unsupported ? "unsupported"
-                                             : steal->state == act::FeatureState::on        ? "on"
-                                                                                            : "off");
+    j.field("steal_task", !steal                                           ? "error"
+                          : steal->state == act::FeatureState::unsupported ? "unsupported"
+                          : steal->state == act::FeatureState::on          ? "on"
+                                                                           : "off");
     j.end_object();
     std::puts(j.str().c_str());
     return kExitOk;
@@ -78,7 +90,8 @@ int cmd_probe(const std::vector<std::string>& argv) {
   }
   std::printf("resctrl             %s\n", resctrl_text.c_str());
   std::printf("steal_task          %s\n", steal_text.c_str());
-  if (!root) std::printf("note: not root; BPF loads need CAP_BPF/CAP_PERFMON, so 'no' above may only mean that\n");
+  if (!root)
+    std::printf("note: not root; BPF loads need CAP_BPF/CAP_PERFMON, so 'no' above may only mean that\n");
   return kExitOk;
 }
 

@@ -16,7 +16,8 @@ namespace keel::cli {
 int cmd_restore(const std::vector<std::string>& argv) {
   auto args = parse_args(argv, {.switches = {"json"}, .with_value = {"state", "config", "root"}});
   if (!args) return usage_error("restore", args.error().message());
-  if (!args->positional.empty()) return usage_error("restore", "takes no arguments (the journal is in --state DIR)");
+  if (!args->positional.empty())
+    return usage_error("restore", "takes no arguments (the journal is in --state DIR)");
   // Kernel files under another root: a container that mounts the host's /sys and /proc at /host/...
   SysRoots roots = SysRoots::host();
   if (auto r = args->value("root")) roots = SysRoots::under(*r);
@@ -42,19 +43,25 @@ int cmd_restore(const std::vector<std::string>& argv) {
   auto rep = act::restore(roots, *journal);
   if (args->has("json")) {
     JsonWriter j;
-    j.begin_object().field("state", state.string()).field("entries", static_cast<uint64_t>(entries))
-        .field("restored", static_cast<uint64_t>(rep.restored)).field("unchanged", static_cast<uint64_t>(rep.unchanged))
-        .field("gone", static_cast<uint64_t>(rep.gone)).field("kept", static_cast<uint64_t>(rep.kept))
-        .key("failed").begin_array();
+    j.begin_object()
+        .field("state", state.string())
+        .field("entries", static_cast<uint64_t>(entries))
+        .field("restored", static_cast<uint64_t>(rep.restored))
+        .field("unchanged", static_cast<uint64_t>(rep.unchanged))
+        .field("gone", static_cast<uint64_t>(rep.gone))
+        .field("kept", static_cast<uint64_t>(rep.kept))
+        .key("failed")
+        .begin_array();
     for (const auto& e : rep.failed) j.value(e.message());
     j.end_array().end_object();
     std::printf("%s\n", j.str().c_str());
   } else if (entries == 0) {
     std::printf("keel restore: nothing to restore (no journal in %s)\n", state.string().c_str());
   } else {
-    std::printf("keel restore: %zu restored, %zu already at their original value, %zu gone with their cgroup, "
-                "%zu kept (an empty cpuset would strand tasks), %zu failed\n",
-                rep.restored, rep.unchanged, rep.gone, rep.kept, rep.failed.size());
+    std::printf(
+        "keel restore: %zu restored, %zu already at their original value, %zu gone with their cgroup, "
+        "%zu kept (an empty cpuset would strand tasks), %zu failed\n",
+        rep.restored, rep.unchanged, rep.gone, rep.kept, rep.failed.size());
   }
   for (const auto& e : rep.failed) std::fprintf(stderr, "keel restore: %s\n", e.message().c_str());
   if (!rep.failed.empty()) {

@@ -48,21 +48,24 @@ void drop_missing(config::Config& cfg, const SysRoots& roots) {
   if (cfg.actuators.resctrl) {
     auto info = read_resctrl_info(roots.resctrl);
     if (!info || !info->has_value()) {
-      log("resctrl is not mounted at " + roots.resctrl.string() + ": the L3-ways and memory-bandwidth steps are off");
+      log("resctrl is not mounted at " + roots.resctrl.string() +
+          ": the L3-ways and memory-bandwidth steps are off");
       cfg.actuators.resctrl = false;
     }
   }
   if (cfg.actuators.steal_task) {
     auto p = act::probe_sched_feature(roots, act::kSteal);
     if (!p || p->state == act::FeatureState::unsupported) {
-      log("steal_task is unavailable (" + (p ? p->why : p.error().message()) + "): the steal_task step is off");
+      log("steal_task is unavailable (" + (p ? p->why : p.error().message()) +
+          "): the steal_task step is off");
       cfg.actuators.steal_task = false;
     }
   }
 }
 
 bool sleep_until(std::chrono::steady_clock::time_point t) {
-  while (!g_stop && std::chrono::steady_clock::now() < t) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (!g_stop && std::chrono::steady_clock::now() < t)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return !g_stop;
 }
 
@@ -73,9 +76,10 @@ std::string status_line(const ctl::Plan& plan, const ctl::Snapshot& snap) {
     auto v = plan.workloads.find(w.instance);
     if (v == plan.workloads.end()) continue;
     char b[160];
-    std::snprintf(b, sizeof b, "%s%s p99 %.0f us (tick %.0f us, %llu waits) slack %.2f rung %u%s", out.empty() ? "" : "; ",
-                  w.instance.c_str(), v->second.p99_us, w.rq_p99_us, static_cast<unsigned long long>(w.rq_waits),
-                  v->second.slack, v->second.rung, v->second.violated ? " VIOLATED" : "");
+    std::snprintf(b, sizeof b, "%s%s p99 %.0f us (tick %.0f us, %llu waits) slack %.2f rung %u%s",
+                  out.empty() ? "" : "; ", w.instance.c_str(), v->second.p99_us, w.rq_p99_us,
+                  static_cast<unsigned long long>(w.rq_waits), v->second.slack, v->second.rung,
+                  v->second.violated ? " VIOLATED" : "");
     out += b;
   }
   if (out.empty()) {  // no critical workload: the busiest waiters, for a first look
@@ -114,7 +118,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   config::Config cfg = *loaded;
   const bool observe = args->has("observe") || cfg.daemon.mode == config::Mode::observe;
   const char* mode = observe ? "observe" : "enforce";
-  std::filesystem::path state = args->value("state") ? std::filesystem::path(*args->value("state")) : cfg.daemon.state_dir;
+  std::filesystem::path state =
+      args->value("state") ? std::filesystem::path(*args->value("state")) : cfg.daemon.state_dir;
   auto topo = Topology::detect(roots);
   if (!topo) {
     log("run: " + topo.error().message());
@@ -168,7 +173,8 @@ int cmd_run(const std::vector<std::string>& argv) {
         std::to_string(r.failed.size()) + " failed");
     for (const auto& e : r.failed) log("restore: " + e.message());
     if (!r.failed.empty()) {
-      log("run: not starting while knobs of a previous run could not be restored (see above; keel restore retries)");
+      log("run: not starting while knobs of a previous run could not be restored (see above; keel restore "
+          "retries)");
       return kExitFailure;
     }
   }
@@ -185,9 +191,10 @@ int cmd_run(const std::vector<std::string>& argv) {
   for (const auto& w : cfg.workloads) critical += w.klass == config::WorkloadClass::critical;
   const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(cfg.daemon.period);
   log(std::string("run: ") + mode + ", period " + config::format_duration(cfg.daemon.period) + ", " +
-      std::to_string(cfg.workloads.size()) + " workloads (" + std::to_string(critical) + " critical), hierarchy " +
-      sensing->hierarchy().name() + ", sensors " + bpf::to_string(sensing->attach()) + ", cache counters " +
-      sensing->counters_note() + ", state " + state.string() +
+      std::to_string(cfg.workloads.size()) + " workloads (" + std::to_string(critical) +
+      " critical), hierarchy " + sensing->hierarchy().name() + ", sensors " +
+      bpf::to_string(sensing->attach()) + ", cache counters " + sensing->counters_note() + ", state " +
+      state.string() +
       (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
 
   // SIGHUP too: a terminal that closes must not end keel without giving the host back.
@@ -200,12 +207,15 @@ int cmd_run(const std::vector<std::string>& argv) {
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  auto unix_now = [] { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); };
+  auto unix_now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
   auto next = std::chrono::steady_clock::now() + period;
   for (uint64_t tick = 1; !g_stop; ++tick) {
     if (!sleep_until(next)) break;
     next += period;
-    if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now() + period;  // fell behind
+    if (next < std::chrono::steady_clock::now())
+      next = std::chrono::steady_clock::now() + period;  // fell behind
     const auto started = std::chrono::steady_clock::now();
     auto snap = sensing->sample(tick);
     if (!snap) {
@@ -226,7 +236,8 @@ int cmd_run(const std::vector<std::string>& argv) {
       if (violated[inst] != v.violated) turned = true;
       violated[inst] = v.violated;
     }
-    if (turned || args->has("verbose")) log("tick " + std::to_string(tick) + " " + mode + " status " + status_line(plan, *snap));
+    if (turned || args->has("verbose"))
+      log("tick " + std::to_string(tick) + " " + mode + " status " + status_line(plan, *snap));
     std::string decisions = ctl::format_actions(plan, mode);
     for (size_t i = 0; i < decisions.size();) {
       size_t e = decisions.find('\n', i);
@@ -234,19 +245,20 @@ int cmd_run(const std::vector<std::string>& argv) {
       i = e + 1;
     }
     for (const auto& c : done.changes)
-      log("tick " + std::to_string(tick) + " " + mode + (observe ? " would write " : " wrote ") + c.path.str() + ": " +
-          (c.from.empty() ? "\"\"" : c.from) + " -> " + c.to);
+      log("tick " + std::to_string(tick) + " " + mode + (observe ? " would write " : " wrote ") +
+          c.path.str() + ": " + (c.from.empty() ? "\"\"" : c.from) + " -> " + c.to);
     for (const auto& n : done.notes) log("tick " + std::to_string(tick) + " note: " + n);
     for (const auto& e : done.errors) log("tick " + std::to_string(tick) + " error: " + e);
-    metrics.publish(ctl::tick_report(cfg, *snap, ctl::sensor_view(*sensing), plan, done,
-                                     {observe, seconds_since(started), unix_now(), ctl::process_usage(roots)}));
+    metrics.publish(
+        ctl::tick_report(cfg, *snap, ctl::sensor_view(*sensing), plan, done,
+                         {observe, seconds_since(started), unix_now(), ctl::process_usage(roots)}));
     if (args->has("once")) break;
   }
   auto back = session->finish();
   if (!observe || back.restored + back.failed.size() > 0)
-    log("run: stopped; " + std::to_string(back.restored) + " knobs restored, " + std::to_string(back.unchanged) +
-        " already at their original value, " + std::to_string(back.gone) + " gone, " + std::to_string(back.kept) +
-        " kept, " + std::to_string(back.failed.size()) + " failed");
+    log("run: stopped; " + std::to_string(back.restored) + " knobs restored, " +
+        std::to_string(back.unchanged) + " already at their original value, " + std::to_string(back.gone) +
+        " gone, " + std::to_string(back.kept) + " kept, " + std::to_string(back.failed.size()) + " failed");
   for (const auto& e : back.failed) log("restore: " + e.message());
   if (!back.failed.empty()) {
     log("run: the failed knobs stay journaled in " + state.string() + "; run keel restore");
@@ -271,7 +283,8 @@ int cmd_plan(const std::vector<std::string>& argv) {
   } catch (const std::exception&) {
     return usage_error("plan", "--window takes seconds (e.g. 2)");
   }
-  if (!(window >= 0.05 && window <= 3600)) return usage_error("plan", "--window must be 0.05 .. 3600 seconds");
+  if (!(window >= 0.05 && window <= 3600))
+    return usage_error("plan", "--window must be 0.05 .. 3600 seconds");
   auto topo = Topology::detect(roots);
   if (!topo) {
     log("plan: " + topo.error().message());
@@ -285,8 +298,9 @@ int cmd_plan(const std::vector<std::string>& argv) {
   }
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);
-  if (!sleep_until(std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                         std::chrono::duration<double>(window))))
+  if (!sleep_until(std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(window))))
     return kExitFailure;
   auto snap = sensing->sample(1);
   if (!snap) {
@@ -301,15 +315,17 @@ int cmd_plan(const std::vector<std::string>& argv) {
   std::printf("keel plan: %.1f s window, %zu workload instances\n", snap->period_s, snap->workloads.size());
   for (const auto& w : snap->workloads) {
     auto v = plan.workloads.at(w.instance);
-    std::printf("  %-24s %-11s rq p99 %8.0f us  waits %6llu  cpu %5s  cpus %s%s\n", w.instance.c_str(),
-                w.critical ? "critical" : "best-effort", w.rq_p99_us, static_cast<unsigned long long>(w.rq_waits),
-                w.cpu_usage ? std::to_string(static_cast<int>(*w.cpu_usage * 100 + 0.5)).append("%").c_str() : "n/a",
-                w.cpus.to_list().c_str(),
-                w.critical ? (v.violated ? "  SLO violated" : "  SLO met") : "");
+    std::printf(
+        "  %-24s %-11s rq p99 %8.0f us  waits %6llu  cpu %5s  cpus %s%s\n", w.instance.c_str(),
+        w.critical ? "critical" : "best-effort", w.rq_p99_us, static_cast<unsigned long long>(w.rq_waits),
+        w.cpu_usage ? std::to_string(static_cast<int>(*w.cpu_usage * 100 + 0.5)).append("%").c_str() : "n/a",
+        w.cpus.to_list().c_str(), w.critical ? (v.violated ? "  SLO violated" : "  SLO met") : "");
   }
   std::string decisions = ctl::format_actions(plan, "observe");
-  if (decisions.empty()) std::printf("no action: every critical workload meets its SLO (or has none)\n");
-  else std::fputs(decisions.c_str(), stdout);
+  if (decisions.empty())
+    std::printf("no action: every critical workload meets its SLO (or has none)\n");
+  else
+    std::fputs(decisions.c_str(), stdout);
   return kExitOk;
 }
 

@@ -29,8 +29,8 @@ void on_signal(int) { g_stop = 1; }
 
 // One line of the table: a cgroup, or (with a config) a workload instance over its cgroups.
 struct Row {
-  std::string name;   // cgroup path, or instance name
-  std::string cgroup; // first cgroup path
+  std::string name;    // cgroup path, or instance name
+  std::string cgroup;  // first cgroup path
   std::string workload;
   bpf::RqHistogram rq;
   uint64_t migrations = 0, cross_llc = 0, cross_numa = 0;
@@ -53,7 +53,8 @@ std::string fmt_opt(const std::optional<double>& v, const char* f) {
 }  // namespace
 
 int cmd_top(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {"json"}, .with_value = {"interval", "count", "config", "bpf-stats"}});
+  auto args =
+      parse_args(argv, {.switches = {"json"}, .with_value = {"interval", "count", "config", "bpf-stats"}});
   if (!args) return usage_error("top", args.error().message());
   if (!args->positional.empty()) return usage_error("top", "takes no arguments");
   double interval = 1.0;
@@ -64,7 +65,8 @@ int cmd_top(const std::vector<std::string>& argv) {
   } catch (const std::exception&) {
     return usage_error("top", "--interval takes seconds (e.g. 0.5), --count a whole number");
   }
-  if (!(interval >= 0.05 && interval <= 3600)) return usage_error("top", "--interval must be 0.05 .. 3600 seconds");
+  if (!(interval >= 0.05 && interval <= 3600))
+    return usage_error("top", "--interval must be 0.05 .. 3600 seconds");
   if (args->value("count") && count < 1) return usage_error("top", "--count must be at least 1");
 
   const SysRoots roots = SysRoots::host();
@@ -95,10 +97,14 @@ int cmd_top(const std::vector<std::string>& argv) {
   // interval in ten) by default.
   bpf::BpfStats stats = bpf::BpfStats::sampled;
   if (auto v = args->value("bpf-stats")) {
-    if (*v == "off") stats = bpf::BpfStats::off;
-    else if (*v == "sampled") stats = bpf::BpfStats::sampled;
-    else if (*v == "always") stats = bpf::BpfStats::always;
-    else return usage_error("top", "--bpf-stats takes sampled (one interval in ten), always or off");
+    if (*v == "off")
+      stats = bpf::BpfStats::off;
+    else if (*v == "sampled")
+      stats = bpf::BpfStats::sampled;
+    else if (*v == "always")
+      stats = bpf::BpfStats::always;
+    else
+      return usage_error("top", "--bpf-stats takes sampled (one interval in ten), always or off");
   }
   // Cache misses, references, instructions and cycles where there is a PMU; "n/a", never 0, without.
   auto opened = bpf::open_host_sensor(*hierarchy, *topo, stats);
@@ -199,9 +205,13 @@ int cmd_top(const std::vector<std::string>& argv) {
 
     if (args->has("json")) {
       JsonWriter j;
-      j.begin_object().field("time", static_cast<long long>(std::time(nullptr))).field("interval_s", secs)
-          .field("attach", bpf::to_string(sensor->kind())).field("hierarchy", hierarchy->name())
-          .field("hw_pmu", pmu).field("dropped_map_full", delta->map_full)
+      j.begin_object()
+          .field("time", static_cast<long long>(std::time(nullptr)))
+          .field("interval_s", secs)
+          .field("attach", bpf::to_string(sensor->kind()))
+          .field("hierarchy", hierarchy->name())
+          .field("hw_pmu", pmu)
+          .field("dropped_map_full", delta->map_full)
           .field("dropped_stamps", delta->stamp_full);
       opt(j, "bpf_events_per_s", cost ? std::optional(cost->events_per_s) : std::nullopt);
       opt(j, "bpf_ns_per_event", cost ? std::optional(cost->ns_per_event) : std::nullopt);
@@ -209,9 +219,12 @@ int cmd_top(const std::vector<std::string>& argv) {
       for (const Row* r : order) {
         j.begin_object().field("cgroup", r->cgroup);
         if (!workloads.empty()) j.field("workload", r->workload);
-        j.field("rq_p50_us", r->rq.quantile_us(0.5)).field("rq_p99_us", r->rq.quantile_us(0.99))
+        j.field("rq_p50_us", r->rq.quantile_us(0.5))
+            .field("rq_p99_us", r->rq.quantile_us(0.99))
             .field("rq_waits_per_s", static_cast<double>(r->rq.count) / secs)
-            .field("rq_mean_us", r->rq.count ? static_cast<double>(r->rq.sum_ns) / 1e3 / static_cast<double>(r->rq.count) : 0.0)
+            .field("rq_mean_us",
+                   r->rq.count ? static_cast<double>(r->rq.sum_ns) / 1e3 / static_cast<double>(r->rq.count)
+                               : 0.0)
             .field("migrations_per_s", static_cast<double>(r->migrations) / secs)
             .field("cross_llc_per_s", static_cast<double>(r->cross_llc) / secs)
             .field("cross_numa_per_s", static_cast<double>(r->cross_numa) / secs);
@@ -233,24 +246,25 @@ int cmd_top(const std::vector<std::string>& argv) {
       char ts[32];
       std::time_t t = std::time(nullptr);
       std::strftime(ts, sizeof ts, "%H:%M:%S", std::localtime(&t));
-      std::printf("keel top  %s  %.1fs  %s  hierarchy %s  MPKI %s\n", ts, secs, bpf::to_string(sensor->kind()),
-                  hierarchy->name().c_str(), counters_note.c_str());
-      std::printf("%-40s %9s %9s %8s %7s %7s %7s %6s %6s %5s %4s\n", workloads.empty() ? "CGROUP" : "WORKLOAD",
-                  "RQ_P50us", "RQ_P99us", "WAITS/s", "MIGR/s", "XLLC/s", "XNUMA/s", "CPU%", "THR/s", "MPKI", "IPC");
+      std::printf("keel top  %s  %.1fs  %s  hierarchy %s  MPKI %s\n", ts, secs,
+                  bpf::to_string(sensor->kind()), hierarchy->name().c_str(), counters_note.c_str());
+      std::printf("%-40s %9s %9s %8s %7s %7s %7s %6s %6s %5s %4s\n",
+                  workloads.empty() ? "CGROUP" : "WORKLOAD", "RQ_P50us", "RQ_P99us", "WAITS/s", "MIGR/s",
+                  "XLLC/s", "XNUMA/s", "CPU%", "THR/s", "MPKI", "IPC");
       for (const Row* r : order)
-        std::printf("%-40s %9.0f %9.0f %8.0f %7.1f %7.1f %7.1f %6s %6s %5s %4s\n", r->name.substr(0, 40).c_str(),
-                    r->rq.quantile_us(0.5), r->rq.quantile_us(0.99), static_cast<double>(r->rq.count) / secs,
-                    static_cast<double>(r->migrations) / secs, static_cast<double>(r->cross_llc) / secs,
-                    static_cast<double>(r->cross_numa) / secs, fmt_opt(r->cpu_pct, "%.1f").c_str(),
-                    fmt_opt(r->throttled_per_s, "%.1f").c_str(), fmt_opt(mpki(*r), "%.1f").c_str(),
-                    fmt_opt(ipc(*r), "%.2f").c_str());
+        std::printf("%-40s %9.0f %9.0f %8.0f %7.1f %7.1f %7.1f %6s %6s %5s %4s\n",
+                    r->name.substr(0, 40).c_str(), r->rq.quantile_us(0.5), r->rq.quantile_us(0.99),
+                    static_cast<double>(r->rq.count) / secs, static_cast<double>(r->migrations) / secs,
+                    static_cast<double>(r->cross_llc) / secs, static_cast<double>(r->cross_numa) / secs,
+                    fmt_opt(r->cpu_pct, "%.1f").c_str(), fmt_opt(r->throttled_per_s, "%.1f").c_str(),
+                    fmt_opt(mpki(*r), "%.1f").c_str(), fmt_opt(ipc(*r), "%.2f").c_str());
       if (delta->map_full || delta->stamp_full)
         std::printf("dropped: %llu events (cgroup map full), %llu wakeups (stamp map full)\n",
                     static_cast<unsigned long long>(delta->map_full),
                     static_cast<unsigned long long>(delta->stamp_full));
       if (cost)
-        std::printf("keel's BPF cost: %.0f ns/event, %.0f events/s (%.3f%% of one CPU)\n",
-                    cost->ns_per_event, cost->events_per_s, cost->cpu_share() * 100.0);
+        std::printf("keel's BPF cost: %.0f ns/event, %.0f events/s (%.3f%% of one CPU)\n", cost->ns_per_event,
+                    cost->events_per_s, cost->cpu_share() * 100.0);
       std::printf("\n");
     }
     std::fflush(stdout);

@@ -28,8 +28,9 @@ int cmd_workloads(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "keel workloads: %s\n", report.error().message().c_str());
     return kExitFailure;
   }
-  std::fputs((args->has("json") ? format_workloads_json(*report) + "\n" : format_workloads_text(*report)).c_str(),
-             stdout);
+  std::fputs(
+      (args->has("json") ? format_workloads_json(*report) + "\n" : format_workloads_text(*report)).c_str(),
+      stdout);
   return kExitOk;
 }
 

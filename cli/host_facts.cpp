@@ -18,10 +18,13 @@ Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource
 
   // A synthetic host has no resctrl unless one is named; the real host has whatever is mounted.
   std::optional<std::filesystem::path> resctrl_root;
-  if (src.resctrl) resctrl_root = *src.resctrl;
-  else if (!src.synthetic) resctrl_root = roots.resctrl;
+  if (src.resctrl)
+    resctrl_root = *src.resctrl;
+  else if (!src.synthetic)
+    resctrl_root = roots.resctrl;
   if (!resctrl_root) {
-    g.notes.push_back("no resctrl described (--resctrl DIR): l3_ways and mba_percent bounds not checked against hardware");
+    g.notes.push_back(
+        "no resctrl described (--resctrl DIR): l3_ways and mba_percent bounds not checked against hardware");
     return g;
   }
   auto info = read_resctrl_info(*resctrl_root);
@@ -40,8 +43,10 @@ Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource
   } else {
     g.notes.push_back("resctrl has no L3 allocation: l3_ways bounds not checked");
   }
-  if (r.mb) g.facts.mba_min = r.min_bandwidth;
-  else g.notes.push_back("resctrl has no MB allocation: mba_percent bounds not checked");
+  if (r.mb)
+    g.facts.mba_min = r.min_bandwidth;
+  else
+    g.notes.push_back("resctrl has no MB allocation: mba_percent bounds not checked");
   return g;
 }
 
@@ -49,7 +54,8 @@ std::expected<config::Config, int> load_config_for_host(const std::string& cmd, 
                                                         const SysRoots& roots, const FactsSource& src) {
   auto facts = gather_host_facts(roots, src);
   if (!facts) {
-    std::fprintf(stderr, "keel %s: cannot describe the host: %s\n", cmd.c_str(), facts.error().message().c_str());
+    std::fprintf(stderr, "keel %s: cannot describe the host: %s\n", cmd.c_str(),
+                 facts.error().message().c_str());
     return std::unexpected(1);
   }
   auto cfg = config::load_file(file, facts->facts);

@@ -57,10 +57,14 @@ const char* to_string(Mode m) { return m == Mode::enforce ? "enforce" : "observe
 
 const char* to_string(Hierarchy h) {
   switch (h) {
-    case Hierarchy::automatic: return "auto";
-    case Hierarchy::unified: return "unified";
-    case Hierarchy::cpu: return "cpu";
-    case Hierarchy::cpuset: return "cpuset";
+    case Hierarchy::automatic:
+      return "auto";
+    case Hierarchy::unified:
+      return "unified";
+    case Hierarchy::cpu:
+      return "cpu";
+    case Hierarchy::cpuset:
+      return "cpuset";
   }
   return "?";
 }

@@ -67,10 +67,10 @@ struct Match {
   std::string docker;        // container name or id (or id prefix, >= 12 hex digits)
   std::string pod;           // Kubernetes pod uid (dashes or underscores)
   std::filesystem::path pid_file;  // a file holding a pid; its cgroup is matched
-  bool has_tasks = false;    // only cgroups that hold tasks right now
-  bool each = false;         // every matched cgroup is its own instance ("name/<leaf>")
+  bool has_tasks = false;          // only cgroups that hold tasks right now
+  bool each = false;               // every matched cgroup is its own instance ("name/<leaf>")
   Pos pos;
-  Pos selector_pos;          // the value of the one selector
+  Pos selector_pos;  // the value of the one selector
   // The selector keys the file wrote, in the order cgroup, systemd_unit, docker, pod, pid_file
   // (the validator requires exactly one).
   std::vector<std::string> selector_keys;
@@ -79,7 +79,7 @@ struct Match {
 struct Slo {
   std::optional<std::chrono::nanoseconds> runqueue_p99;
   std::optional<double> migrations_per_s;  // at most this many migrations per second (all scopes)
-  std::optional<double> mpki;              // at most this many cache misses per 1000 instructions (needs a PMU)
+  std::optional<double> mpki;  // at most this many cache misses per 1000 instructions (needs a PMU)
   Pos pos;
   Pos runqueue_p99_pos;
   Pos migrations_per_s_pos;
@@ -87,13 +87,13 @@ struct Slo {
 };
 
 struct Bounds {
-  std::optional<IntRange> cpus;          // number of CPUs the workload may hold
-  std::optional<CpuSet> cpu_pool;        // CPUs it may be given
+  std::optional<IntRange> cpus;    // number of CPUs the workload may hold
+  std::optional<CpuSet> cpu_pool;  // CPUs it may be given
   Pos cpu_pool_pos;
   NumaPolicy numa = NumaPolicy::any;
-  std::optional<IntRange> shares;        // cgroup v1 cpu.shares (v2 weight is mapped from it)
-  std::optional<IntRange> l3_ways;       // resctrl L3 ways
-  std::optional<IntRange> mba_percent;   // resctrl memory bandwidth percent
+  std::optional<IntRange> shares;       // cgroup v1 cpu.shares (v2 weight is mapped from it)
+  std::optional<IntRange> l3_ways;      // resctrl L3 ways
+  std::optional<IntRange> mba_percent;  // resctrl memory bandwidth percent
   Pos pos;
   Pos numa_pos;
 };
@@ -104,7 +104,7 @@ struct Workload {
   WorkloadClass klass = WorkloadClass::best_effort;
   Slo slo;
   Bounds bounds;
-  Pos pos;  // the [[workload]] header
+  Pos pos;       // the [[workload]] header
   Pos name_pos;  // the name's value; line 0 when the file has no name
 };
 
@@ -135,7 +135,7 @@ struct Config {
 
 // What the host can give, for checks that depend on the machine. Unknown facts skip their checks.
 struct HostFacts {
-  std::optional<CpuSet> cpus;            // CPUs that exist (online)
+  std::optional<CpuSet> cpus;  // CPUs that exist (online)
   std::optional<unsigned> numa_nodes;
   std::optional<unsigned> l3_ways;       // bits in resctrl info/L3/cbm_mask
   std::optional<unsigned> min_cbm_bits;  // resctrl info/L3/min_cbm_bits

@@ -25,16 +25,26 @@ Pos pos_of(const toml::source_region& region, Pos fallback) {
 
 std::string type_name(const toml::node& n) {
   switch (n.type()) {
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer " + std::to_string(n.as_integer()->get());
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::none: break;
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer " + std::to_string(n.as_integer()->get());
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::date:
+      return "date";
+    case toml::node_type::time:
+      return "time";
+    case toml::node_type::date_time:
+      return "date-time";
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::none:
+      break;
   }
   return "nothing";
 }
@@ -140,7 +150,8 @@ class Section {
     for (size_t i = 0; i < a->size(); ++i) {
       auto* s = a->get(i)->as_string();
       if (!s) {
-        error(value_pos(*a->get(i)), name(key) + "[" + std::to_string(i) + "] must be a string, got " + type_name(*a->get(i)));
+        error(value_pos(*a->get(i)),
+              name(key) + "[" + std::to_string(i) + "] must be a string, got " + type_name(*a->get(i)));
         return std::nullopt;
       }
       out.push_back(s->get());
@@ -292,10 +303,12 @@ HostSection read_host(Section& s) {
 }
 
 Actuators read_actuators(Section& s) {
-  s.reject_unknown({"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity", "weight_mapping", "irq_names"});
+  s.reject_unknown(
+      {"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity", "weight_mapping", "irq_names"});
   Actuators a;
   a.pos = s.pos();
-  if (auto v = s.word<WeightMapping>("weight_mapping", {{"systemd", WeightMapping::systemd}, {"runc", WeightMapping::runc}}))
+  if (auto v = s.word<WeightMapping>("weight_mapping",
+                                     {{"systemd", WeightMapping::systemd}, {"runc", WeightMapping::runc}}))
     a.weight_mapping = *v;
   if (auto v = s.strings("irq_names", &a.irq_names_pos)) {
     a.irq_names = *v;

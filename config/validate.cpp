@@ -183,19 +183,23 @@ class Validator {
       error(d.metrics_listen_pos, "daemon.metrics_listen = " + in_quotes(d.metrics_listen) + ": " + *why);
     // Each labelled instance is ~90 series (the latency histogram's 80 buckets and the rest).
     if (d.metrics_max_workloads < 0 || d.metrics_max_workloads > 10000)
-      error(d.metrics_max_workloads_pos, "daemon.metrics_max_workloads must be between 0 and 10000 (about 90 series "
-                                         "each), got " + std::to_string(d.metrics_max_workloads));
+      error(d.metrics_max_workloads_pos,
+            "daemon.metrics_max_workloads must be between 0 and 10000 (about 90 series "
+            "each), got " +
+                std::to_string(d.metrics_max_workloads));
   }
 
   void check_actuators(const Actuators& a) {
     bool malformed = a.irq_names_pos.line != 0 && !a.irq_names_read;  // already reported
     if (a.irq_affinity && a.irq_names.empty() && !malformed)
       error(a.irq_names_pos.line ? a.irq_names_pos : a.pos,
-            "actuators.irq_affinity = true needs actuators.irq_names: the /proc/interrupts device names to keep "
+            "actuators.irq_affinity = true needs actuators.irq_names: the /proc/interrupts device names to "
+            "keep "
             "off critical CPUs, e.g. [\"virtio*-input.*\"]");
     for (const auto& n : a.irq_names)
       if (n.empty() || n.find_first_of(" \t") != std::string::npos)
-        error(a.irq_names_pos, "actuators.irq_names: \"" + n + "\" is not a device name pattern (empty or with spaces)");
+        error(a.irq_names_pos,
+              "actuators.irq_names: \"" + n + "\" is not a device name pattern (empty or with spaces)");
   }
 
   void check_host(const HostSection& h) {
@@ -235,8 +239,7 @@ class Validator {
             who + "name " + in_quotes(w.name) + " may only contain letters, digits, '.', '_' and '-'");
     // The metrics use these as label values of their own: the cgroups no workload matches, host-wide knobs.
     if (w.name == "other" || w.name == "host")
-      error(w.name_pos, who + "name " + in_quotes(w.name) +
-                            " is reserved (the metrics' label for " +
+      error(w.name_pos, who + "name " + in_quotes(w.name) + " is reserved (the metrics' label for " +
                             (w.name == "other" ? "cgroups no workload matches" : "host-wide knobs") + ")");
     if (w.match.pos.line != 0) check_match(who, w.match);  // line 0: no match table was read
     // A value that is in the file but did not parse has been reported already.
@@ -567,5 +570,7 @@ void validate(const Config& config, const HostFacts& facts, Report& report) {
 }  // namespace keel::config::detail
 
 namespace keel::config {
-std::optional<std::string> listen_address_problem(std::string_view address) { return detail::listen_problem(address); }
+std::optional<std::string> listen_address_problem(std::string_view address) {
+  return detail::listen_problem(address);
+}
 }  // namespace keel::config

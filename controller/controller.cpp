@@ -32,11 +32,16 @@ const config::Workload* find_workload(const config::Config& cfg, const std::stri
 
 const char* to_string(Knob k) {
   switch (k) {
-    case Knob::shares: return "shares";
-    case Knob::cpus: return "cpus";
-    case Knob::l3_ways: return "l3_ways";
-    case Knob::mba_percent: return "mba_percent";
-    case Knob::steal: return "steal";
+    case Knob::shares:
+      return "shares";
+    case Knob::cpus:
+      return "cpus";
+    case Knob::l3_ways:
+      return "l3_ways";
+    case Knob::mba_percent:
+      return "mba_percent";
+    case Knob::steal:
+      return "steal";
   }
   return "?";
 }
@@ -54,7 +59,8 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
     st.demand = st.demand == 0 ? waits_per_s : a * waits_per_s + (1 - a) * st.demand;
     if (w.rq_waits >= std::max(1u, policy_.min_waits)) {
       st.p99_us = st.seen ? a * w.rq_p99_us + (1 - a) * st.p99_us : w.rq_p99_us;
-      st.migrations_per_s = st.seen ? a * w.migrations_per_s + (1 - a) * st.migrations_per_s : w.migrations_per_s;
+      st.migrations_per_s =
+          st.seen ? a * w.migrations_per_s + (1 - a) * st.migrations_per_s : w.migrations_per_s;
       if (w.mpki) st.mpki = st.seen && st.mpki ? a * *w.mpki + (1 - a) * *st.mpki : *w.mpki;
       st.seen = true;
     } else if (st.seen) {
@@ -69,7 +75,8 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
       double target = static_cast<double>(cw->slo.runqueue_p99->count()) / 1e3;
       v.slack = st.seen ? (target - st.p99_us) / target : 1.0;
       st.binding = st.seen ? "rq p99 " + fmt("%.0f", st.p99_us) + " us vs SLO " + fmt("%.0f", target) + " us"
-                           : "rq p99 not measured since the last change (too few waits) vs SLO " + fmt("%.0f", target) + " us";
+                           : "rq p99 not measured since the last change (too few waits) vs SLO " +
+                                 fmt("%.0f", target) + " us";
       // Declared secondary targets bind when their slack is smaller.
       auto consider = [&](double value, double limit, const std::string& what, const char* unit) {
         double sl = (limit - value) / limit;
@@ -78,7 +85,8 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
           st.binding = what + " " + fmt("%.1f", value) + unit + " vs SLO " + fmt("%.1f", limit) + unit;
         }
       };
-      if (cw->slo.migrations_per_s) consider(st.migrations_per_s, *cw->slo.migrations_per_s, "migrations", "/s");
+      if (cw->slo.migrations_per_s)
+        consider(st.migrations_per_s, *cw->slo.migrations_per_s, "migrations", "/s");
       if (cw->slo.mpki && st.mpki) consider(*st.mpki, *cw->slo.mpki, "MPKI", "");
       st.bad = v.slack < policy_.act_below ? st.bad + 1 : 0;
       st.good = v.slack > policy_.give_back_above ? st.good + 1 : 0;
@@ -111,7 +119,8 @@ std::vector<Interference> Controller::rank(const Snapshot& s, const WorkloadSign
 
 // The next rung with room, lowest first, as a step; none (with the reason) when nothing is left.
 std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const WorkloadSignals& victim,
-                                                      InstanceState& st, const std::vector<Interference>& antagonists,
+                                                      InstanceState& st,
+                                                      const std::vector<Interference>& antagonists,
                                                       std::string& why_not) const {
   const config::Workload* cw = find_workload(cfg_, victim.workload);
   // Recalling the last busy spell: only the rung it took next.
@@ -142,7 +151,8 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   if (cfg_.actuators.cpu_weight && !locked(Rung::weight)) {
     Step step;
     step.rung = Rung::weight;
-    uint64_t max = cw && cw->bounds.shares ? static_cast<uint64_t>(cw->bounds.shares->max) : defaults_.critical_shares_max;
+    uint64_t max = cw && cw->bounds.shares ? static_cast<uint64_t>(cw->bounds.shares->max)
+                                           : defaults_.critical_shares_max;
     uint64_t vmin = cw && cw->bounds.shares ? static_cast<uint64_t>(cw->bounds.shares->min) : 2;
     uint64_t now = shares_now(victim.instance);
     if (now < max) {
@@ -154,7 +164,8 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     for (const auto& a : antagonists) {
       const WorkloadSignals* aw = signals(a.antagonist);
       const config::Workload* acw = aw ? find_workload(cfg_, aw->workload) : nullptr;
-      uint64_t min = acw && acw->bounds.shares ? static_cast<uint64_t>(acw->bounds.shares->min) : defaults_.best_effort_shares_min;
+      uint64_t min = acw && acw->bounds.shares ? static_cast<uint64_t>(acw->bounds.shares->min)
+                                               : defaults_.best_effort_shares_min;
       uint64_t amax = acw && acw->bounds.shares ? static_cast<uint64_t>(acw->bounds.shares->max) : 262144;
       uint64_t an = shares_now(a.antagonist);
       if (an <= min) continue;
@@ -178,8 +189,9 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
       }
     KnobState vk = current(victim.instance);
     unsigned have = vk.cpus ? vk.cpus->count() : 0;
-    unsigned want = have == 0 ? std::max(1u, static_cast<unsigned>(std::ceil(victim.cpu_usage.value_or(0.5) * 1.25)))
-                              : have + 1;  // already dedicated and still violated: one more
+    unsigned want =
+        have == 0 ? std::max(1u, static_cast<unsigned>(std::ceil(victim.cpu_usage.value_or(0.5) * 1.25)))
+                  : have + 1;  // already dedicated and still violated: one more
     unsigned lo = cw && cw->bounds.cpus ? static_cast<unsigned>(cw->bounds.cpus->min) : 1;
     unsigned hi = cw && cw->bounds.cpus ? static_cast<unsigned>(cw->bounds.cpus->max) : host.count();
     // Best-effort keeps its minimum: the victim can take at most what that leaves.
@@ -189,9 +201,10 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
         const config::Workload* bw = find_workload(cfg_, w.workload);
         if (bw && bw->bounds.cpus) be_min = std::max(be_min, static_cast<unsigned>(bw->bounds.cpus->min));
       }
-    unsigned room = host.count() > (cfg_.host.reserved_cpus & host).count() + other_critical.count() + be_min
-                        ? host.count() - (cfg_.host.reserved_cpus & host).count() - other_critical.count() - be_min
-                        : 0;
+    unsigned room =
+        host.count() > (cfg_.host.reserved_cpus & host).count() + other_critical.count() + be_min
+            ? host.count() - (cfg_.host.reserved_cpus & host).count() - other_critical.count() - be_min
+            : 0;
     want = std::min({std::max(want, lo), hi, room});
     if (want > have && want >= lo) {
       CpuRequest req;
@@ -206,7 +219,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
       auto placed = plan_cpus(topo_, req);
       if (placed) {
         Step step;
-    step.rung = Rung::cpus;
+        step.rung = Rung::cpus;
         step.before[victim.instance] = vk;
         vk.cpus = placed->cpus;
         step.after[victim.instance] = vk;
@@ -217,7 +230,8 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
           if (w.critical) continue;
           const config::Workload* bw = find_workload(cfg_, w.workload);
           CpuSet pool = bw && bw->bounds.cpu_pool ? *bw->bounds.cpu_pool & host : host;
-          unsigned min = bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min) : defaults_.best_effort_cpus_min;
+          unsigned min = bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min)
+                                               : defaults_.best_effort_cpus_min;
           if ((pool - taken - cfg_.host.reserved_cpus).count() < std::max(1u, min)) {
             ok = false;
             notes.push_back("best-effort " + w.instance + " would keep " +
@@ -231,7 +245,8 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
         notes.push_back("no placement: " + placed.error().message());
       }
     } else {
-      notes.push_back(have ? "dedicated CPUs at their bound (" + std::to_string(have) + ")" : "no room for dedicated CPUs");
+      notes.push_back(have ? "dedicated CPUs at their bound (" + std::to_string(have) + ")"
+                           : "no room for dedicated CPUs");
     }
   }
 
@@ -241,7 +256,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     unsigned now = k.l3_ways.value_or(static_cast<unsigned>(cw->bounds.l3_ways->min) - 1);
     if (now < static_cast<unsigned>(cw->bounds.l3_ways->max)) {
       Step step;
-    step.rung = Rung::l3_ways;
+      step.rung = Rung::l3_ways;
       step.before[victim.instance] = k;
       k.l3_ways = std::max(now + 1, static_cast<unsigned>(cw->bounds.l3_ways->min));
       step.after[victim.instance] = k;
@@ -280,7 +295,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     bool spans = std::any_of(per_llc.begin(), per_llc.end(), [](const auto& e) { return e.second >= 2; });
     if (spans) {
       Step step;
-    step.rung = Rung::steal;
+      step.rung = Rung::steal;
       step.steal_before = false;
       step.steal_after = true;
       return step;
@@ -299,7 +314,9 @@ bool Controller::fits(const Snapshot& s, const std::map<std::string, KnobState>&
   for (const auto& w : s.workloads) {
     if (!w.critical) continue;
     auto it = to.find(w.instance);
-    const KnobState* k = it != to.end() ? &it->second : desired_.contains(w.instance) ? &desired_.at(w.instance) : nullptr;
+    const KnobState* k = it != to.end()                  ? &it->second
+                         : desired_.contains(w.instance) ? &desired_.at(w.instance)
+                                                         : nullptr;
     if (k && k->cpus) taken |= *k->cpus;
   }
   if (taken.empty()) return true;
@@ -307,10 +324,12 @@ bool Controller::fits(const Snapshot& s, const std::map<std::string, KnobState>&
     if (w.critical) continue;
     const config::Workload* bw = find_workload(cfg_, w.workload);
     CpuSet pool = bw && bw->bounds.cpu_pool ? *bw->bounds.cpu_pool & topo_.online() : topo_.online();
-    unsigned min = std::max(1u, bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min) : defaults_.best_effort_cpus_min);
+    unsigned min = std::max(1u, bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min)
+                                                      : defaults_.best_effort_cpus_min);
     unsigned left = (pool - taken - cfg_.host.reserved_cpus).count();
     if (left < min) {
-      why = "best-effort " + w.instance + " would keep " + std::to_string(left) + " CPUs, below its minimum " + std::to_string(min);
+      why = "best-effort " + w.instance + " would keep " + std::to_string(left) +
+            " CPUs, below its minimum " + std::to_string(min);
       return false;
     }
   }
@@ -327,7 +346,8 @@ bool Controller::clashes(const Step& step, const Plan& plan, bool forward) const
     KnobState cur = desired_.contains(a.instance) ? desired_.at(a.instance) : KnobState{};
     const KnobState& k = it->second;
     if ((a.knob == Knob::shares && k.shares != cur.shares) || (a.knob == Knob::cpus && k.cpus != cur.cpus) ||
-        (a.knob == Knob::l3_ways && k.l3_ways != cur.l3_ways) || (a.knob == Knob::mba_percent && k.mba_percent != cur.mba_percent))
+        (a.knob == Knob::l3_ways && k.l3_ways != cur.l3_ways) ||
+        (a.knob == Knob::mba_percent && k.mba_percent != cur.mba_percent))
       return true;
   }
   return false;
@@ -346,12 +366,15 @@ void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const st
     emit(Knob::cpus, show(was.cpus), show(k.cpus));
     emit(Knob::l3_ways, show(was.l3_ways), show(k.l3_ways));
     emit(Knob::mba_percent, show(was.mba_percent), show(k.mba_percent));
-    if (k == KnobState{}) desired_.erase(inst);
-    else desired_[inst] = k;
+    if (k == KnobState{})
+      desired_.erase(inst);
+    else
+      desired_[inst] = k;
   }
   auto steal_to = kind == Action::Kind::act ? step.steal_after : step.steal_before;
   if (steal_to && *steal_to != steal_) {
-    plan.actions.push_back({plan.tick, "", Knob::steal, steal_ ? "on" : "off", *steal_to ? "on" : "off", kind, reason});
+    plan.actions.push_back(
+        {plan.tick, "", Knob::steal, steal_ ? "on" : "off", *steal_to ? "on" : "off", kind, reason});
     steal_ = *steal_to;
   }
 }
@@ -371,7 +394,8 @@ Plan Controller::step(const Snapshot& s) {
   be_usage_ = be_usage_ == 0 ? be : policy_.ewma_alpha * be + (1 - policy_.ewma_alpha) * be_usage_;
   // Instances that are gone: their state and wishes go (the reconciler restores what they had).
   for (auto it = states_.begin(); it != states_.end();) {
-    bool live = std::any_of(s.workloads.begin(), s.workloads.end(), [&](const auto& w) { return w.instance == it->first; });
+    bool live = std::any_of(s.workloads.begin(), s.workloads.end(),
+                            [&](const auto& w) { return w.instance == it->first; });
     if (!live) {
       desired_.erase(it->first);
       it = states_.erase(it);
@@ -393,12 +417,15 @@ Plan Controller::step(const Snapshot& s) {
     if (view.violated)
       for (const auto& a : antagonists) plan.interference.push_back(a);
     std::string numbers = st.binding + " (slack " + fmt("%.2f", view.slack) + ")";
-    std::string named = antagonists.empty() ? "" : "; antagonist " + antagonists.front().antagonist + " (" +
-                                                       fmt("%.2f", antagonists.front().score) + " CPUs busy or queued on its CPUs)";
+    std::string named = antagonists.empty() ? ""
+                                            : "; antagonist " + antagonists.front().antagonist + " (" +
+                                                  fmt("%.2f", antagonists.front().score) +
+                                                  " CPUs busy or queued on its CPUs)";
     // A give-back that brought the violation back is undone and give-back locked out for a while.
     std::string unfit;
     if (st.given_back && view.violated &&
-        s.tick <= st.given_back_tick + 2 * policy_.give_back_ticks + policy_.revert_after + policy_.violate_ticks &&
+        s.tick <=
+            st.given_back_tick + 2 * policy_.give_back_ticks + policy_.revert_after + policy_.violate_ticks &&
         !clashes(*st.given_back, plan, true) && fits(s, st.given_back->after, unfit)) {
       size_t first = plan.actions.size();
       apply(*st.given_back, plan, Action::Kind::act, "give-back reverted: " + numbers);
@@ -416,7 +443,8 @@ Plan Controller::step(const Snapshot& s) {
     const bool recalling = view.violated && st.steps.size() < st.recall.size();
     if (s.tick < st.quiet_until && !recalling) continue;
     // A step that did not raise slack within revert_after ticks is undone; its rung is locked out.
-    if (!st.steps.empty() && !st.steps.back().verified && s.tick >= st.steps.back().tick + policy_.revert_after) {
+    if (!st.steps.empty() && !st.steps.back().verified &&
+        s.tick >= st.steps.back().tick + policy_.revert_after) {
       Step& last = st.steps.back();
       if (view.slack > last.slack_before + 0.02 || !view.violated) {
         last.verified = true;
@@ -430,14 +458,16 @@ Plan Controller::step(const Snapshot& s) {
         st.quiet_until = s.tick + policy_.cooldown_ticks;
         st.recall.clear();  // what worked last time does not now
         st.bad = st.good = 0;
-      st.seen = false;  // smoothing restarts: the old history is of another configuration
+        st.seen = false;  // smoothing restarts: the old history is of another configuration
         continue;
       }
     }
     if (view.violated && !st.steps.empty() && !st.steps.back().verified && !recalling) {
       // Escalate only on evidence: the last step has to have raised slack; else wait for its verdict.
-      if (view.slack > st.steps.back().slack_before + 0.02) st.steps.back().verified = true;
-      else continue;
+      if (view.slack > st.steps.back().slack_before + 0.02)
+        st.steps.back().verified = true;
+      else
+        continue;
     }
     if (view.violated) {
       std::string why_not;
@@ -452,12 +482,15 @@ Plan Controller::step(const Snapshot& s) {
         next->slack_before = view.slack;
         next->demand = st.demand;
         next->be_usage = be_usage_;
-        std::string recalled = recalling ? "; recalling step " + std::to_string(st.steps.size() + 1) + " of " +
-                                               std::to_string(st.recall.size()) + " held in its last busy spell"
-                                         : "";
+        std::string recalled = recalling
+                                   ? "; recalling step " + std::to_string(st.steps.size() + 1) + " of " +
+                                         std::to_string(st.recall.size()) + " held in its last busy spell"
+                                   : "";
         apply(*next, plan, Action::Kind::act,
-              numbers + (st.bad >= policy_.violate_ticks ? " for " + std::to_string(st.bad) + " ticks"
-                                                          : " (severe: over twice the SLO, at once)") + named + recalled);
+              numbers +
+                  (st.bad >= policy_.violate_ticks ? " for " + std::to_string(st.bad) + " ticks"
+                                                   : " (severe: over twice the SLO, at once)") +
+                  named + recalled);
         next->verified = recalling;  // it worked in the last episode
         st.steps.push_back(*next);
         if (st.steps.size() >= st.recall.size()) st.recall.clear();
@@ -483,9 +516,10 @@ Plan Controller::step(const Snapshot& s) {
       if (!victim_eased && !noise_eased && st.good < policy_.probe_ticks) continue;
       std::string why = victim_eased ? "; its load eased (" + fmt("%.0f", st.demand) + " waits/s, " +
                                            fmt("%.0f", last.demand) + " at the step)"
-                        : noise_eased ? "; best-effort load eased (" + fmt("%.2f", be_usage_) + " CPUs busy or queued, " +
-                                            fmt("%.2f", last.be_usage) + " at the step)"
-                                      : "; a probe under unchanged load";
+                        : noise_eased
+                            ? "; best-effort load eased (" + fmt("%.2f", be_usage_) +
+                                  " CPUs busy or queued, " + fmt("%.2f", last.be_usage) + " at the step)"
+                            : "; a probe under unchanged load";
       if (victim_eased && st.steps.size() > st.recall.size()) {
         st.recall.clear();
         for (const auto& step : st.steps) st.recall.push_back(step.rung);
@@ -493,7 +527,8 @@ Plan Controller::step(const Snapshot& s) {
       Step back = last;
       st.steps.pop_back();
       apply(back, plan, Action::Kind::give_back,
-            numbers + " above " + fmt("%.2f", policy_.give_back_above) + " for " + std::to_string(st.good) + " ticks" + why);
+            numbers + " above " + fmt("%.2f", policy_.give_back_above) + " for " + std::to_string(st.good) +
+                " ticks" + why);
       st.given_back = back;
       st.given_back_tick = s.tick;
       st.good = 0;
@@ -506,7 +541,8 @@ Plan Controller::step(const Snapshot& s) {
   CpuSet taken;
   for (const auto& w : s.workloads)
     if (w.critical)
-      if (auto it = desired_.find(w.instance); it != desired_.end() && it->second.cpus) taken |= *it->second.cpus;
+      if (auto it = desired_.find(w.instance); it != desired_.end() && it->second.cpus)
+        taken |= *it->second.cpus;
   for (const auto& w : s.workloads) {
     if (w.critical) continue;
     const config::Workload* bw = find_workload(cfg_, w.workload);
@@ -515,7 +551,8 @@ Plan Controller::step(const Snapshot& s) {
     if (!taken.empty() && cfg_.actuators.cpuset) {
       CpuSet pool = bw && bw->bounds.cpu_pool ? *bw->bounds.cpu_pool & topo_.online() : topo_.online();
       CpuSet rest = pool - taken - cfg_.host.reserved_cpus;
-      unsigned min = std::max(1u, bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min) : defaults_.best_effort_cpus_min);
+      unsigned min = std::max(1u, bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min)
+                                                        : defaults_.best_effort_cpus_min);
       unsigned max = bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->max) : rest.count();
       if (rest.count() < min) continue;  // cannot move it off without breaking its minimum: leave it
       CpuSet capped;
@@ -524,17 +561,21 @@ Plan Controller::step(const Snapshot& s) {
       want = capped;
     }
     if (want == k.cpus) continue;
-    plan.actions.push_back({plan.tick, w.instance, Knob::cpus, show(k.cpus), show(want),
-                            want ? Action::Kind::act : Action::Kind::give_back,
-                            want ? "best-effort off critical CPUs " + taken.to_list() : "no critical CPUs held"});
+    plan.actions.push_back(
+        {plan.tick, w.instance, Knob::cpus, show(k.cpus), show(want),
+         want ? Action::Kind::act : Action::Kind::give_back,
+         want ? "best-effort off critical CPUs " + taken.to_list() : "no critical CPUs held"});
     k.cpus = want;
-    if (k == KnobState{}) desired_.erase(w.instance);
-    else desired_[w.instance] = k;
+    if (k == KnobState{})
+      desired_.erase(w.instance);
+    else
+      desired_[w.instance] = k;
   }
   plan.desired = desired_;
   plan.steal = steal_;
   for (auto& [inst, v] : plan.workloads)
-    if (auto it = states_.find(inst); it != states_.end()) v.rung = static_cast<unsigned>(it->second.steps.size());
+    if (auto it = states_.find(inst); it != states_.end())
+      v.rung = static_cast<unsigned>(it->second.steps.size());
   return plan;
 }
 

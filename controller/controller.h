@@ -4,9 +4,9 @@
 //
 // Per critical workload: the run-queue p99 (and migrations/s and MPKI where the SLO declares them and
 // they are measured) is smoothed (EWMA); slack = (target - value) / target, the smallest over the
-// declared targets; a violation is slack below `act_below` for `violate_ticks` ticks. Then one step per tick up a ladder,
-// cheap to strong: (1) the victim's CPU weight up, the antagonists' down; (2) whole cores for the
-// victim (CPU planner), best-effort work off them; (3) L3 ways to the victim, (4) antagonists' memory
+// declared targets; a violation is slack below `act_below` for `violate_ticks` ticks. Then one step per tick
+// up a ladder, cheap to strong: (1) the victim's CPU weight up, the antagonists' down; (2) whole cores for
+// the victim (CPU planner), best-effort work off them; (3) L3 ways to the victim, (4) antagonists' memory
 // bandwidth down (when resctrl is enabled); (5) steal_task on (when enabled and the victim spans
 // several CPUs of one LLC). After a step: a cooldown; a step that did not raise slack within
 // `revert_after` ticks is reverted and its rung locked out for `lockout_ticks`. With slack above
@@ -49,28 +49,29 @@ struct Action {
   Knob knob = Knob::shares;
   std::string from, to;  // as the kernel would print them ("" = as found)
   enum class Kind { act, give_back, revert } kind = Kind::act;
-  std::string reason;    // in numbers: "rq p99 7.3 ms > SLO 5 ms (slack -0.46) for 2 ticks; antagonist batch"
+  std::string reason;  // in numbers: "rq p99 7.3 ms > SLO 5 ms (slack -0.46) for 2 ticks; antagonist batch"
 };
 
 struct Interference {
   std::string victim, antagonist;
-  double score = 0;  // CPUs it keeps busy or queued on the victim's CPUs (CPU time + waiting tasks), MPKI-weighted with a PMU
+  double score = 0;  // CPUs it keeps busy or queued on the victim's CPUs (CPU time + waiting tasks),
+                     // MPKI-weighted with a PMU
 };
 
 struct WorkloadView {  // for logs and metrics
-  double p99_us = 0;     // smoothed
-  double slack = 0;      // (target - p99) / target; critical workloads with an SLO only
+  double p99_us = 0;   // smoothed
+  double slack = 0;    // (target - p99) / target; critical workloads with an SLO only
   bool violated = false;
-  unsigned rung = 0;     // ladder steps in use (0 = nothing applied)
-  std::string blocked;   // violated but no step is possible: why (bounds, placement, lockouts)
+  unsigned rung = 0;    // ladder steps in use (0 = nothing applied)
+  std::string blocked;  // violated but no step is possible: why (bounds, placement, lockouts)
 };
 
 struct Plan {
   uint64_t tick = 0;
-  std::vector<Action> actions;                       // this tick's changes, in order
-  std::map<std::string, KnobState> desired;          // every managed instance's knob values after them
-  bool steal = false;                                // steal_task wanted on
-  std::vector<Interference> interference;            // victims' antagonists, strongest first
+  std::vector<Action> actions;               // this tick's changes, in order
+  std::map<std::string, KnobState> desired;  // every managed instance's knob values after them
+  bool steal = false;                        // steal_task wanted on
+  std::vector<Interference> interference;    // victims' antagonists, strongest first
   std::map<std::string, WorkloadView> workloads;
 };
 
@@ -96,9 +97,9 @@ struct Policy {
 
 // Bounds a config leaves out, and the documented defaults that replace them.
 struct Defaults {
-  uint64_t critical_shares_max = 8192;   // 8x the kernel default
-  uint64_t best_effort_shares_min = 128; // 1/8 of the kernel default
-  unsigned best_effort_cpus_min = 1;     // best-effort work always keeps a CPU
+  uint64_t critical_shares_max = 8192;    // 8x the kernel default
+  uint64_t best_effort_shares_min = 128;  // 1/8 of the kernel default
+  unsigned best_effort_cpus_min = 1;      // best-effort work always keeps a CPU
 };
 
 class Controller {
@@ -127,18 +128,18 @@ class Controller {
   };
   struct InstanceState {
     double p99_us = 0;
-    double migrations_per_s = 0;    // smoothed like the p99
-    std::optional<double> mpki;     // smoothed, where counted
-    std::string binding;            // the signal whose slack is the smallest, in numbers
-    double demand = 0;              // waits per second, smoothed (never restarted)
+    double migrations_per_s = 0;  // smoothed like the p99
+    std::optional<double> mpki;   // smoothed, where counted
+    std::string binding;          // the signal whose slack is the smallest, in numbers
+    double demand = 0;            // waits per second, smoothed (never restarted)
     // The rungs held when the last episode ended because the victim's load eased: when it is violated
     // again they are climbed back, those rungs only, one per tick, without cooldowns or verdicts
     // (they worked then).
     std::vector<Rung> recall;
     bool seen = false;
-    unsigned bad = 0, good = 0;      // consecutive ticks below act_below / above give_back_above
-    uint64_t quiet_until = 0;        // cooldown: no step before this tick
-    std::vector<Step> steps;         // applied, oldest first; give-back pops from the back
+    unsigned bad = 0, good = 0;  // consecutive ticks below act_below / above give_back_above
+    uint64_t quiet_until = 0;    // cooldown: no step before this tick
+    std::vector<Step> steps;     // applied, oldest first; give-back pops from the back
     std::map<Rung, uint64_t> locked_until;
     uint64_t give_back_locked_until = 0;
     unsigned give_back_failures = 0;

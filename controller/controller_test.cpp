@@ -1191,7 +1191,8 @@ TEST(ControllerScenario, VictimAndHogOnTwoCpus) {
 // back to the rung its first one needed (one step per tick, no cooldowns), and everything is given
 // back while it is idle.
 TEST(ControllerScenario, ABusySpellAfterAnIdleOneRecallsTheRungsThatWorked) {
-  Scenario sc = hand("pack:1 numa:1 l3:1 core:2 pu:1", kSvcAndHog, {critical("svc", 0.5), best_effort("hog", 2.0)}, 200);
+  Scenario sc = hand("pack:1 numa:1 l3:1 core:2 pu:1", kSvcAndHog,
+                     {critical("svc", 0.5), best_effort("hog", 2.0)}, 200);
   sc.loads = {{70, "svc", 0.0}, {130, "svc", 0.5}};
   std::map<uint64_t, unsigned> rung;  // tick -> the victim's rung
   std::vector<std::string> problems;
@@ -1199,7 +1200,8 @@ TEST(ControllerScenario, ABusySpellAfterAnIdleOneRecallsTheRungsThatWorked) {
   simulate(sc, [&](const TickView& v) {
     for (const auto& p : bound_violations(sc, v, checks)) problems.push_back(p);
     rung[v.plan.tick] = v.plan.workloads.at("svc").rung;
-    for (const auto& a : v.plan.actions) recalled_lines += a.reason.find("recalling step") != std::string::npos;
+    for (const auto& a : v.plan.actions)
+      recalled_lines += a.reason.find("recalling step") != std::string::npos;
   });
   const std::string log = logged(sc);
   EXPECT_TRUE(problems.empty()) << problems.front() << log;
@@ -1499,7 +1501,8 @@ TEST(ControllerSlo, MigrationTargetBindsAndAnUnmeasuredMpkiTargetDoesNot) {
     EXPECT_TRUE(p.workloads.at("db").violated);
     EXPECT_NEAR(p.workloads.at("db").slack, (5.0 - 8.0) / 5.0, 1e-9);
     ASSERT_FALSE(p.actions.empty());
-    EXPECT_NE(p.actions.front().reason.find("MPKI 8.0 vs SLO 5.0"), std::string::npos) << p.actions.front().reason;
+    EXPECT_NE(p.actions.front().reason.find("MPKI 8.0 vs SLO 5.0"), std::string::npos)
+        << p.actions.front().reason;
   }
 }
 

@@ -29,7 +29,11 @@ std::string group_name(const std::string& inst) {
 
 Reconciler::Reconciler(config::Config cfg, CgroupLayout layout, CgroupHierarchy defining, Topology topo,
                        act::KnobWriter& w)
-    : cfg_(std::move(cfg)), layout_(std::move(layout)), defining_(std::move(defining)), topo_(std::move(topo)), w_(&w) {}
+    : cfg_(std::move(cfg)),
+      layout_(std::move(layout)),
+      defining_(std::move(defining)),
+      topo_(std::move(topo)),
+      w_(&w) {}
 
 void Reconciler::note(Reconciled& out, const std::string& n) {
   if (std::find(said_.begin(), said_.end(), n) != said_.end()) return;
@@ -53,7 +57,8 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap) {
 void Reconciler::cpus(const Plan& plan, const Snapshot& snap, Reconciled& out) {
   const CgroupHierarchy* cs = defining_.unified ? &defining_ : layout_.v1_with("cpuset");
   if (cs == nullptr || !cs->has("cpuset")) {
-    bool wanted = std::any_of(plan.desired.begin(), plan.desired.end(), [](const auto& d) { return d.second.cpus.has_value(); });
+    bool wanted = std::any_of(plan.desired.begin(), plan.desired.end(),
+                              [](const auto& d) { return d.second.cpus.has_value(); });
     if (wanted) note(out, "no cpuset controller on " + defining_.name() + ": CPU placement is not applied");
     return;
   }
@@ -66,7 +71,9 @@ void Reconciler::cpus(const Plan& plan, const Snapshot& snap, Reconciled& out) {
     for (const auto& path : w.cgroups) {
       auto cg = cpuset_cgroup(w_->roots(), layout_, defining_, path);
       if (!cg) {
-        if (want) note(out, "no cpuset cgroup of its own for " + w.instance + " (" + path + "): its CPUs are not changed");
+        if (want)
+          note(out,
+               "no cpuset cgroup of its own for " + w.instance + " (" + path + "): its CPUs are not changed");
         continue;
       }
       if (seen[*cg]) continue;  // two workload cgroups in one cpuset cgroup: the first one's wish
@@ -121,7 +128,8 @@ void Reconciler::cpus(const Plan& plan, const Snapshot& snap, Reconciled& out) {
 void Reconciler::weights(const Plan& plan, const Snapshot& snap, Reconciled& out) {
   const CgroupHierarchy* cpu = defining_.unified ? &defining_ : layout_.v1_with("cpu");
   if (cpu == nullptr || !cpu->has("cpu")) {
-    bool wanted = std::any_of(plan.desired.begin(), plan.desired.end(), [](const auto& d) { return d.second.shares.has_value(); });
+    bool wanted = std::any_of(plan.desired.begin(), plan.desired.end(),
+                              [](const auto& d) { return d.second.shares.has_value(); });
     if (wanted) note(out, "no cpu controller on " + defining_.name() + ": CPU weights are not applied");
     return;
   }
@@ -140,7 +148,8 @@ void Reconciler::weights(const Plan& plan, const Snapshot& snap, Reconciled& out
         if (!found_weight_.contains(path)) {
           auto cur = read_file(cpu->mount / path.substr(1) / file);
           if (!cur) {
-            note(out, "no " + std::string(file) + " for " + w.instance + " (" + path + "): its weight is not changed");
+            note(out, "no " + std::string(file) + " for " + w.instance + " (" + path +
+                          "): its weight is not changed");
             continue;
           }
           found_weight_[path] = std::string(trim(*cur));
@@ -150,8 +159,11 @@ void Reconciler::weights(const Plan& plan, const Snapshot& snap, Reconciled& out
       } else if (auto f = found_weight_.find(path); f != found_weight_.end()) {
         auto k = act::cgroup_knob(w_->roots(), *cpu, path, file);
         auto r = k ? w_->set(*k, f->second) : Result<bool>(std::unexpected(k.error()));
-        if (!r) out.errors.push_back("weight of " + w.instance + " back to " + f->second + ": " + r.error().message());
-        else found_weight_.erase(f);
+        if (!r)
+          out.errors.push_back("weight of " + w.instance + " back to " + f->second + ": " +
+                               r.error().message());
+        else
+          found_weight_.erase(f);
       }
     }
   }
@@ -161,8 +173,10 @@ void Reconciler::weights(const Plan& plan, const Snapshot& snap, Reconciled& out
       continue;
     }
     // Its instance is gone: put the weight back if the cgroup is still there.
-    if (auto k = act::cgroup_knob(w_->roots(), *cpu, it->first, file); k && std::filesystem::exists(k->abs(w_->roots())))
-      if (auto r = w_->set(*k, it->second); !r) out.errors.push_back("weight of " + it->first + ": " + r.error().message());
+    if (auto k = act::cgroup_knob(w_->roots(), *cpu, it->first, file);
+        k && std::filesystem::exists(k->abs(w_->roots())))
+      if (auto r = w_->set(*k, it->second); !r)
+        out.errors.push_back("weight of " + it->first + ": " + r.error().message());
     it = found_weight_.erase(it);
   }
 }
@@ -171,9 +185,12 @@ void Reconciler::resctrl(const Plan& plan, const Snapshot& snap, Reconciled& out
   if (!resctrl_opened_) {
     resctrl_opened_ = true;
     auto r = act::Resctrl::open(*w_);
-    if (!r) out.errors.push_back("resctrl: " + r.error().message());
-    else if (!*r) note(out, "resctrl is not mounted: L3 ways and memory bandwidth are not applied");
-    else resctrl_.emplace(std::move(**r));
+    if (!r)
+      out.errors.push_back("resctrl: " + r.error().message());
+    else if (!*r)
+      note(out, "resctrl is not mounted: L3 ways and memory bandwidth are not applied");
+    else
+      resctrl_.emplace(std::move(**r));
   }
   if (!resctrl_) return;
   for (const auto& w : snap.workloads) {
@@ -183,8 +200,10 @@ void Reconciler::resctrl(const Plan& plan, const Snapshot& snap, Reconciled& out
     spec.name = group_name(w.instance);
     spec.l3_ways = d->second.l3_ways;
     if (d->second.mba_percent) {
-      if (resctrl_->info().mba_mbps) note(out, "resctrl is mounted with mba_MBps: MBA percentages are not applied");
-      else spec.mb_percent = d->second.mba_percent;
+      if (resctrl_->info().mba_mbps)
+        note(out, "resctrl is mounted with mba_MBps: MBA percentages are not applied");
+      else
+        spec.mb_percent = d->second.mba_percent;
     }
     auto applied = resctrl_->apply(spec);
     if (!applied) {
@@ -194,7 +213,8 @@ void Reconciler::resctrl(const Plan& plan, const Snapshot& snap, Reconciled& out
     groups_[w.instance] = spec.name;
     std::vector<int> tids;
     for (const auto& path : w.cgroups) {
-      auto text = read_file(defining_.mount / path.substr(1) / (defining_.unified ? "cgroup.threads" : "tasks"));
+      auto text =
+          read_file(defining_.mount / path.substr(1) / (defining_.unified ? "cgroup.threads" : "tasks"));
       if (!text) continue;
       for (size_t i = 0; i < text->size();) {
         size_t e = text->find('\n', i);
@@ -209,7 +229,8 @@ void Reconciler::resctrl(const Plan& plan, const Snapshot& snap, Reconciled& out
   // Groups no longer wanted (given back, or their instance gone): removed, their tasks and ways go back.
   for (auto it = groups_.begin(); it != groups_.end();) {
     auto d = plan.desired.find(it->first);
-    bool wanted = d != plan.desired.end() && (d->second.l3_ways || d->second.mba_percent) && find(snap, it->first);
+    bool wanted =
+        d != plan.desired.end() && (d->second.l3_ways || d->second.mba_percent) && find(snap, it->first);
     if (wanted) {
       ++it;
       continue;
@@ -240,7 +261,8 @@ void Reconciler::steal(const Plan& plan, Reconciled& out) {
     out.errors.push_back("steal_task: " + r.error().message());
     return;
   }
-  if (*r == act::FeatureChange::unsupported) note(out, "steal_task is not supported by this kernel: not applied");
+  if (*r == act::FeatureChange::unsupported)
+    note(out, "steal_task is not supported by this kernel: not applied");
   steal_ = plan.steal;
 }
 
@@ -253,13 +275,15 @@ void Reconciler::irqs(const Plan& plan, const Snapshot& snap, Reconciled& out) {
     if (auto d = plan.desired.find(w.instance); w.critical && d != plan.desired.end() && d->second.cpus)
       critical |= *d->second.cpus;
   auto knob = [](unsigned irq) {
-    return act::KnobPath{act::Root::proc, std::filesystem::path("irq") / std::to_string(irq) / "smp_affinity_list"};
+    return act::KnobPath{act::Root::proc,
+                         std::filesystem::path("irq") / std::to_string(irq) / "smp_affinity_list"};
   };
   if (critical.empty()) {
     for (auto it = found_irqs_.begin(); it != found_irqs_.end();) {
       auto r = w_->set(knob(it->first), it->second);
       if (!r && r.error().err != ENOENT) {
-        out.errors.push_back("IRQ " + std::to_string(it->first) + " back to " + it->second + ": " + r.error().message());
+        out.errors.push_back("IRQ " + std::to_string(it->first) + " back to " + it->second + ": " +
+                             r.error().message());
         ++it;
       } else {
         it = found_irqs_.erase(it);
@@ -292,8 +316,10 @@ void Reconciler::irqs(const Plan& plan, const Snapshot& snap, Reconciled& out) {
       continue;
     }
     auto r = act::move_irqs_onto(*w_, {irq}, want, host);
-    if (!r) out.errors.push_back("IRQ " + std::to_string(irq) + ": " + r.error().message());
-    else if (!r->warning.empty()) note(out, r->warning);
+    if (!r)
+      out.errors.push_back("IRQ " + std::to_string(irq) + ": " + r.error().message());
+    else if (!r->warning.empty())
+      note(out, r->warning);
   }
 }
 

@@ -30,7 +30,8 @@ struct Reconciled {
 
 class Reconciler {
  public:
-  Reconciler(config::Config cfg, CgroupLayout layout, CgroupHierarchy defining, Topology topo, act::KnobWriter& w);
+  Reconciler(config::Config cfg, CgroupLayout layout, CgroupHierarchy defining, Topology topo,
+             act::KnobWriter& w);
   Reconciled apply(const Plan& plan, const Snapshot& snap);
 
  private:
@@ -49,8 +50,8 @@ class Reconciler {
   std::map<std::string, std::string> found_weight_;  // cgroup -> cpu.shares / cpu.weight as found
   std::optional<act::Resctrl> resctrl_;
   bool resctrl_opened_ = false;
-  std::map<std::string, std::string> groups_;        // instance -> keel's resctrl group
-  std::map<unsigned, std::string> found_irqs_;      // IRQ -> smp_affinity_list as found
+  std::map<std::string, std::string> groups_;   // instance -> keel's resctrl group
+  std::map<unsigned, std::string> found_irqs_;  // IRQ -> smp_affinity_list as found
   bool steal_ = false;
   bool steal_probed_ = false, steal_found_on_ = false;
   std::vector<std::string> said_;

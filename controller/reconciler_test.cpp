@@ -28,7 +28,10 @@ class ReconcilerV2Tree : public ::testing::Test {
         {"sys/fs/cgroup/cpuset.mems.effective", "0\n"},
     };
     for (std::string cg : {"svc", "svc/crit", "svc/batch"}) {
-      auto f = testing::cgroup_v2_files("sys/fs/cgroup/" + cg, cg == "svc" ? "" : cg == "svc/crit" ? "100\n" : "200\n201\n",
+      auto f = testing::cgroup_v2_files("sys/fs/cgroup/" + cg,
+                                        cg == "svc"        ? ""
+                                        : cg == "svc/crit" ? "100\n"
+                                                           : "200\n201\n",
                                         cg == "svc" ? "" : "0-7", "0-7", "0");
       files.insert(files.end(), f.begin(), f.end());
     }
@@ -156,18 +159,24 @@ TEST_F(ReconcilerV2Tree, AnInvalidPlanIsReportedAndWritesNoCpuset) {
 // rest of their affinity, and go back as found when it holds none; other IRQs are not touched.
 TEST_F(ReconcilerV2Tree, NamedIrqsLeaveCriticalCpusAndComeBack) {
   testing::make_tree(t_.path(), {
-      {"proc/interrupts",
-       "            CPU0       CPU1       CPU2       CPU3       CPU4       CPU5       CPU6       CPU7       \n"
-       "  24:          0          0          0          0          0          0          0          0   PCI-MSI 49152-edge      virtio0-config\n"
-       "  25:      12000          0          0          0          0          0          0          0   PCI-MSI 49153-edge      virtio0-input.0\n"
-       "  26:          0      11000          0          0          0          0          0          0   PCI-MSI 49154-edge      virtio0-output.0\n"
-       "  27:          0          0       9000          0          0          0          0          0   PCI-MSI 49155-edge      nvme0q1\n"
-       " NMI:          0          0          0          0          0          0          0          0   Non-maskable interrupts\n"},
-      {"proc/irq/24/smp_affinity_list", "0-7\n"},
-      {"proc/irq/25/smp_affinity_list", "0-3\n"},
-      {"proc/irq/26/smp_affinity_list", "1\n"},
-      {"proc/irq/27/smp_affinity_list", "0-7\n"},
-  });
+                                    {"proc/interrupts",
+                                     "            CPU0       CPU1       CPU2       CPU3       CPU4       "
+                                     "CPU5       CPU6       CPU7       \n"
+                                     "  24:          0          0          0          0          0          "
+                                     "0          0          0   PCI-MSI 49152-edge      virtio0-config\n"
+                                     "  25:      12000          0          0          0          0          "
+                                     "0          0          0   PCI-MSI 49153-edge      virtio0-input.0\n"
+                                     "  26:          0      11000          0          0          0          "
+                                     "0          0          0   PCI-MSI 49154-edge      virtio0-output.0\n"
+                                     "  27:          0          0       9000          0          0          "
+                                     "0          0          0   PCI-MSI 49155-edge      nvme0q1\n"
+                                     " NMI:          0          0          0          0          0          "
+                                     "0          0          0   Non-maskable interrupts\n"},
+                                    {"proc/irq/24/smp_affinity_list", "0-7\n"},
+                                    {"proc/irq/25/smp_affinity_list", "0-3\n"},
+                                    {"proc/irq/26/smp_affinity_list", "1\n"},
+                                    {"proc/irq/27/smp_affinity_list", "0-7\n"},
+                                });
   cfg_.actuators.irq_affinity = true;
   cfg_.actuators.irq_names = {"virtio0-input.*", "virtio0-output.*"};
   auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
@@ -176,7 +185,9 @@ TEST_F(ReconcilerV2Tree, NamedIrqsLeaveCriticalCpusAndComeBack) {
   Reconciler r(cfg_, layout_, h_, topo_, w);
   auto done = r.apply(acting(), snap_);  // crit holds 0-1
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
-  auto irq = [&](int n) { return std::string(trim(slurp(roots_.proc / "irq" / std::to_string(n) / "smp_affinity_list"))); };
+  auto irq = [&](int n) {
+    return std::string(trim(slurp(roots_.proc / "irq" / std::to_string(n) / "smp_affinity_list")));
+  };
   EXPECT_EQ(irq(25), "2-3");  // its own CPUs minus the critical ones
   EXPECT_EQ(irq(26), "2-7");  // only critical CPUs left: every other CPU
   EXPECT_EQ(irq(24), "0-7");  // not named

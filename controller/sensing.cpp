@@ -1,12 +1,11 @@
 #include "controller/sensing.h"
 
-#include "controller/controller.h"
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 
+#include "controller/controller.h"
 #include "host/cgroup_stats.h"
 #include "host/fileio.h"
 
@@ -65,7 +64,8 @@ Result<Sensing> Sensing::open(const config::Config& cfg, const SysRoots& roots, 
 
   auto opened = bpf::open_host_sensor(st->hierarchy, topo, stats);
   if (!opened)
-    return fail(opened.error().message() + (::geteuid() != 0 ? " (keel needs root: it loads BPF programs)" : ""));
+    return fail(opened.error().message() +
+                (::geteuid() != 0 ? " (keel needs root: it loads BPF programs)" : ""));
   st->pmu = opened->pmu;
   st->counters_note = opened->counters_note;
   st->sensor.emplace(std::move(opened->sensor));
@@ -211,7 +211,8 @@ Result<Snapshot> Sensing::sample(uint64_t tick) {
     w.cross_numa_per_s = static_cast<double>(c.cross_numa) / secs;
     if (st.pmu) {
       w.cache_misses_per_s = static_cast<double>(c.counters[0]) / secs;
-      if (c.counters[2] > 0) w.mpki = static_cast<double>(c.counters[0]) * 1000.0 / static_cast<double>(c.counters[2]);
+      if (c.counters[2] > 0)
+        w.mpki = static_cast<double>(c.counters[0]) * 1000.0 / static_cast<double>(c.counters[2]);
     }
     if (a.usage) w.cpu_usage = a.usage_s / secs;
     if (a.throttle) w.throttled_per_s = a.throttled / secs;

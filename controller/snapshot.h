@@ -12,24 +12,25 @@
 namespace keel::ctl {
 
 struct WorkloadSignals {
-  std::string instance;   // "redis", or "batch/job-1" for an `each` workload's instance
-  std::string workload;   // the config workload's name
+  std::string instance;  // "redis", or "batch/job-1" for an `each` workload's instance
+  std::string workload;  // the config workload's name
   bool critical = false;
   std::vector<std::string> cgroups;  // its cgroups, paths inside the hierarchy that defines workloads
   // Run-queue latency over this tick (zeros when it did not wait at all).
   uint64_t rq_waits = 0;
   double rq_p50_us = 0;
   double rq_p99_us = 0;
-  double rq_wait_s_per_s = 0;  // time its tasks spent runnable but waiting, per second: how many wait on average
+  double rq_wait_s_per_s =
+      0;  // time its tasks spent runnable but waiting, per second: how many wait on average
   double migrations_per_s = 0;
   double cross_llc_per_s = 0;
   double cross_numa_per_s = 0;
   std::optional<double> cache_misses_per_s;  // none without a PMU
   std::optional<double> mpki;
-  std::optional<double> cpu_usage;           // CPUs busy: CPU-seconds per second, from cgroupfs
+  std::optional<double> cpu_usage;  // CPUs busy: CPU-seconds per second, from cgroupfs
   std::optional<double> throttled_per_s;
-  CpuSet cpus;                               // where it may run now (its cpuset's effective CPUs)
-  std::optional<uint64_t> shares;            // its CPU weight now, as cpu.shares (v2 weight mapped back)
+  CpuSet cpus;                     // where it may run now (its cpuset's effective CPUs)
+  std::optional<uint64_t> shares;  // its CPU weight now, as cpu.shares (v2 weight mapped back)
 };
 
 struct Snapshot {

@@ -26,9 +26,12 @@ void fill_counts(metrics::WorkloadReport& r, const SensedCounts::Counts& c, bool
 
 const char* direction(Action::Kind k) {
   switch (k) {
-    case Action::Kind::act: return "act";
-    case Action::Kind::give_back: return "give_back";
-    case Action::Kind::revert: return "revert";
+    case Action::Kind::act:
+      return "act";
+    case Action::Kind::give_back:
+      return "give_back";
+    case Action::Kind::revert:
+      return "revert";
   }
   return "act";
 }
@@ -43,7 +46,8 @@ metrics::Setup metrics_setup(const config::Config& cfg, bool observe, bool pmu, 
   metrics::Setup s;
   s.mode = observe ? "observe" : "enforce";
   s.version = std::move(version);
-  for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i) s.latency_bucket_upper_s.push_back(bpf::RqHistogram::bucket_upper_us(i) / 1e6);
+  for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i)
+    s.latency_bucket_upper_s.push_back(bpf::RqHistogram::bucket_upper_us(i) / 1e6);
   s.sensors = {{"runqueue", true}, {"hardware_counters", pmu}};
   s.max_workloads = static_cast<size_t>(cfg.daemon.metrics_max_workloads);
   const auto& a = cfg.actuators;
@@ -65,7 +69,8 @@ metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap,
     metrics::WorkloadReport r;
     r.workload = w.instance;
     r.klass = w.critical ? "critical" : "best_effort";
-    if (auto c = counts.instances.find(w.instance); c != counts.instances.end()) fill_counts(r, c->second, sensor.pmu);
+    if (auto c = counts.instances.find(w.instance); c != counts.instances.end())
+      fill_counts(r, c->second, sensor.pmu);
     if (w.cpu_usage) r.cpu_seconds = *w.cpu_usage * snap.period_s;
     if (w.throttled_per_s) r.throttled_periods = *w.throttled_per_s * snap.period_s;
     const config::Workload* cw = find_workload(cfg, w.workload);

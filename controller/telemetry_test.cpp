@@ -4,9 +4,8 @@
 // own CPU and memory from proc files in the kernel's format, malformed ones refused.
 #include "controller/telemetry.h"
 
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "tests/support/tmp_tree.h"
 
@@ -71,15 +70,27 @@ void fill(Tick& t) {
   t.sensor.programs = {{"keel_switch_btf", 5000, 20}};
   t.sensor.cost = bpf::BpfCost{250, 4000};
 
-  t.plan.workloads["crit"] = WorkloadView{.p99_us = 450, .slack = -0.5, .violated = true, .rung = 2, .blocked = "no CPU left"};
-  t.plan.workloads["batch/job-1"] = WorkloadView{.p99_us = 900, .slack = 0, .violated = false, .rung = 0, .blocked = ""};
+  t.plan.workloads["crit"] =
+      WorkloadView{.p99_us = 450, .slack = -0.5, .violated = true, .rung = 2, .blocked = "no CPU left"};
+  t.plan.workloads["batch/job-1"] =
+      WorkloadView{.p99_us = 900, .slack = 0, .violated = false, .rung = 0, .blocked = ""};
   t.plan.desired["crit"].l3_ways = 4;
   t.plan.desired["crit"].mba_percent = 70;
   t.plan.steal = true;
-  t.plan.actions = {Action{.tick = 1, .instance = "crit", .knob = Knob::cpus, .from = "", .to = "2-3",
-                           .kind = Action::Kind::act, .reason = ""},
-                    Action{.tick = 1, .instance = "", .knob = Knob::steal, .from = "0", .to = "1",
-                           .kind = Action::Kind::revert, .reason = ""}};
+  t.plan.actions = {Action{.tick = 1,
+                           .instance = "crit",
+                           .knob = Knob::cpus,
+                           .from = "",
+                           .to = "2-3",
+                           .kind = Action::Kind::act,
+                           .reason = ""},
+                    Action{.tick = 1,
+                           .instance = "",
+                           .knob = Knob::steal,
+                           .from = "0",
+                           .to = "1",
+                           .kind = Action::Kind::revert,
+                           .reason = ""}};
   t.plan.interference = {{"crit", "batch/job-1", 1.25}};
   t.done.errors = {"one", "two"};
 }
@@ -87,8 +98,9 @@ void fill(Tick& t) {
 TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
   Tick t;
   fill(t);
-  auto r = tick_report(two_workloads(true), t.snap, t.sensor, t.plan, t.done,
-                       {.observe = false, .tick_seconds = 0.004, .unix_time = 1e9, .process = ProcessUsage{3, 4096}});
+  auto r = tick_report(
+      two_workloads(true), t.snap, t.sensor, t.plan, t.done,
+      {.observe = false, .tick_seconds = 0.004, .unix_time = 1e9, .process = ProcessUsage{3, 4096}});
   ASSERT_EQ(r.workloads.size(), 3u);
   const auto& crit = r.workloads[0];
   EXPECT_EQ(crit.workload, "crit");
@@ -99,9 +111,9 @@ TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
   EXPECT_DOUBLE_EQ(crit.rq_sum_s, 0.002);
   EXPECT_EQ(crit.migrations, 11u);
   EXPECT_EQ(crit.cross_llc, 4u);
-  EXPECT_EQ(crit.cache_misses, 500u);     // counter 0
-  EXPECT_EQ(crit.instructions, 100'000u);  // counter 2
-  EXPECT_DOUBLE_EQ(*crit.cpu_seconds, 0.4);  // 0.8 CPUs over 0.5 s
+  EXPECT_EQ(crit.cache_misses, 500u);            // counter 0
+  EXPECT_EQ(crit.instructions, 100'000u);        // counter 2
+  EXPECT_DOUBLE_EQ(*crit.cpu_seconds, 0.4);      // 0.8 CPUs over 0.5 s
   EXPECT_DOUBLE_EQ(*crit.throttled_periods, 3);  // 6/s over 0.5 s
   EXPECT_DOUBLE_EQ(*crit.p99_s, 450e-6);
   EXPECT_DOUBLE_EQ(*crit.slo_target_s, 300e-6);
@@ -109,7 +121,8 @@ TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
   EXPECT_TRUE(crit.violated);
   EXPECT_TRUE(crit.blocked);
   EXPECT_EQ(crit.rung, 2u);
-  EXPECT_EQ(crit.knobs, (std::map<std::string, double>{{"cpus", 2}, {"shares", 2048}, {"l3_ways", 4}, {"mba_percent", 70}}));
+  EXPECT_EQ(crit.knobs, (std::map<std::string, double>{
+                            {"cpus", 2}, {"shares", 2048}, {"l3_ways", 4}, {"mba_percent", 70}}));
 
   const auto& be = r.workloads[1];
   EXPECT_EQ(be.klass, "best_effort");
@@ -125,7 +138,8 @@ TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
   EXPECT_EQ(other.klass, "other");
   EXPECT_EQ(other.rq_buckets[1], 9u);
 
-  EXPECT_EQ(r.actions, (std::vector<std::pair<std::string, std::string>>{{"cpus", "act"}, {"steal_task", "revert"}}));
+  EXPECT_EQ(r.actions,
+            (std::vector<std::pair<std::string, std::string>>{{"cpus", "act"}, {"steal_task", "revert"}}));
   ASSERT_EQ(r.interference.size(), 1u);
   EXPECT_EQ(r.interference[0].antagonist, "batch/job-1");
   EXPECT_EQ(r.steal, true);
@@ -145,14 +159,16 @@ TEST(TickReport, ObserveReportsNoKnobKeelDidNotSetAndNoCacheCountsWithoutAPmu) {
   Tick t;
   fill(t);
   t.sensor.pmu = false;
-  auto r = tick_report(two_workloads(true), t.snap, t.sensor, t.plan, t.done, {.observe = true, .tick_seconds = 0, .unix_time = 0, .process = std::nullopt});
+  auto r = tick_report(two_workloads(true), t.snap, t.sensor, t.plan, t.done,
+                       {.observe = true, .tick_seconds = 0, .unix_time = 0, .process = std::nullopt});
   EXPECT_EQ(r.workloads[0].knobs, (std::map<std::string, double>{{"cpus", 2}, {"shares", 2048}}));
   EXPECT_FALSE(r.steal);
   EXPECT_FALSE(r.workloads[0].cache_misses);
   EXPECT_FALSE(r.workloads[0].instructions);
   EXPECT_EQ(r.actions.size(), 2u);  // would-act decisions are still counted (mode="observe")
   // steal_task not enabled: no host knob in enforce mode either.
-  auto e = tick_report(two_workloads(false), t.snap, t.sensor, t.plan, t.done, {.observe = false, .tick_seconds = 0, .unix_time = 0, .process = std::nullopt});
+  auto e = tick_report(two_workloads(false), t.snap, t.sensor, t.plan, t.done,
+                       {.observe = false, .tick_seconds = 0, .unix_time = 0, .process = std::nullopt});
   EXPECT_FALSE(e.steal);
 }
 
@@ -161,8 +177,10 @@ TEST(ProcessUsageTree, ReadsCpuTimeAndResidentMemoryAndRefusesMalformedFiles) {
   const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
   // A command name with spaces and a ')' of its own; utime 250, stime 50 ticks; 1000 pages resident.
-  std::string stat = "4242 (keel (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 100 1000000 1000\n";
-  testing::make_tree(dir.path(), {{"proc/self/stat", stat}, {"proc/self/statm", "5000 1000 200 10 0 800 0\n"}});
+  std::string stat =
+      "4242 (keel (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 100 1000000 1000\n";
+  testing::make_tree(dir.path(),
+                     {{"proc/self/stat", stat}, {"proc/self/statm", "5000 1000 200 10 0 800 0\n"}});
   auto u = process_usage(SysRoots::under(dir.path()));
   ASSERT_TRUE(u);
   EXPECT_DOUBLE_EQ(u->cpu_seconds, 300 / hz);

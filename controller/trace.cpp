@@ -55,8 +55,10 @@ class Reader {
     if (i_ >= s_.size()) return bad("unexpected end");
     char c = s_[i_];
     Result<Value> out = bad("unexpected character");
-    if (c == '{') out = object();
-    else if (c == '[') out = array();
+    if (c == '{')
+      out = object();
+    else if (c == '[')
+      out = array();
     else if (c == '"') {
       auto str = string();
       out = str ? Result<Value>(Value{*str}) : std::unexpected(str.error());
@@ -77,7 +79,8 @@ class Reader {
   }
   Result<Value> number() {
     std::string tok;
-    while (i_ < s_.size() && std::string_view("+-0123456789.eE").find(s_[i_]) != std::string_view::npos) tok += s_[i_++];
+    while (i_ < s_.size() && std::string_view("+-0123456789.eE").find(s_[i_]) != std::string_view::npos)
+      tok += s_[i_++];
     if (tok.empty()) return bad("expected a value");
     char* end = nullptr;
     double d = std::strtod(tok.c_str(), &end);
@@ -96,16 +99,28 @@ class Reader {
       if (i_ >= s_.size()) break;
       char e = s_[i_++];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
         case 'u': {
           if (i_ + 4 > s_.size()) return bad("short \\u escape");
-          unsigned cp = static_cast<unsigned>(std::strtoul(std::string(s_.substr(i_, 4)).c_str(), nullptr, 16));
+          unsigned cp =
+              static_cast<unsigned>(std::strtoul(std::string(s_.substr(i_, 4)).c_str(), nullptr, 16));
           i_ += 4;
-          if (cp < 0x80) out += static_cast<char>(cp);
+          if (cp < 0x80)
+            out += static_cast<char>(cp);
           else if (cp < 0x800) {
             out += static_cast<char>(0xC0 | (cp >> 6));
             out += static_cast<char>(0x80 | (cp & 0x3F));
@@ -116,7 +131,8 @@ class Reader {
           }
           break;
         }
-        default: out += e;  // \" \\ \/
+        default:
+          out += e;  // \" \\ \/
       }
     }
     if (i_ >= s_.size()) return bad("unterminated string");
@@ -174,7 +190,10 @@ std::string to_json_line(const Snapshot& s) {
   j.begin_object().field("tick", static_cast<unsigned long long>(s.tick)).key("period_s").precise(s.period_s);
   j.key("workloads").begin_array();
   for (const auto& w : s.workloads) {
-    j.begin_object().field("instance", w.instance).field("workload", w.workload).field("critical", w.critical);
+    j.begin_object()
+        .field("instance", w.instance)
+        .field("workload", w.workload)
+        .field("critical", w.critical);
     j.key("cgroups").begin_array();
     for (const auto& c : w.cgroups) j.value(c);
     j.end_array();
@@ -219,13 +238,17 @@ Result<Snapshot> parse_json_line(std::string_view line) {
     const Object& w = **wo;
     WorkloadSignals ws;
     auto str = [&](const char* k, std::string& out) {
-      if (auto p = as<std::string>(get(w, k))) out = *p;
-      else return false;
+      if (auto p = as<std::string>(get(w, k)))
+        out = *p;
+      else
+        return false;
       return true;
     };
     auto num = [&](const char* k, double& out) {
-      if (auto p = as<double>(get(w, k))) out = *p;
-      else return false;
+      if (auto p = as<double>(get(w, k)))
+        out = *p;
+      else
+        return false;
       return true;
     };
     auto opt = [&](const char* k, std::optional<double>& out) {
@@ -236,7 +259,9 @@ Result<Snapshot> parse_json_line(std::string_view line) {
     auto crit = as<bool>(get(w, "critical"));
     if (!str("instance", ws.instance) || !str("workload", ws.workload) || !crit || !num("rq_waits", waits) ||
         !num("rq_p50_us", ws.rq_p50_us) || !num("rq_p99_us", ws.rq_p99_us) || !str("cpus", cpus))
-      return fail("trace line: a workload lacks instance, workload, critical, rq_waits, rq_p50_us, rq_p99_us or cpus");
+      return fail(
+          "trace line: a workload lacks instance, workload, critical, rq_waits, rq_p50_us, rq_p99_us or "
+          "cpus");
     ws.critical = *crit;
     ws.rq_waits = static_cast<uint64_t>(waits);
     num("rq_wait_s_per_s", ws.rq_wait_s_per_s);  // absent in older traces: 0
@@ -264,9 +289,12 @@ std::string format_actions(const Plan& p, std::string_view mode) {
   const std::string head = "tick " + std::to_string(p.tick) + (mode.empty() ? "" : " " + std::string(mode));
   const char* would = mode == "observe" ? "would " : "";
   for (const auto& a : p.actions) {
-    const char* kind = a.kind == Action::Kind::act ? "act" : a.kind == Action::Kind::give_back ? "give-back" : "revert";
-    out += head + " " + would + kind + " " + (a.instance.empty() ? "(host)" : a.instance) + " " + to_string(a.knob) + " " +
-           (a.from.empty() ? "(as found)" : a.from) + " -> " + (a.to.empty() ? "(as found)" : a.to) + ": " + a.reason + "\n";
+    const char* kind = a.kind == Action::Kind::act         ? "act"
+                       : a.kind == Action::Kind::give_back ? "give-back"
+                                                           : "revert";
+    out += head + " " + would + kind + " " + (a.instance.empty() ? "(host)" : a.instance) + " " +
+           to_string(a.knob) + " " + (a.from.empty() ? "(as found)" : a.from) + " -> " +
+           (a.to.empty() ? "(as found)" : a.to) + ": " + a.reason + "\n";
   }
   if (!mode.empty()) {
     std::vector<std::string> named;

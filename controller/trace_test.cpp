@@ -22,7 +22,8 @@ slo = { runqueue_p99 = "500us" }
 name = "hog"
 match = { cgroup = "/hog" }
 class = "best-effort"
-)", "trace.toml", facts);
+)",
+                               "trace.toml", facts);
   EXPECT_TRUE(c.has_value());
   return *c;
 }
@@ -76,8 +77,10 @@ TEST(Trace, SnapshotsRoundTripExactly) {
 }
 
 TEST(Trace, BrokenLinesAreErrorsThatSayWhere) {
-  for (const char* bad : {"", "{", "[]", "{\"tick\":1}", "{\"tick\":1,\"period_s\":1,\"workloads\":[{\"instance\":\"a\"}]}",
-                          "{\"tick\":1,\"period_s\":1,\"workloads\":[]} x", "{\"tick\":\"one\",\"period_s\":1,\"workloads\":[]}"}) {
+  for (const char* bad :
+       {"", "{", "[]", "{\"tick\":1}", "{\"tick\":1,\"period_s\":1,\"workloads\":[{\"instance\":\"a\"}]}",
+        "{\"tick\":1,\"period_s\":1,\"workloads\":[]} x",
+        "{\"tick\":\"one\",\"period_s\":1,\"workloads\":[]}"}) {
     auto r = parse_json_line(bad);
     EXPECT_FALSE(r) << bad;
     if (!r) {

@@ -113,8 +113,8 @@ Result<std::vector<MountInfo>> parse_mountinfo(std::string_view text) {
 
 std::vector<std::string> v1_mount_controllers(const MountInfo& mount) {
   static constexpr std::array<std::string_view, 13> kFlags = {
-      "rw", "ro", "sync", "dirsync", "mand", "lazytime", "none", "all", "noprefix",
-      "clone_children", "cpuset_v2_mode", "xattr", "favordynmods"};
+      "rw",  "ro",       "sync",           "dirsync",        "mand",  "lazytime",    "none",
+      "all", "noprefix", "clone_children", "cpuset_v2_mode", "xattr", "favordynmods"};
   std::vector<std::string> out;
   for (const std::string& opt : mount.super_options) {
     if (opt.empty() || std::ranges::find(kFlags, opt) != kFlags.end()) continue;
@@ -161,9 +161,12 @@ Result<std::vector<ProcessCgroup>> parse_process_cgroups(std::string_view text) 
 
 const char* to_string(CgroupMode mode) {
   switch (mode) {
-    case CgroupMode::v1: return "v1";
-    case CgroupMode::v2: return "v2";
-    case CgroupMode::hybrid: return "hybrid";
+    case CgroupMode::v1:
+      return "v1";
+    case CgroupMode::v2:
+      return "v2";
+    case CgroupMode::hybrid:
+      return "hybrid";
   }
   return "?";
 }
@@ -185,8 +188,8 @@ const CgroupHierarchy* CgroupLayout::unified() const {
 }
 
 const CgroupHierarchy* CgroupLayout::v1_with(std::string_view controller) const {
-  auto it = std::ranges::find_if(
-      hierarchies, [&](const CgroupHierarchy& h) { return !h.unified && h.has(controller); });
+  auto it = std::ranges::find_if(hierarchies,
+                                 [&](const CgroupHierarchy& h) { return !h.unified && h.has(controller); });
   return it == hierarchies.end() ? nullptr : &*it;
 }
 
@@ -252,8 +255,9 @@ Result<std::optional<CgroupHierarchy>> v1_hierarchy(const MountInfo& m, const st
     auto sub = std::ranges::find(subsystems, c, &ProcCgroupsEntry::subsys);
     if (sub == subsystems.end()) continue;  // an option this parser does not know, not a controller
     if (sub->hierarchy == 0)
-      return fail("controller " + c + " is mounted at " + dir.string() + " but /proc/cgroups puts it in no hierarchy",
-                  (roots.proc / "cgroups").string());
+      return fail(
+          "controller " + c + " is mounted at " + dir.string() + " but /proc/cgroups puts it in no hierarchy",
+          (roots.proc / "cgroups").string());
     id = sub->hierarchy;
     h.controllers.push_back(std::move(c));
   }
@@ -264,9 +268,8 @@ Result<std::optional<CgroupHierarchy>> v1_hierarchy(const MountInfo& m, const st
 
 // A second mount of a hierarchy replaces the first only when it shows the whole hierarchy.
 void add_hierarchy(std::vector<CgroupHierarchy>& hs, CgroupHierarchy h) {
-  auto same = std::ranges::find_if(hs, [&](const CgroupHierarchy& o) {
-    return o.unified == h.unified && o.id == h.id;
-  });
+  auto same = std::ranges::find_if(
+      hs, [&](const CgroupHierarchy& o) { return o.unified == h.unified && o.id == h.id; });
   if (same == hs.end()) {
     hs.push_back(std::move(h));
   } else if (same->mount_root != "/" && h.mount_root == "/") {
@@ -442,7 +445,9 @@ class Walker {
     c.nr_procs = procs;
   }
 
-  std::string where() const { return path_.empty() ? h_.mount.string() : (h_.mount / path_.substr(1)).string(); }
+  std::string where() const {
+    return path_.empty() ? h_.mount.string() : (h_.mount / path_.substr(1)).string();
+  }
 
   const CgroupHierarchy& h_;
   std::vector<Cgroup>& out_;

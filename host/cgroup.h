@@ -59,15 +59,15 @@ enum class CgroupMode { v1, v2, hybrid };  // hybrid: controllers on v1 and a cg
 const char* to_string(CgroupMode mode);
 
 struct CgroupHierarchy {
-  uint32_t id = 0;        // column 2 of /proc/cgroups; 0 is the unified (v2) hierarchy
+  uint32_t id = 0;  // column 2 of /proc/cgroups; 0 is the unified (v2) hierarchy
   bool unified = false;
   // v1: the mount's controllers ("cpu", "cpuacct") or "name=systemd"; v2: cgroup.controllers of its root.
   std::vector<std::string> controllers;
-  std::filesystem::path mount;    // its root directory, under SysRoots::cgroup
-  std::string mount_root = "/";   // the cgroup the mount shows; "/" unless only a subtree is mounted
+  std::filesystem::path mount;   // its root directory, under SysRoots::cgroup
+  std::string mount_root = "/";  // the cgroup the mount shows; "/" unless only a subtree is mounted
 
   bool has(std::string_view controller) const;
-  std::string name() const;       // "cpu,cpuacct", "name=systemd", "unified"
+  std::string name() const;  // "cpu,cpuacct", "name=systemd", "unified"
 };
 
 struct CgroupLayout {
@@ -94,7 +94,7 @@ struct CgroupId {
 };
 
 struct Cgroup {
-  std::string path;    // from the hierarchy root: "/", "/system.slice/redis.service"
+  std::string path;  // from the hierarchy root: "/", "/system.slice/redis.service"
   CgroupId id;
   unsigned nr_procs = 0;  // lines of cgroup.procs
 };

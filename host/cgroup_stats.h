@@ -12,10 +12,10 @@
 namespace keel {
 
 struct CgroupCpuStats {
-  std::optional<uint64_t> usage_ns;       // v1 cpuacct.usage, v2 cpu.stat usage_usec
-  std::optional<uint64_t> nr_throttled;   // cpu.stat
-  std::optional<uint64_t> throttled_ns;   // v1 throttled_time (ns), v2 throttled_usec
-  std::optional<uint64_t> psi_some_us;    // v2 cpu.pressure "some ... total=" (cumulative)
+  std::optional<uint64_t> usage_ns;      // v1 cpuacct.usage, v2 cpu.stat usage_usec
+  std::optional<uint64_t> nr_throttled;  // cpu.stat
+  std::optional<uint64_t> throttled_ns;  // v1 throttled_time (ns), v2 throttled_usec
+  std::optional<uint64_t> psi_some_us;   // v2 cpu.pressure "some ... total=" (cumulative)
 };
 
 // `path` is the cgroup's path from the hierarchy root ("/system.slice/x.service"); v1 reads the cpu

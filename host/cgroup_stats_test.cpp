@@ -37,9 +37,10 @@ TEST(CgroupStatsTempTree, V2CpuStatAndPressure) {
 
 TEST(CgroupStatsTempTree, V1SplitsCpuAndCpuacct) {
   testing::TempDir t;
-  testing::make_tree(t.path(), {{"cpu/docker/abc/cpu.stat",
-                                 "nr_periods 7\nnr_throttled 2\nthrottled_time 5000000\nnr_bursts 0\nburst_time 0\n"},
-                                {"cpuacct/docker/abc/cpuacct.usage", "123456789\n"}});
+  testing::make_tree(t.path(),
+                     {{"cpu/docker/abc/cpu.stat",
+                       "nr_periods 7\nnr_throttled 2\nthrottled_time 5000000\nnr_bursts 0\nburst_time 0\n"},
+                      {"cpuacct/docker/abc/cpuacct.usage", "123456789\n"}});
   CgroupLayout layout;
   layout.mode = CgroupMode::hybrid;
   layout.hierarchies.push_back(hier(1, false, {"cpu"}, t.path() / "cpu"));

@@ -60,7 +60,8 @@ constexpr const char* kCoMountedMountinfo =
     "rw,xattr,release_agent=/usr/lib/systemd/systemd-cgroups-agent,name=systemd\n"
     "29 24 0:26 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid,nodev,noexec,relatime shared:10 - cgroup cgroup "
     "rw,cpu,cpuacct\n"
-    "30 24 0:27 / /sys/fs/cgroup/cpuset rw,nosuid,nodev,noexec,relatime shared:11 - cgroup cgroup rw,cpuset\n";
+    "30 24 0:27 / /sys/fs/cgroup/cpuset rw,nosuid,nodev,noexec,relatime shared:11 - cgroup cgroup "
+    "rw,cpuset\n";
 
 constexpr const char* kCoMountedProcCgroups =
     "#subsys_name\thierarchy\tnum_cgroups\tenabled\n"
@@ -104,8 +105,8 @@ TEST(ParseMountinfo, CoMountedControllersAndMountFlags) {
 }
 
 TEST(ParseMountinfo, OctalEscapes) {
-  auto m = parse_mountinfo_line(
-      "50 31 0:40 /a\\134b /sys/fs/cgroup/my\\040cpu\\011x rw - cgroup cgroup rw,cpu");
+  auto m =
+      parse_mountinfo_line("50 31 0:40 /a\\134b /sys/fs/cgroup/my\\040cpu\\011x rw - cgroup cgroup rw,cpu");
   ASSERT_TRUE(m) << m.error().message();
   EXPECT_EQ(m->root, "/a\\b");
   EXPECT_EQ(m->mount_point, "/sys/fs/cgroup/my cpu\tx");
@@ -139,7 +140,8 @@ TEST(ParseProcCgroups, Malformed) {
 }
 
 TEST(ParseProcessCgroups, V1AndV2Lines) {
-  auto lines = parse_process_cgroups("12:cpu,cpuacct:/system.slice/a.service\n1:name=systemd:/x:y\n0::/user.slice\n");
+  auto lines =
+      parse_process_cgroups("12:cpu,cpuacct:/system.slice/a.service\n1:name=systemd:/x:y\n0::/user.slice\n");
   ASSERT_TRUE(lines) << lines.error().message();
   ASSERT_EQ(lines->size(), 3u);
   EXPECT_EQ((*lines)[0].hierarchy, 12u);
@@ -245,13 +247,13 @@ TEST(Discover, CoMountedCpuCpuacct) {
 
 TEST(Discover, IgnoresMountsOutsideTheCgroupRootAndSecondMounts) {
   TempDir tmp;
-  make_tree(tmp.path(),
-            {{"proc/self/mountinfo", std::string(kHybridMountinfo) +
-                                         "60 22 0:29 / /run/elsewhere rw - cgroup cgroup rw,cpu\n"
-                                         "61 31 0:29 /sub /sys/fs/cgroup/cpu-again rw - cgroup cgroup rw,cpu\n"},
-             {"proc/cgroups", kHybridProcCgroups},
-             {"proc/self/cgroup", kHybridSelfCgroup},
-             {"sys/fs/cgroup/unified/cgroup.controllers", ""}});
+  make_tree(tmp.path(), {{"proc/self/mountinfo",
+                          std::string(kHybridMountinfo) +
+                              "60 22 0:29 / /run/elsewhere rw - cgroup cgroup rw,cpu\n"
+                              "61 31 0:29 /sub /sys/fs/cgroup/cpu-again rw - cgroup cgroup rw,cpu\n"},
+                         {"proc/cgroups", kHybridProcCgroups},
+                         {"proc/self/cgroup", kHybridSelfCgroup},
+                         {"sys/fs/cgroup/unified/cgroup.controllers", ""}});
   auto layout = discover(SysRoots::under(tmp.path()));
   ASSERT_TRUE(layout) << layout.error().message();
   ASSERT_EQ(layout->hierarchies.size(), 6u);
@@ -314,7 +316,8 @@ TEST(Enumerate, PathsProcsAndIdsEqualStatInodes) {
   ASSERT_TRUE(cgroups) << cgroups.error().message();
   EXPECT_THAT(paths_of(*cgroups), ElementsAre("/", "/b", "/system.slice", "/system.slice/redis.service"));
   const std::vector<unsigned> procs = {2, 2, 1, 0};
-  const std::vector<fs::path> dirs = {cpu, cpu / "b", cpu / "system.slice", cpu / "system.slice/redis.service"};
+  const std::vector<fs::path> dirs = {cpu, cpu / "b", cpu / "system.slice",
+                                      cpu / "system.slice/redis.service"};
   for (size_t i = 0; i < cgroups->size(); ++i) {
     EXPECT_EQ((*cgroups)[i].nr_procs, procs[i]) << (*cgroups)[i].path;
     EXPECT_EQ((*cgroups)[i].id, (CgroupId{7, inode_of(dirs[i])})) << (*cgroups)[i].path;
@@ -325,7 +328,9 @@ TEST(Enumerate, PathsProcsAndIdsEqualStatInodes) {
 TEST(Enumerate, RemovedCgroupDisappearsWithoutError) {
   TempDir tmp;
   const fs::path cpu = tmp.path() / "cpu";
-  make_tree(cpu, {{"cgroup.procs", "1\n"}, {"a/cgroup.procs", ""}, {"a/b/cgroup.procs", "9\n"}, {"c/cgroup.procs", ""}});
+  make_tree(
+      cpu,
+      {{"cgroup.procs", "1\n"}, {"a/cgroup.procs", ""}, {"a/b/cgroup.procs", "9\n"}, {"c/cgroup.procs", ""}});
   const CgroupHierarchy h = tree_hierarchy(cpu);
   std::vector<Cgroup> cgroups;
   ASSERT_TRUE(enumerate_cgroups(h, cgroups));
@@ -354,7 +359,8 @@ TEST(Enumerate, MissingRootIsAnError) {
 
 TEST(ProcessCgroupPath, PicksTheHierarchysLine) {
   TempDir tmp;
-  make_tree(tmp.path(), {{"proc/123/cgroup", "3:cpuset:/pinned\n1:cpu:/system.slice/redis.service\n0::/init.scope\n"}});
+  make_tree(tmp.path(),
+            {{"proc/123/cgroup", "3:cpuset:/pinned\n1:cpu:/system.slice/redis.service\n0::/init.scope\n"}});
   const SysRoots roots = SysRoots::under(tmp.path());
   CgroupHierarchy cpu = tree_hierarchy(roots.cgroup / "cpu");
   cpu.id = 1;

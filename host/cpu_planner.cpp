@@ -179,7 +179,8 @@ std::string need_text(const Topology& topo, const CpuRequest& req) {
   if (!req.critical) return count_of(req.cpus, "CPU", "CPUs");
   unsigned k = cores_needed(topo, req.cpus);
   std::string cores = count_of(k, "whole core", "whole cores");
-  if (k * std::max(1u, topo.smt_width()) == req.cpus) return cores + " (" + count_of(req.cpus, "CPU", "CPUs") + ")";
+  if (k * std::max(1u, topo.smt_width()) == req.cpus)
+    return cores + " (" + count_of(req.cpus, "CPU", "CPUs") + ")";
   return cores + " for " + count_of(req.cpus, "CPU", "CPUs");
 }
 
@@ -190,7 +191,8 @@ std::string units_text(const Topology& topo, const CpuRequest& req) {
 }
 
 std::string free_text(const Place& p, const CpuRequest& req) {
-  return req.critical ? count_of(p.whole_cores, "whole core", "whole cores") : count_of(p.capacity, "CPU", "CPUs");
+  return req.critical ? count_of(p.whole_cores, "whole core", "whole cores")
+                      : count_of(p.capacity, "CPU", "CPUs");
 }
 
 std::string blockers(const CpuRequest& req) {
@@ -206,8 +208,11 @@ std::string no_node_error(const Topology& topo, const CpuRequest& req, const std
   const Place* most = nullptr;
   for (const Place& n : nodes)
     if (most == nullptr || n.capacity > most->capacity) most = &n;
-  if (most == nullptr) s += "0";
-  else s += free_text(*most, req) + " (node " + std::to_string(most->numa) + ": CPUs " + most->cpus.to_list() + ")";
+  if (most == nullptr)
+    s += "0";
+  else
+    s += free_text(*most, req) + " (node " + std::to_string(most->numa) + ": CPUs " + most->cpus.to_list() +
+         ")";
   return s + blockers(req);
 }
 
@@ -231,7 +236,8 @@ std::string scope_text(const std::vector<unsigned>& nodes, const std::vector<uns
 }
 
 // `spread` says why the placement spans L3 domains or NUMA nodes, if it does.
-std::string explain(const CpuRequest& req, const Placement& p, unsigned cores_taken, const std::string& spread) {
+std::string explain(const CpuRequest& req, const Placement& p, unsigned cores_taken,
+                    const std::string& spread) {
   std::string scope = scope_text(p.numa_nodes, p.l3_domains) + spread;
   std::string got = count_of(p.cpus.count(), "CPU", "CPUs");
   if (!req.critical) return got + " on " + count_of(cores_taken, "core", "cores") + " of " + scope;
@@ -261,7 +267,8 @@ CpuSet surplus(const std::vector<Candidate>& taken, unsigned n, const CpuSet& cu
 }
 
 // Whole cores until N, current cores first; beyond max_cpus the rest is held idle.
-std::vector<Candidate> take_whole_cores(const CpuRequest& req, const std::vector<Candidate>& order, Placement& p) {
+std::vector<Candidate> take_whole_cores(const CpuRequest& req, const std::vector<Candidate>& order,
+                                        Placement& p) {
   std::vector<Candidate> taken;
   for (const Candidate& c : order) {
     if (p.cpus.count() >= req.cpus) break;
@@ -287,7 +294,8 @@ std::vector<Candidate> take_cpus(const CpuRequest& req, const std::vector<Candid
   return taken;
 }
 
-Placement take(const Topology& topo, const CpuRequest& req, std::vector<Candidate> order, const std::string& spread) {
+Placement take(const Topology& topo, const CpuRequest& req, std::vector<Candidate> order,
+               const std::string& spread) {
   std::stable_partition(order.begin(), order.end(), [](const Candidate& c) { return c.current; });
   Placement p;
   std::vector<Candidate> taken = req.critical ? take_whole_cores(req, order, p) : take_cpus(req, order, p);
@@ -302,7 +310,8 @@ Placement take(const Topology& topo, const CpuRequest& req, std::vector<Candidat
   }
   p.why = explain(req, p, static_cast<unsigned>(taken.size()), spread);
   if (unsigned kept = (p.cpus & req.current).count(); kept > 0)
-    p.why += "; keeps " + std::to_string(kept) + " of its " + count_of(req.current.count(), "current CPU", "current CPUs");
+    p.why += "; keeps " + std::to_string(kept) + " of its " +
+             count_of(req.current.count(), "current CPU", "current CPUs");
   return p;
 }
 

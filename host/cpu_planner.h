@@ -20,10 +20,10 @@ struct CpuRequest {
   NumaPolicy numa = NumaPolicy::single;
   bool critical = true;
 
-  CpuSet pool;              // the workload's cpu_pool; empty = the whole host
-  CpuSet reserved;          // never handed out (system, IRQs)
-  CpuSet other_critical;    // held by other critical workloads, including the siblings they hold idle
-  CpuSet current;           // what this workload holds now; kept where possible so re-plans are stable
+  CpuSet pool;            // the workload's cpu_pool; empty = the whole host
+  CpuSet reserved;        // never handed out (system, IRQs)
+  CpuSet other_critical;  // held by other critical workloads, including the siblings they hold idle
+  CpuSet current;         // what this workload holds now; kept where possible so re-plans are stable
 };
 
 struct Placement {

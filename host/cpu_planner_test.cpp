@@ -46,7 +46,8 @@ std::string plan_error(const Topology& t, const CpuRequest& r) {
 // No core is split between `a` and `b`.
 void expect_no_shared_core(const Topology& t, const CpuSet& a, const CpuSet& b) {
   for (const Core& c : t.cores())
-    EXPECT_FALSE(c.cpus.intersects(a) && c.cpus.intersects(b)) << "core " << c.id << " (" << c.cpus.to_list() << ")";
+    EXPECT_FALSE(c.cpus.intersects(a) && c.cpus.intersects(b))
+        << "core " << c.id << " (" << c.cpus.to_list() << ")";
 }
 
 TEST(CpuPlanner, KunpengCriticalGetsWholeCoresOfOneNodeAwayFromReserved) {
@@ -65,9 +66,10 @@ TEST(CpuPlanner, KunpengSingleNodeErrorExplainsWhatIsFree) {
   CpuRequest r = critical(6, "0,128");
   // Other critical workloads hold all but cores 2-3 of node 0 and everything of nodes 1-3.
   r.other_critical = cpus("1,4-127,129,132-255");
-  EXPECT_EQ(plan_error(t, r),
-            "needs 3 whole cores (6 CPUs) in one NUMA node; the most any node has free is 2 whole cores "
-            "(node 0: CPUs 2-3,130-131); reserved: 0,128; held by other critical workloads: 1,4-127,129,132-255");
+  EXPECT_EQ(
+      plan_error(t, r),
+      "needs 3 whole cores (6 CPUs) in one NUMA node; the most any node has free is 2 whole cores "
+      "(node 0: CPUs 2-3,130-131); reserved: 0,128; held by other critical workloads: 1,4-127,129,132-255");
 }
 
 TEST(CpuPlanner, SeedsVmRedisGetsWholeCoresNginxStaysOffThem) {
@@ -113,16 +115,18 @@ TEST(CpuPlanner, XeonRequestSpansSocketsOnlyWithNumaAny) {
   // All of the fuller socket, the rest from the emptier one, which keeps 5 whole cores free.
   EXPECT_EQ(p.cpus, cpus("1-10,17-26"));
   EXPECT_EQ(p.numa_nodes, (std::vector<unsigned>{0, 1}));
-  EXPECT_EQ(p.why, "20 CPUs as 10 whole cores of NUMA nodes 0-1, L3 domains 0-1 "
-                   "(no single NUMA node has 10 whole cores free)");
+  EXPECT_EQ(p.why,
+            "20 CPUs as 10 whole cores of NUMA nodes 0-1, L3 domains 0-1 "
+            "(no single NUMA node has 10 whole cores free)");
 }
 
 TEST(CpuPlanner, XeonNotEnoughAnywhere) {
   Topology t = shape(kXeon);
   CpuRequest r = critical(32, "0,16");
   r.numa = NumaPolicy::any;
-  EXPECT_EQ(plan_error(t, r), "needs 16 whole cores (32 CPUs); only 15 whole cores free in all "
-                              "(CPUs 1-15,17-31); reserved: 0,16");
+  EXPECT_EQ(plan_error(t, r),
+            "needs 16 whole cores (32 CPUs); only 15 whole cores free in all "
+            "(CPUs 1-15,17-31); reserved: 0,16");
 }
 
 TEST(CpuPlanner, ThisMachineWithCpu0ReservedHasOneCpuToGive) {
@@ -140,7 +144,8 @@ TEST(CpuPlanner, OddRequestOnSmt2RoundsUpToWholeCores) {
   Placement p = plan_ok(t, critical(3, "0-1"));
   EXPECT_EQ(p.cpus, cpus("2-5"));
   EXPECT_TRUE(p.held_idle.empty());
-  EXPECT_EQ(p.why, "4 CPUs as 2 whole cores of NUMA node 0, L3 domain 0 (3 requested, rounded up to whole cores)");
+  EXPECT_EQ(p.why,
+            "4 CPUs as 2 whole cores of NUMA node 0, L3 domain 0 (3 requested, rounded up to whole cores)");
 }
 
 TEST(CpuPlanner, MaxBelowWholeCoresHoldsTheLeftoverSiblingIdle) {
@@ -150,8 +155,9 @@ TEST(CpuPlanner, MaxBelowWholeCoresHoldsTheLeftoverSiblingIdle) {
   Placement p = plan_ok(t, r);
   EXPECT_EQ(p.cpus, cpus("2-4"));
   EXPECT_EQ(p.held_idle, cpus("5"));
-  EXPECT_EQ(p.why, "3 CPUs on 2 whole cores of NUMA node 0, L3 domain 0; CPU 5 held idle so no other workload "
-                   "shares those cores (max 3)");
+  EXPECT_EQ(p.why,
+            "3 CPUs on 2 whole cores of NUMA node 0, L3 domain 0; CPU 5 held idle so no other workload "
+            "shares those cores (max 3)");
 
   // A best-effort workload told about the idle sibling stays off it.
   CpuRequest be = critical(26, "0-1");
@@ -206,8 +212,9 @@ TEST(CpuPlanner, SpansL3DomainsOfOneNodeBeforeOtherNodes) {
   Placement big = plan_ok(t, critical(12, "0-1"));
   EXPECT_EQ(big.cpus, cpus("2-13"));
   EXPECT_EQ(big.l3_domains, (std::vector<unsigned>{0, 1}));
-  EXPECT_EQ(big.why, "12 CPUs as 6 whole cores of NUMA node 0, L3 domains 0-1 "
-                     "(no single L3 domain of the node has 6 whole cores free)");
+  EXPECT_EQ(big.why,
+            "12 CPUs as 6 whole cores of NUMA node 0, L3 domains 0-1 "
+            "(no single L3 domain of the node has 6 whole cores free)");
 }
 
 TEST(CpuPlanner, L3SharedByTwoNumaNodesStillPlacesWithinOneNode) {
@@ -231,7 +238,8 @@ TEST(CpuPlanner, RejectsImpossibleRequestsWithAReason) {
 
 TEST(CpuPlanner, HandWrittenHybridTopology) {
   // A P-core with siblings (0,1), two E-cores 2 and 3, all in one L3 and node.
-  Topology t = Topology::from_pus({{0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}, {2, 1, 0, 0, 0}, {3, 2, 0, 0, 0}}).value();
+  Topology t =
+      Topology::from_pus({{0, 0, 0, 0, 0}, {1, 0, 0, 0, 0}, {2, 1, 0, 0, 0}, {3, 2, 0, 0, 0}}).value();
   Placement p = plan_ok(t, critical(2));
   EXPECT_EQ(p.cpus, cpus("0-1"));
   EXPECT_EQ(p.why, "2 CPUs as 1 whole core of NUMA node 0, L3 domain 0");
@@ -321,7 +329,8 @@ TEST(CpuPlannerProperty, RandomRequestsOnRandomShapesKeepEveryRule) {
   unsigned placed = 0, refused = 0;
   for (int shape_i = 0; shape_i < 60; ++shape_i) {
     std::string spec = "pack:" + std::to_string(pick({1, 2})) + " numa:" + std::to_string(pick({1, 2})) +
-                       " l3:" + std::to_string(pick({1, 2})) + " core:" + std::to_string(pick({1, 2, 3, 5, 8})) +
+                       " l3:" + std::to_string(pick({1, 2})) +
+                       " core:" + std::to_string(pick({1, 2, 3, 5, 8})) +
                        " pu:" + std::to_string(pick({1, 2, 4}));
     Topology t = shape(spec);
     for (int i = 0; i < 60; ++i) {

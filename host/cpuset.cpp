@@ -129,7 +129,8 @@ Result<CpuSet> CpuSet::parse_list(std::string_view text) {
         ++i;
         size_t used_pos = i;
         if (auto r = number(used); !r) return std::unexpected(r.error());
-        if (i >= s.size() || s[i] != '/') return fail("expected '/' after the used count" + at(text, base + i));
+        if (i >= s.size() || s[i] != '/')
+          return fail("expected '/' after the used count" + at(text, base + i));
         ++i;
         size_t group_pos = i;
         if (auto r = number(group); !r) return std::unexpected(r.error());
@@ -172,10 +173,14 @@ Result<CpuSet> CpuSet::parse_mask(std::string_view text) {
       continue;
     }
     unsigned v;
-    if (c >= '0' && c <= '9') v = static_cast<unsigned>(c - '0');
-    else if (c >= 'a' && c <= 'f') v = static_cast<unsigned>(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') v = static_cast<unsigned>(c - 'A' + 10);
-    else return fail(std::string("'") + c + "' is not a hex digit" + at(text, base + k));
+    if (c >= '0' && c <= '9')
+      v = static_cast<unsigned>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v = static_cast<unsigned>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F')
+      v = static_cast<unsigned>(c - 'A' + 10);
+    else
+      return fail(std::string("'") + c + "' is not a hex digit" + at(text, base + k));
     for (unsigned b = 0; b < 4; ++b) {
       if (v >> b & 1) {
         if (bit + b >= kMaxCpu) return fail("mask has bits beyond CPU " + std::to_string(kMaxCpu - 1));

@@ -23,7 +23,7 @@ class CpuSet {
   // "ff", "0x3", "00000000,00000040". Empty or all-zero = empty set.
   static Result<CpuSet> parse_mask(std::string_view text);
 
-  std::string to_list() const;             // canonical, ascending ranges: "0-3,8"
+  std::string to_list() const;                         // canonical, ascending ranges: "0-3,8"
   std::string to_mask(bool comma_words = true) const;  // "00000000,00000040" / "40"
 
   void add(unsigned cpu);

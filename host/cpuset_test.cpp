@@ -30,16 +30,16 @@ TEST(CpuSetList, RejectsGarbageWithPosition) {
     const char* in;
     const char* msg;
   };
-  for (auto c : {Case{"0-", "expected a CPU number at offset 2 in '0-'"},
-                 Case{"a", "expected a CPU number at offset 0 in 'a'"},
-                 Case{"3-1", "range 3-1 runs backwards at offset 2 in '3-1'"},
-                 Case{"1,", "trailing ',' at offset 1 in '1,'"},
-                 Case{"1;2", "unexpected ';' at offset 1 in '1;2'"},
-                 Case{"0-8:4", "expected '/' after the used count at offset 5 in '0-8:4'"},
-                 Case{"0-8:1/0", "group size must be at least 1 at offset 6 in '0-8:1/0'"},
-                 Case{"0-8:3/2", "used count must be 1..2 at offset 4 in '0-8:3/2'"},
-                 Case{"99999", "CPU number 99999 is out of range (max 8191) at offset 0 in '99999'"},
-                 Case{"1,,2", "expected a CPU number at offset 2 in '1,,2'"}}) {
+  for (auto c :
+       {Case{"0-", "expected a CPU number at offset 2 in '0-'"},
+        Case{"a", "expected a CPU number at offset 0 in 'a'"},
+        Case{"3-1", "range 3-1 runs backwards at offset 2 in '3-1'"},
+        Case{"1,", "trailing ',' at offset 1 in '1,'"}, Case{"1;2", "unexpected ';' at offset 1 in '1;2'"},
+        Case{"0-8:4", "expected '/' after the used count at offset 5 in '0-8:4'"},
+        Case{"0-8:1/0", "group size must be at least 1 at offset 6 in '0-8:1/0'"},
+        Case{"0-8:3/2", "used count must be 1..2 at offset 4 in '0-8:3/2'"},
+        Case{"99999", "CPU number 99999 is out of range (max 8191) at offset 0 in '99999'"},
+        Case{"1,,2", "expected a CPU number at offset 2 in '1,,2'"}}) {
     auto r = CpuSet::parse_list(c.in);
     ASSERT_FALSE(r) << c.in;
     EXPECT_EQ(r.error().what, c.msg);

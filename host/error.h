@@ -10,9 +10,9 @@
 namespace keel {
 
 struct Error {
-  int err = 0;         // errno, or 0 when the failure is not a system call's
-  std::string path;    // file (kernel path, config file) the failure is about, may be empty
-  std::string what;    // what was tried or what is wrong, in words
+  int err = 0;       // errno, or 0 when the failure is not a system call's
+  std::string path;  // file (kernel path, config file) the failure is about, may be empty
+  std::string what;  // what was tried or what is wrong, in words
 
   // "path: what: strerror(err)" with the empty parts left out.
   std::string message() const {

@@ -22,7 +22,8 @@ TEST(FileIo, ErrorsNamePathAndErrno) {
   auto r = read_file(t.path() / "missing");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().err, ENOENT);
-  EXPECT_EQ(r.error().message(), (t.path() / "missing").string() + ": cannot open: No such file or directory");
+  EXPECT_EQ(r.error().message(),
+            (t.path() / "missing").string() + ": cannot open: No such file or directory");
   // Kernel files exist already: write_file never creates one.
   auto w = write_file(t.path() / "new", "1");
   ASSERT_FALSE(w);

@@ -16,10 +16,28 @@ void JsonWriter::comma() {
   }
 }
 
-JsonWriter& JsonWriter::begin_object() { comma(); out_ += '{'; first_.push_back(true); return *this; }
-JsonWriter& JsonWriter::end_object() { out_ += '}'; first_.pop_back(); return *this; }
-JsonWriter& JsonWriter::begin_array() { comma(); out_ += '['; first_.push_back(true); return *this; }
-JsonWriter& JsonWriter::end_array() { out_ += ']'; first_.pop_back(); return *this; }
+JsonWriter& JsonWriter::begin_object() {
+  comma();
+  out_ += '{';
+  first_.push_back(true);
+  return *this;
+}
+JsonWriter& JsonWriter::end_object() {
+  out_ += '}';
+  first_.pop_back();
+  return *this;
+}
+JsonWriter& JsonWriter::begin_array() {
+  comma();
+  out_ += '[';
+  first_.push_back(true);
+  return *this;
+}
+JsonWriter& JsonWriter::end_array() {
+  out_ += ']';
+  first_.pop_back();
+  return *this;
+}
 
 JsonWriter& JsonWriter::key(std::string_view k) {
   comma();
@@ -29,11 +47,31 @@ JsonWriter& JsonWriter::key(std::string_view k) {
   return *this;
 }
 
-JsonWriter& JsonWriter::value(std::string_view s) { comma(); out_ += escape(s); return *this; }
-JsonWriter& JsonWriter::value(long long v) { comma(); out_ += std::to_string(v); return *this; }
-JsonWriter& JsonWriter::value(unsigned long long v) { comma(); out_ += std::to_string(v); return *this; }
-JsonWriter& JsonWriter::value(bool v) { comma(); out_ += v ? "true" : "false"; return *this; }
-JsonWriter& JsonWriter::null() { comma(); out_ += "null"; return *this; }
+JsonWriter& JsonWriter::value(std::string_view s) {
+  comma();
+  out_ += escape(s);
+  return *this;
+}
+JsonWriter& JsonWriter::value(long long v) {
+  comma();
+  out_ += std::to_string(v);
+  return *this;
+}
+JsonWriter& JsonWriter::value(unsigned long long v) {
+  comma();
+  out_ += std::to_string(v);
+  return *this;
+}
+JsonWriter& JsonWriter::value(bool v) {
+  comma();
+  out_ += v ? "true" : "false";
+  return *this;
+}
+JsonWriter& JsonWriter::null() {
+  comma();
+  out_ += "null";
+  return *this;
+}
 
 JsonWriter& JsonWriter::precise(double v) {
   comma();
@@ -63,11 +101,21 @@ std::string JsonWriter::escape(std::string_view s) {
   std::string o = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      case '\r': o += "\\r"; break;
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
+      case '\r':
+        o += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];

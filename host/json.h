@@ -28,7 +28,10 @@ class JsonWriter {
   JsonWriter& value(bool v);
   JsonWriter& null();
   template <class T>
-  JsonWriter& field(std::string_view k, const T& v) { key(k); return value(v); }
+  JsonWriter& field(std::string_view k, const T& v) {
+    key(k);
+    return value(v);
+  }
 
   const std::string& str() const { return out_; }
   static std::string escape(std::string_view s);

@@ -7,8 +7,20 @@ namespace {
 
 TEST(JsonWriter, NestsWithCommasAndEscapes) {
   JsonWriter j;
-  j.begin_object().field("name", "a\"b\\c\n").key("list").begin_array().value(1).value(-2).value(true).null()
-      .end_array().field("x", 0.5).key("o").begin_object().end_object().end_object();
+  j.begin_object()
+      .field("name", "a\"b\\c\n")
+      .key("list")
+      .begin_array()
+      .value(1)
+      .value(-2)
+      .value(true)
+      .null()
+      .end_array()
+      .field("x", 0.5)
+      .key("o")
+      .begin_object()
+      .end_object()
+      .end_object();
   EXPECT_EQ(j.str(), R"({"name":"a\"b\\c\n","list":[1,-2,true,null],"x":0.5,"o":{}})");
 }
 

@@ -19,13 +19,13 @@ struct ResctrlInfo {
   unsigned l3_ways = 0;             // bits in cbm_mask
   unsigned min_cbm_bits = 0;
   unsigned long long shareable_bits = 0;
-  bool sparse_masks = false;        // 0/absent: 1-bits must be contiguous (Intel)
-  unsigned num_closids = 0;         // CLOSIDs for groups: the smallest over L3 and MB (default group included)
+  bool sparse_masks = false;  // 0/absent: 1-bits must be contiguous (Intel)
+  unsigned num_closids = 0;   // CLOSIDs for groups: the smallest over L3 and MB (default group included)
   // Memory bandwidth allocation (info/MB).
   bool mb = false;
   unsigned min_bandwidth = 0;
   unsigned bandwidth_gran = 0;
-  bool mba_mbps = false;            // mounted with -o mba_MBps: MB values are MiB/s, not percent
+  bool mba_mbps = false;  // mounted with -o mba_MBps: MB values are MiB/s, not percent
 };
 
 // std::nullopt when resctrl is not mounted at `root` (no info/ directory); an Error when it is

@@ -101,8 +101,9 @@ TEST(ResctrlInfoTempTree, NotMountedIsNotAnError) {
 
 TEST(ResctrlInfoTempTree, GarbageIsAnErrorWithPath) {
   testing::TempDir t;
-  testing::make_tree(t.path(), {{"info/L3/cbm_mask", "xyz\n"}, {"info/L3/min_cbm_bits", "1\n"},
-                                {"info/L3/num_closids", "16\n"}});
+  testing::make_tree(
+      t.path(),
+      {{"info/L3/cbm_mask", "xyz\n"}, {"info/L3/min_cbm_bits", "1\n"}, {"info/L3/num_closids", "16\n"}});
   auto r = read_resctrl_info(t.path());
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message(), (t.path() / "info/L3/cbm_mask").string() + ": not a hex mask: 'xyz'");

@@ -18,7 +18,7 @@ struct SysRoots {
   static SysRoots host() { return SysRoots{}; }
   // Everything under one directory: root/sys/fs/cgroup, root/proc, ... as on the host.
   static SysRoots under(const std::filesystem::path& root) {
-    return SysRoots{root / "sys/fs/cgroup", root / "sys/fs/resctrl", root / "proc",
+    return SysRoots{root / "sys/fs/cgroup", root / "sys/fs/resctrl",   root / "proc",
                     root / "sys",           root / "sys/kernel/debug", root / "var/lib/docker"};
   }
 };

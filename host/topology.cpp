@@ -38,16 +38,16 @@ Result<unsigned> count_dense_ids(const std::vector<Pu>& pus, Field field, const 
   for (const Pu& p : pus) used[field(p)] = true;
   for (unsigned i = 0; i < n; ++i)
     if (!used[i])
-      return fail(std::string(what) + " ids must be 0.." + std::to_string(n - 1) + " without gaps, but no PU is in " +
-                  what + " " + std::to_string(i));
+      return fail(std::string(what) + " ids must be 0.." + std::to_string(n - 1) +
+                  " without gaps, but no PU is in " + what + " " + std::to_string(i));
   return n;
 }
 
 Result<void> check_core_consistent(const Core& core, const Pu& p) {
   auto mismatch = [&](const char* what, unsigned a, unsigned b) {
     return fail("core " + std::to_string(core.id) + " has PUs in different " + what + "s (CPU " +
-                std::to_string(core.cpus.first()) + " in " + std::to_string(a) + ", CPU " + std::to_string(p.os) +
-                " in " + std::to_string(b) + ")");
+                std::to_string(core.cpus.first()) + " in " + std::to_string(a) + ", CPU " +
+                std::to_string(p.os) + " in " + std::to_string(b) + ")");
   };
   if (core.l3 != p.l3) return mismatch("L3 domain", core.l3, p.l3);
   if (core.numa != p.numa) return mismatch("NUMA node", core.numa, p.numa);
@@ -63,12 +63,17 @@ Result<Topology> Topology::from_pus(std::vector<Pu> pus) {
   for (size_t i = 1; i < pus.size(); ++i)
     if (pus[i].os == pus[i - 1].os) return fail("CPU " + std::to_string(pus[i].os) + " is listed twice");
   for (const Pu& p : pus)
-    if (p.os >= CpuSet::kMaxCpu) return fail("CPU " + std::to_string(p.os) + " is beyond the largest CPU number");
+    if (p.os >= CpuSet::kMaxCpu)
+      return fail("CPU " + std::to_string(p.os) + " is beyond the largest CPU number");
 
-  auto n_cores = count_dense_ids(pus, [](const Pu& p) { return p.core; }, "core");
-  auto n_l3 = count_dense_ids(pus, [](const Pu& p) { return p.l3; }, "L3 domain");
-  auto n_numa = count_dense_ids(pus, [](const Pu& p) { return p.numa; }, "NUMA node");
-  auto n_pkg = count_dense_ids(pus, [](const Pu& p) { return p.package; }, "package");
+  auto n_cores = count_dense_ids(
+      pus, [](const Pu& p) { return p.core; }, "core");
+  auto n_l3 = count_dense_ids(
+      pus, [](const Pu& p) { return p.l3; }, "L3 domain");
+  auto n_numa = count_dense_ids(
+      pus, [](const Pu& p) { return p.numa; }, "NUMA node");
+  auto n_pkg = count_dense_ids(
+      pus, [](const Pu& p) { return p.package; }, "package");
   for (auto* n : {&n_cores, &n_l3, &n_numa, &n_pkg})
     if (!*n) return std::unexpected(n->error());
 
@@ -255,9 +260,11 @@ Result<Topology> Topology::detect(const SysRoots& roots) {
     std::filesystem::path root = sys.parent_path();
     if (ec || sys.filename() != host.sys.filename() ||
         !same_path(std::filesystem::absolute(roots.proc, ec), root / "proc") || ec)
-      return fail("hwloc reads <root>/sys and <root>/proc together, so the sys root must be named sys and the "
-                  "proc root (" + roots.proc.string() + ") must sit next to it",
-                  roots.sys.string());
+      return fail(
+          "hwloc reads <root>/sys and <root>/proc together, so the sys root must be named sys and the "
+          "proc root (" +
+              roots.proc.string() + ") must sit next to it",
+          roots.sys.string());
     if (!std::filesystem::is_directory(sys / "devices/system/cpu", ec))
       return fail("no CPU topology to read (devices/system/cpu is missing)", roots.sys.string());
     fsroot.emplace("HWLOC_FSROOT", root.string());
@@ -340,7 +347,8 @@ Result<std::optional<uint64_t>> synthetic_pu_count(std::string_view spec) {
     std::string count_text = colon == std::string::npos ? (memory ? "1" : head) : head.substr(colon + 1);
     hwloc_obj_type_t parsed;
     if (!type.empty() && hwloc_type_sscanf(type.c_str(), &parsed, nullptr, 0) != 0)
-      return fail("unknown level type '" + type + "' in '" + level + "' (known: pack, numa, l3, l2, core, pu, group, ...)");
+      return fail("unknown level type '" + type + "' in '" + level +
+                  "' (known: pack, numa, l3, l2, core, pu, group, ...)");
     uint64_t count = 0;
     if (auto bad = parse_count(count_text, count)) return fail("'" + level + "' " + *bad);
     if (memory) continue;  // memory children hang off the level above: no more PUs
@@ -371,13 +379,14 @@ Result<Topology> Topology::synthetic(std::string_view spec) {
   if (!pus) return fail("bad synthetic topology \"" + text + "\": " + pus.error().what);
   if (!*pus || **pus > CpuSet::kMaxCpu)
     return fail("synthetic topology \"" + text + "\" has " +
-                (*pus ? std::to_string(**pus) : std::string("more than 2^64")) + " PUs; keel supports at most " +
-                std::to_string(CpuSet::kMaxCpu));
+                (*pus ? std::to_string(**pus) : std::string("more than 2^64")) +
+                " PUs; keel supports at most " + std::to_string(CpuSet::kMaxCpu));
   auto topo = new_hwloc_topology();
   if (!topo) return std::unexpected(topo.error());
   if (hwloc_topology_set_synthetic(topo->get(), text.c_str()) != 0) {
     int err = errno;
-    return fail("bad synthetic topology \"" + text + "\": hwloc rejected it (unknown attribute or bad attribute value?)",
+    return fail("bad synthetic topology \"" + text +
+                    "\": hwloc rejected it (unknown attribute or bad attribute value?)",
                 "", err);
   }
   if (hwloc_topology_load(topo->get()) != 0)
@@ -400,7 +409,8 @@ std::string bytes_text(uint64_t bytes) {
   }
   if (bytes % scale == 0) return std::to_string(bytes / scale) + " " + kUnits[u];
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %s", static_cast<double>(bytes) / static_cast<double>(scale), kUnits[u]);
+  std::snprintf(buf, sizeof buf, "%.1f %s", static_cast<double>(bytes) / static_cast<double>(scale),
+                kUnits[u]);
   return buf;
 }
 
@@ -457,8 +467,10 @@ std::string cores_line(const Topology& topo, const std::vector<unsigned>& core_i
 // "(shared with NUMA node 1 and package 1)": who else a domain's CPUs belong to, or "".
 std::string shared_note(const std::vector<unsigned>& nodes, const std::vector<unsigned>& packages) {
   std::vector<std::string> parts;
-  if (!nodes.empty()) parts.push_back(std::string(nodes.size() == 1 ? "NUMA node " : "NUMA nodes ") + id_list(nodes));
-  if (!packages.empty()) parts.push_back(std::string(packages.size() == 1 ? "package " : "packages ") + id_list(packages));
+  if (!nodes.empty())
+    parts.push_back(std::string(nodes.size() == 1 ? "NUMA node " : "NUMA nodes ") + id_list(nodes));
+  if (!packages.empty())
+    parts.push_back(std::string(packages.size() == 1 ? "package " : "packages ") + id_list(packages));
   if (parts.empty()) return "";
   return " (shared with " + parts[0] + (parts.size() > 1 ? " and " + parts[1] : "") + ")";
 }
@@ -472,7 +484,8 @@ std::vector<unsigned> other_packages(const Topology& topo, const Package& pkg, c
 
 // Within one package: a NUMA node (or L3 domain) covering several packages, as when hwloc reports a
 // single machine-wide node, is shown under each package with that package's part only.
-void append_l3(std::string& out, const Topology& topo, const Package& pkg, const NumaNode& node, const L3Domain& l3) {
+void append_l3(std::string& out, const Topology& topo, const Package& pkg, const NumaNode& node,
+               const L3Domain& l3) {
   CpuSet here = l3.cpus & node.cpus & pkg.cpus;
   out += "    L3 domain " + std::to_string(l3.id);
   if (l3.size_bytes != 0) out += " (" + bytes_text(l3.size_bytes) + ")";
@@ -531,7 +544,8 @@ void write_domains(JsonWriter& w, std::string_view key, const std::vector<Domain
 std::string format_json(const Topology& topo) {
   JsonWriter w;
   w.begin_object();
-  w.key("summary").begin_object()
+  w.key("summary")
+      .begin_object()
       .field("pus", topo.pus().size())
       .field("cores", topo.cores().size())
       .field("numa_nodes", topo.numa_nodes().size())
@@ -549,13 +563,23 @@ std::string format_json(const Topology& topo) {
   });
   w.key("cores").begin_array();
   for (const Core& c : topo.cores())
-    w.begin_object().field("id", c.id).field("cpus", c.cpus.to_list()).field("l3", c.l3).field("numa", c.numa)
-        .field("package", c.package).end_object();
+    w.begin_object()
+        .field("id", c.id)
+        .field("cpus", c.cpus.to_list())
+        .field("l3", c.l3)
+        .field("numa", c.numa)
+        .field("package", c.package)
+        .end_object();
   w.end_array();
   w.key("pus").begin_array();
   for (const Pu& p : topo.pus())
-    w.begin_object().field("os", p.os).field("core", p.core).field("l3", p.l3).field("numa", p.numa)
-        .field("package", p.package).end_object();
+    w.begin_object()
+        .field("os", p.os)
+        .field("core", p.core)
+        .field("l3", p.l3)
+        .field("numa", p.numa)
+        .field("package", p.package)
+        .end_object();
   w.end_array();
   w.end_object();
   return w.str();

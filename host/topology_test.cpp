@@ -135,7 +135,8 @@ TEST(TopologySynthetic, BadSpecsNameTheSpecAndTheProblem) {
   for (const char* spec : {"pack:99999999999999999999999 pu:1", "pack:4294967296 pu:1", "pu:0x1ffffffff"}) {
     auto t = Topology::synthetic(spec);
     ASSERT_FALSE(t.has_value()) << spec;
-    EXPECT_THAT(t.error().message(), HasSubstr(std::string("bad synthetic topology \"") + spec + "\"")) << spec;
+    EXPECT_THAT(t.error().message(), HasSubstr(std::string("bad synthetic topology \"") + spec + "\""))
+        << spec;
     EXPECT_THAT(t.error().message(), HasSubstr("count too large")) << spec;
   }
   auto empty = Topology::synthetic("  ");
@@ -150,11 +151,12 @@ TEST(TopologySynthetic, RefusesMorePusThanKeelSupportsBeforeAskingHwloc) {
     const char* spec;
     const char* pus;
   };
-  for (const Case& c : {Case{"pu:9000", "9000"}, Case{"pack:100000 pu:100000", "10000000000"},
-                        Case{"pack:2 numa:2(memory=1GB) core:2049 pu:1", "8196"},
-                        Case{"(memory=4GB) pack:3 [numa(memory=1GB)] l3:1(size=32MB) core:1500 pu:2(indexes=0)", "9000"},
-                        Case{"pack:0x10 core:01000 pu:2", "16384"},  // hex and octal, as strtoul reads them
-                        Case{"pack:4294967295 numa:4294967295 core:4294967295 pu:4294967295", "more than 2^64"}}) {
+  for (const Case& c :
+       {Case{"pu:9000", "9000"}, Case{"pack:100000 pu:100000", "10000000000"},
+        Case{"pack:2 numa:2(memory=1GB) core:2049 pu:1", "8196"},
+        Case{"(memory=4GB) pack:3 [numa(memory=1GB)] l3:1(size=32MB) core:1500 pu:2(indexes=0)", "9000"},
+        Case{"pack:0x10 core:01000 pu:2", "16384"},  // hex and octal, as strtoul reads them
+        Case{"pack:4294967295 numa:4294967295 core:4294967295 pu:4294967295", "more than 2^64"}}) {
     auto t = Topology::synthetic(c.spec);
     ASSERT_FALSE(t.has_value()) << c.spec;
     EXPECT_EQ(t.error().message(), std::string("synthetic topology \"") + c.spec + "\" has " + c.pus +
@@ -163,7 +165,8 @@ TEST(TopologySynthetic, RefusesMorePusThanKeelSupportsBeforeAskingHwloc) {
 }
 
 TEST(TopologySynthetic, CountsLevelsWithAttributesAndMemoryChildren) {
-  Topology t = shape("(memory=8GB) pack:2 [numa(memory=1GB)] l3:1(size=32MB) core:2 pu:2(indexes=0,2,4,6,1,3,5,7)");
+  Topology t =
+      shape("(memory=8GB) pack:2 [numa(memory=1GB)] l3:1(size=32MB) core:2 pu:2(indexes=0,2,4,6,1,3,5,7)");
   EXPECT_EQ(t.pus().size(), 8u);
   EXPECT_EQ(t.numa_nodes().size(), 2u);
   EXPECT_EQ(t.siblings(0), cpus("0,2"));
@@ -249,7 +252,9 @@ TEST(TopologyFormat, JsonHasEveryPuAndTheSummary) {
   EXPECT_EQ(json.back(), '}');
   EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
   EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
-  EXPECT_THAT(json, HasSubstr(R"("summary":{"pus":256,"cores":128,"numa_nodes":4,"l3_domains":4,"packages":2,"smt":2})"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(R"("summary":{"pus":256,"cores":128,"numa_nodes":4,"l3_domains":4,"packages":2,"smt":2})"));
   EXPECT_EQ(occurrences(json, "{\"os\":"), 256u);
   EXPECT_THAT(json, HasSubstr(R"({"os":130,"core":65,"l3":2,"numa":2,"package":1})"));
   EXPECT_THAT(json, HasSubstr(R"("size_bytes":16777216)"));

@@ -36,8 +36,8 @@ Result<CgroupHierarchy> v1_or_fail(const CgroupLayout& layout, const char* contr
   std::string hint;
   if (const CgroupHierarchy* u = layout.unified(); u && u->has(controller))
     hint = "; the unified hierarchy has it: use hierarchy = \"unified\" or \"auto\"";
-  return fail(std::string("hierarchy = \"") + controller + "\", but no cgroup v1 hierarchy has the " + controller +
-              " controller (" + mounted_list(layout) + ")" + hint);
+  return fail(std::string("hierarchy = \"") + controller + "\", but no cgroup v1 hierarchy has the " +
+              controller + " controller (" + mounted_list(layout) + ")" + hint);
 }
 
 }  // namespace
@@ -47,7 +47,8 @@ Result<CgroupHierarchy> choose_hierarchy(const CgroupLayout& layout, config::Hie
   switch (choice) {
     case config::Hierarchy::unified:
       if (unified) return *unified;
-      return fail("hierarchy = \"unified\", but no cgroup2 hierarchy is mounted (" + mounted_list(layout) + ")");
+      return fail("hierarchy = \"unified\", but no cgroup2 hierarchy is mounted (" + mounted_list(layout) +
+                  ")");
     case config::Hierarchy::cpu:
       return v1_or_fail(layout, "cpu");
     case config::Hierarchy::cpuset:
@@ -99,7 +100,9 @@ class Glob {
  public:
   // Without a star nothing is tried twice, so the common literal patterns skip the table.
   Glob(std::string_view p, std::string_view s)
-      : p_(p), s_(s), memo_(p.find('*') == std::string_view::npos ? 0 : (p.size() + 1) * (s.size() + 1), kUnknown) {}
+      : p_(p),
+        s_(s),
+        memo_(p.find('*') == std::string_view::npos ? 0 : (p.size() + 1) * (s.size() + 1), kUnknown) {}
 
   bool match(size_t pi, size_t si) {
     if (memo_.empty()) return decide(pi, si);
@@ -181,7 +184,8 @@ std::string_view element_from_end(std::string_view path, int n) {
 std::string_view leaf(std::string_view path) { return element_from_end(path, 0); }
 
 bool strip(std::string_view& s, std::string_view prefix, std::string_view suffix = {}) {
-  if (s.size() < prefix.size() + suffix.size() || !s.starts_with(prefix) || !s.ends_with(suffix)) return false;
+  if (s.size() < prefix.size() + suffix.size() || !s.starts_with(prefix) || !s.ends_with(suffix))
+    return false;
   s = s.substr(prefix.size(), s.size() - prefix.size() - suffix.size());
   return true;
 }
@@ -222,12 +226,18 @@ std::string_view kubepods_pod_uid(std::string_view cgroup_path) {
 
 const char* to_string(Selector s) {
   switch (s) {
-    case Selector::none: return "none";
-    case Selector::cgroup: return "cgroup";
-    case Selector::systemd_unit: return "systemd_unit";
-    case Selector::docker: return "docker";
-    case Selector::pod: return "pod";
-    case Selector::pid_file: return "pid_file";
+    case Selector::none:
+      return "none";
+    case Selector::cgroup:
+      return "cgroup";
+    case Selector::systemd_unit:
+      return "systemd_unit";
+    case Selector::docker:
+      return "docker";
+    case Selector::pod:
+      return "pod";
+    case Selector::pid_file:
+      return "pid_file";
   }
   return "?";
 }
@@ -262,8 +272,8 @@ DockerContainers read_docker_containers(const SysRoots& roots) {
   DockerContainers out;
   const auto dir = roots.docker_state / "containers";
   std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec)) {
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     std::string id = it->path().filename().string();
     if (!is_container_id(id)) continue;
     auto json = read_file(it->path() / "config.v2.json");
@@ -329,8 +339,8 @@ void resolve_pid_file(Rule& rule, const CgroupHierarchy& hierarchy, const SysRoo
   }
 }
 
-std::vector<Rule> resolve_rules(const std::vector<config::Workload>& workloads, const CgroupHierarchy& hierarchy,
-                                const SysRoots& roots) {
+std::vector<Rule> resolve_rules(const std::vector<config::Workload>& workloads,
+                                const CgroupHierarchy& hierarchy, const SysRoots& roots) {
   std::optional<DockerContainers> containers;  // read once, and only when a rule names a container
   std::vector<Rule> rules;
   for (const config::Workload& w : workloads) {
@@ -376,14 +386,16 @@ std::string instance_name(const config::Workload& w, std::string_view path) {
 
 }  // namespace
 
-WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads, const CgroupHierarchy& hierarchy,
-                                const std::vector<Cgroup>& cgroups, const SysRoots& roots) {
+WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
+                                const CgroupHierarchy& hierarchy, const std::vector<Cgroup>& cgroups,
+                                const SysRoots& roots) {
   std::vector<Rule> rules = resolve_rules(workloads, hierarchy, roots);
   WorkloadMatches out;
   for (const Rule& r : rules) out.workloads.push_back({r.workload->name, 0, 0, r.note});
   out.cgroups.reserve(cgroups.size());
   for (const Cgroup& c : cgroups) {
-    WorkloadMatch& row = out.cgroups.emplace_back(WorkloadMatch{c.path, c.id, c.nr_procs, {}, {}, Selector::none});
+    WorkloadMatch& row =
+        out.cgroups.emplace_back(WorkloadMatch{c.path, c.id, c.nr_procs, {}, {}, Selector::none});
     auto rule = std::ranges::find_if(rules, [&](const Rule& r) { return rule_matches(r, c); });
     if (rule == rules.end()) continue;
     row.workload = rule->workload->name;
@@ -444,8 +456,10 @@ std::string format_workloads_text(const WorkloadReport& report) {
     width[2] = std::max(width[2], std::to_string(r.nr_procs).size());
     width[3] = std::max(width[3], r.instance.empty() ? 1 : r.instance.size());
   }
-  std::string out = "hierarchy: " + describe(report.hierarchy) + "; cgroup mode " + to_string(report.mode) + "\n";
-  auto line = [&](std::string_view a, std::string_view b, std::string_view c, std::string_view d, std::string_view e) {
+  std::string out =
+      "hierarchy: " + describe(report.hierarchy) + "; cgroup mode " + to_string(report.mode) + "\n";
+  auto line = [&](std::string_view a, std::string_view b, std::string_view c, std::string_view d,
+                  std::string_view e) {
     append_padded(out, a, width[0] + 2);
     append_padded(out, b, width[1] + 2);
     append_padded(out, c, width[2] + 2);
@@ -460,13 +474,15 @@ std::string format_workloads_text(const WorkloadReport& report) {
     const WorkloadMatch& r = rows[i];
     bool hit = !r.workload.empty();
     matched += hit ? 1 : 0;
-    line(r.path, ids[i], std::to_string(r.nr_procs), hit ? r.instance : "-", hit ? to_string(r.selector) : "");
+    line(r.path, ids[i], std::to_string(r.nr_procs), hit ? r.instance : "-",
+         hit ? to_string(r.selector) : "");
   }
   out += "\n" + count_of(rows.size(), "cgroup", "cgroups") + ", " + std::to_string(matched) + " matched\n";
   for (const WorkloadSummary& w : report.matches.workloads) {
     out += "workload " + w.name + ": ";
     if (w.cgroups > 0) {
-      out += count_of(w.cgroups, "cgroup", "cgroups") + ", " + count_of(w.procs, "process", "processes") + "\n";
+      out +=
+          count_of(w.cgroups, "cgroup", "cgroups") + ", " + count_of(w.procs, "process", "processes") + "\n";
     } else {
       out += "matched nothing" + (w.note.empty() ? std::string() : " (" + w.note + ")") + "\n";
     }

@@ -52,15 +52,16 @@ struct WorkloadSummary {
 };
 
 struct WorkloadMatches {
-  std::vector<WorkloadMatch> cgroups;     // one per cgroup, in the order given
-  std::vector<WorkloadSummary> workloads; // config order
+  std::vector<WorkloadMatch> cgroups;      // one per cgroup, in the order given
+  std::vector<WorkloadSummary> workloads;  // config order
 };
 
 // Matches each cgroup against the workloads, first matching workload in config order wins.
 // Docker names and pid files are resolved now (they change as containers and services restart);
 // what cannot be resolved matches nothing and is explained in the summary's note, never an error.
-WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads, const CgroupHierarchy& hierarchy,
-                                const std::vector<Cgroup>& cgroups, const SysRoots& roots);
+WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
+                                const CgroupHierarchy& hierarchy, const std::vector<Cgroup>& cgroups,
+                                const SysRoots& roots);
 
 struct WorkloadReport {
   CgroupMode mode = CgroupMode::v1;

@@ -194,7 +194,8 @@ std::vector<std::string> owners(const WorkloadMatches& m) {
 }
 
 TEST(MatchWorkloads, CgroupGlobFirstMatchWins) {
-  auto cgroups = cgroups_at({{"/", 5}, {"/redis", 1}, {"/redis-1", 1}, {"/system.slice", 0}, {"/system.slice/a.service", 2}});
+  auto cgroups = cgroups_at(
+      {{"/", 5}, {"/redis", 1}, {"/redis-1", 1}, {"/system.slice", 0}, {"/system.slice/a.service", 2}});
   std::vector<config::Workload> ws = {workload("redis", by_cgroup("/redis*")),
                                       workload("everything", by_cgroup("/**")),
                                       workload("never", by_cgroup("/nothing"))};
@@ -211,10 +212,11 @@ TEST(MatchWorkloads, CgroupGlobFirstMatchWins) {
 }
 
 TEST(MatchWorkloads, HasTasksAndEach) {
-  auto cgroups = cgroups_at({{"/system.slice", 0}, {"/system.slice/a.service", 2}, {"/system.slice/b.service", 0},
+  auto cgroups = cgroups_at({{"/system.slice", 0},
+                             {"/system.slice/a.service", 2},
+                             {"/system.slice/b.service", 0},
                              {"/system.slice/c.slice/d.service", 1}});
-  std::vector<config::Workload> ws = {
-      workload("services", each(with_tasks(by_cgroup("/system.slice/**"))))};
+  std::vector<config::Workload> ws = {workload("services", each(with_tasks(by_cgroup("/system.slice/**"))))};
   WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent"));
   EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "services", "-", "services"));
   EXPECT_EQ(m.cgroups[1].instance, "services/a.service");
@@ -242,19 +244,23 @@ SysRoots docker_host(const TempDir& tmp) {
     return R"({"State":{"Running":true},"ID":")" + id + R"(","Config":{"Hostname":"x"},"Name":"/)" + name +
            R"(","MountPoints":{"/data":{"Name":"volume1","Destination":"/data"}}})";
   };
-  make_tree(tmp.path(), {{"var/lib/docker/containers/" + kId + "/config.v2.json", config_json(kId, "redis")},
-                         {"var/lib/docker/containers/" + kId2 + "/config.v2.json", config_json(kId2, "nginx")},
-                         {"var/lib/docker/containers/not-an-id/config.v2.json", config_json(kId, "evil")}});
+  make_tree(tmp.path(),
+            {{"var/lib/docker/containers/" + kId + "/config.v2.json", config_json(kId, "redis")},
+             {"var/lib/docker/containers/" + kId2 + "/config.v2.json", config_json(kId2, "nginx")},
+             {"var/lib/docker/containers/not-an-id/config.v2.json", config_json(kId, "evil")}});
   return SysRoots::under(tmp.path());
 }
 
 TEST(MatchWorkloads, DockerByNameBothDrivers) {
   TempDir tmp;
   const SysRoots roots = docker_host(tmp);
-  auto cgroups = cgroups_at({{"/docker/" + kId, 1}, {"/system.slice/docker-" + kId + ".scope", 1},
-                             {"/docker/" + kId2, 1}, {"/docker", 0}});
-  std::vector<config::Workload> ws = {workload("cache", by_docker("redis")), workload("web", by_docker("/nginx")),
-                                      workload("evil", by_docker("evil")), workload("volume", by_docker("volume1"))};
+  auto cgroups = cgroups_at({{"/docker/" + kId, 1},
+                             {"/system.slice/docker-" + kId + ".scope", 1},
+                             {"/docker/" + kId2, 1},
+                             {"/docker", 0}});
+  std::vector<config::Workload> ws = {
+      workload("cache", by_docker("redis")), workload("web", by_docker("/nginx")),
+      workload("evil", by_docker("evil")), workload("volume", by_docker("volume1"))};
   WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, roots);
   EXPECT_THAT(owners(m), ::testing::ElementsAre("cache", "cache", "web", "-"));
   EXPECT_EQ(m.cgroups[0].selector, Selector::docker);
@@ -267,20 +273,24 @@ TEST(MatchWorkloads, DockerNamesReResolveEachDiscovery) {
   const SysRoots roots = docker_host(tmp);
   auto cgroups = cgroups_at({{"/docker/" + kId, 1}, {"/docker/" + kId2, 1}});
   std::vector<config::Workload> ws = {workload("cache", by_docker("redis"))};
-  EXPECT_THAT(owners(match_workloads(ws, cpu_hierarchy(), cgroups, roots)), ::testing::ElementsAre("cache", "-"));
+  EXPECT_THAT(owners(match_workloads(ws, cpu_hierarchy(), cgroups, roots)),
+              ::testing::ElementsAre("cache", "-"));
   // redis restarted as a new container (the id of the former nginx), nginx is gone.
   fs::remove_all(roots.docker_state / "containers" / kId);
   make_tree(roots.docker_state, {{"containers/" + kId2 + "/config.v2.json", R"({"Name":"/redis"})"}});
-  EXPECT_THAT(owners(match_workloads(ws, cpu_hierarchy(), cgroups, roots)), ::testing::ElementsAre("-", "cache"));
+  EXPECT_THAT(owners(match_workloads(ws, cpu_hierarchy(), cgroups, roots)),
+              ::testing::ElementsAre("-", "cache"));
 }
 
 TEST(MatchWorkloads, DockerByIdOrPrefix) {
   auto cgroups = cgroups_at({{"/docker/" + kId, 1}, {"/system.slice/docker-" + kId2 + ".scope", 1}});
   const SysRoots nowhere = SysRoots::under("/nonexistent");
   std::vector<config::Workload> full = {workload("a", by_docker(kId))};
-  EXPECT_THAT(owners(match_workloads(full, cpu_hierarchy(), cgroups, nowhere)), ::testing::ElementsAre("a", "-"));
+  EXPECT_THAT(owners(match_workloads(full, cpu_hierarchy(), cgroups, nowhere)),
+              ::testing::ElementsAre("a", "-"));
   std::vector<config::Workload> prefix = {workload("b", by_docker(kId2.substr(0, 12)))};
-  EXPECT_THAT(owners(match_workloads(prefix, cpu_hierarchy(), cgroups, nowhere)), ::testing::ElementsAre("-", "b"));
+  EXPECT_THAT(owners(match_workloads(prefix, cpu_hierarchy(), cgroups, nowhere)),
+              ::testing::ElementsAre("-", "b"));
   // Shorter than 12 hex digits: a name, which no container has here.
   std::vector<config::Workload> short_prefix = {workload("c", by_docker(kId2.substr(0, 11)))};
   WorkloadMatches m = match_workloads(short_prefix, cpu_hierarchy(), cgroups, nowhere);
@@ -296,11 +306,14 @@ TEST(MatchWorkloads, PodUidInEveryKubepodsLayout) {
   for (const std::string& uid : {kUid, kUidUnderscore}) {
     std::vector<config::Workload> ws = {workload("pod", by_pod(uid))};
     WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent"));
-    EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "-", "pod", "pod", "pod", "pod", "pod", "pod", "-")) << uid;
+    EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "-", "pod", "pod", "pod", "pod", "pod", "pod", "-"))
+        << uid;
     EXPECT_EQ(m.cgroups[2].selector, Selector::pod);
   }
   std::vector<config::Workload> other = {workload("pod", by_pod("00000000-1234-4678-9abc-def012345678"))};
-  EXPECT_EQ(match_workloads(other, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent")).workloads[0].cgroups, 0u);
+  EXPECT_EQ(
+      match_workloads(other, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent")).workloads[0].cgroups,
+      0u);
 }
 
 TEST(MatchWorkloads, PidFile) {
@@ -343,7 +356,8 @@ CgroupHierarchy hierarchy(uint32_t id, std::vector<std::string> controllers, boo
 }
 
 TEST(ChooseHierarchy, Automatic) {
-  CgroupLayout hybrid{CgroupMode::hybrid, {hierarchy(1, {"cpu"}), hierarchy(3, {"cpuset"}), hierarchy(0, {"hugetlb"}, true)}};
+  CgroupLayout hybrid{CgroupMode::hybrid,
+                      {hierarchy(1, {"cpu"}), hierarchy(3, {"cpuset"}), hierarchy(0, {"hugetlb"}, true)}};
   EXPECT_EQ(choose_hierarchy(hybrid, config::Hierarchy::automatic)->id, 1u);
   CgroupLayout v2{CgroupMode::v2, {hierarchy(0, {"cpuset", "cpu"}, true)}};
   EXPECT_TRUE(choose_hierarchy(v2, config::Hierarchy::automatic)->unified);
@@ -357,7 +371,8 @@ TEST(ChooseHierarchy, Automatic) {
 }
 
 TEST(ChooseHierarchy, ExplicitChoices) {
-  CgroupLayout hybrid{CgroupMode::hybrid, {hierarchy(2, {"cpu", "cpuacct"}), hierarchy(3, {"cpuset"}), hierarchy(0, {}, true)}};
+  CgroupLayout hybrid{CgroupMode::hybrid,
+                      {hierarchy(2, {"cpu", "cpuacct"}), hierarchy(3, {"cpuset"}), hierarchy(0, {}, true)}};
   EXPECT_EQ(choose_hierarchy(hybrid, config::Hierarchy::cpu)->id, 2u);
   EXPECT_EQ(choose_hierarchy(hybrid, config::Hierarchy::cpuset)->id, 3u);
   EXPECT_TRUE(choose_hierarchy(hybrid, config::Hierarchy::unified)->unified);
@@ -386,7 +401,8 @@ constexpr const char* kMountinfo =
 
 SysRoots hybrid_host(const TempDir& tmp) {
   make_tree(tmp.path(), {{"proc/self/mountinfo", kMountinfo},
-                         {"proc/cgroups", "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\ncpu\t1\t3\t1\n"},
+                         {"proc/cgroups",
+                          "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\ncpu\t1\t3\t1\n"},
                          {"sys/fs/cgroup/cpu/cgroup.procs", "1\n2\n"},
                          {"sys/fs/cgroup/cpu/redis/cgroup.procs", "10\n11\n"},
                          {"sys/fs/cgroup/cpu/batch/cgroup.procs", ""},
@@ -443,11 +459,13 @@ TEST(FormatWorkloads, Json) {
   ASSERT_TRUE(report) << report.error().message();
   const std::string json = format_workloads_json(*report);
   const WorkloadMatch& redis = report->matches.cgroups[2];
-  EXPECT_THAT(json, HasSubstr(R"({"mode":"hybrid","hierarchy":{"name":"cpu","id":1,"unified":false,"mount":")"));
+  EXPECT_THAT(json,
+              HasSubstr(R"({"mode":"hybrid","hierarchy":{"name":"cpu","id":1,"unified":false,"mount":")"));
   EXPECT_THAT(json, HasSubstr(R"("controllers":["cpu"]})"));
-  EXPECT_THAT(json, HasSubstr(R"({"path":"/redis","id":")" + redis.id.str() + R"(","hierarchy":1,"inode":)" +
-                              std::to_string(redis.id.inode) +
-                              R"(,"procs":2,"workload":"redis","instance":"redis/redis","selector":"cgroup"})"));
+  EXPECT_THAT(json,
+              HasSubstr(R"({"path":"/redis","id":")" + redis.id.str() + R"(","hierarchy":1,"inode":)" +
+                        std::to_string(redis.id.inode) +
+                        R"(,"procs":2,"workload":"redis","instance":"redis/redis","selector":"cgroup"})"));
   EXPECT_THAT(json, HasSubstr(R"("procs":0,"workload":null,"instance":null,"selector":null})"));
   EXPECT_THAT(json, HasSubstr(R"("workloads":[{"name":"redis","cgroups":1,"procs":2,"note":null}]})"));
   EXPECT_THAT(json, Not(HasSubstr("\n")));

@@ -1,18 +1,17 @@
 #include "metrics/metrics.h"
 
 #include <arpa/inet.h>
+#include <civetweb.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <civetweb.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -97,19 +96,20 @@ struct Metrics::State {
   struct Series {
     std::string klass;
     Histogram* rq = nullptr;
-    Counter *all = nullptr, *llc = nullptr, *numa = nullptr, *cpu = nullptr, *throttled = nullptr, *misses = nullptr,
-            *instr = nullptr;
+    Counter *all = nullptr, *llc = nullptr, *numa = nullptr, *cpu = nullptr, *throttled = nullptr,
+            *misses = nullptr, *instr = nullptr;
     Gauge *p99 = nullptr, *target = nullptr, *slack = nullptr, *violated = nullptr, *blocked = nullptr,
           *rung = nullptr;
     std::map<std::string, Gauge*> knobs;
   };
-  std::map<std::string, Series> series;  // by workload label
+  std::map<std::string, Series> series;                                            // by workload label
   std::map<std::pair<std::string, std::string>, std::pair<Gauge*, Gauge*>> pairs;  // interference, score
   std::map<std::pair<std::string, std::string>, Counter*> action;
   Gauge* steal = nullptr;
 
   Histogram* tick = nullptr;
-  Counter *ticks = nullptr, *sense_err = nullptr, *act_err = nullptr, *map_full = nullptr, *stamp_full = nullptr;
+  Counter *ticks = nullptr, *sense_err = nullptr, *act_err = nullptr, *map_full = nullptr,
+          *stamp_full = nullptr;
   Gauge *last_tick = nullptr, *cost = nullptr, *events = nullptr, *cpu_ratio = nullptr, *entries = nullptr,
         *max_entries = nullptr, *rss = nullptr, *folded = nullptr;
   Cumulative process_cpu;
@@ -141,8 +141,9 @@ void Metrics::State::remove(Series& s) {
   if (s.throttled) throttled->Remove(s.throttled);
   if (s.misses) misses->Remove(s.misses);
   if (s.instr) instructions->Remove(s.instr);
-  std::pair<Family<Gauge>*, Gauge*> gauges[] = {{p99, s.p99},         {target, s.target}, {slack, s.slack},
-                                                {violated, s.violated}, {blocked, s.blocked}, {rung, s.rung}};
+  std::pair<Family<Gauge>*, Gauge*> gauges[] = {{p99, s.p99},         {target, s.target},
+                                                {slack, s.slack},     {violated, s.violated},
+                                                {blocked, s.blocked}, {rung, s.rung}};
   for (auto [f, g] : gauges)
     if (g) f->Remove(g);
   for (auto& [k, g] : s.knobs) knob->Remove(g);
@@ -208,7 +209,8 @@ Metrics::Metrics(Setup setup) : s_(std::make_unique<State>()) {
   auto& r = *s.reg;
   s.bounds = prometheus_bounds(s.setup.latency_bucket_upper_s);
   for (double upper : s.setup.latency_bucket_upper_s) {
-    size_t j = static_cast<size_t>(std::lower_bound(s.bounds.begin(), s.bounds.end(), upper * (1 - 1e-9)) - s.bounds.begin());
+    size_t j = static_cast<size_t>(std::lower_bound(s.bounds.begin(), s.bounds.end(), upper * (1 - 1e-9)) -
+                                   s.bounds.begin());
     s.bucket_to_le.push_back(j);
   }
   if (!s.bucket_to_le.empty()) s.bucket_to_le.back() = s.bounds.size();  // open-ended: +Inf
@@ -240,8 +242,8 @@ Metrics::Metrics(Setup setup) : s_(std::make_unique<State>()) {
   s.folded = &gauge(r, "keel_metrics_folded_instances").Add({});
 
   s.tick = &histogram(r, "keel_tick_duration_seconds")
-                .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                                     1, 2.5});
+                .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                     0.25, 0.5, 1, 2.5});
   s.ticks = &counter(r, "keel_ticks_total").Add({});
   s.last_tick = &gauge(r, "keel_last_tick_timestamp_seconds").Add({});
   auto& errors = counter(r, "keel_errors_total");
@@ -270,9 +272,7 @@ Metrics::~Metrics() = default;
 
 std::shared_ptr<prometheus::Registry> Metrics::registry() const { return s_->reg; }
 
-std::string Metrics::render() const {
-  return prometheus::TextSerializer().Serialize(s_->reg->Collect());
-}
+std::string Metrics::render() const { return prometheus::TextSerializer().Serialize(s_->reg->Collect()); }
 
 void Metrics::publish(const TickReport& t) {
   State& s = *s_;
@@ -441,15 +441,17 @@ Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
   // refused, and a name is resolved to its IPv4 address ("localhost" is ::1 first on Debian).
   const bool ipv6 = mg_check_feature(8) != 0;
   if (!ipv6 && address.front() == '[')
-    return fail("this build's HTTP server (civetweb) has no IPv6 support: use an IPv4 address such as 127.0.0.1:" +
-                hp->port);
+    return fail(
+        "this build's HTTP server (civetweb) has no IPv6 support: use an IPv4 address such as 127.0.0.1:" +
+        hp->port);
   addrinfo hints{};
   hints.ai_family = ipv6 ? AF_UNSPEC : AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* res = nullptr;
   if (int rc = ::getaddrinfo(hp->host.c_str(), hp->port.c_str(), &hints, &res); rc != 0)
-    return fail("cannot resolve \"" + hp->host + "\"" + (ipv6 ? "" : " to an IPv4 address") + ": " + ::gai_strerror(rc));
+    return fail("cannot resolve \"" + hp->host + "\"" + (ipv6 ? "" : " to an IPv4 address") + ": " +
+                ::gai_strerror(rc));
   char host[NI_MAXHOST] = "";
   ::getnameinfo(res->ai_addr, res->ai_addrlen, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
   const bool v6 = res->ai_family == AF_INET6;
@@ -458,7 +460,8 @@ Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
   ::freeaddrinfo(res);
   auto refuse = [&](int err) {
     std::string why = std::strerror(err);
-    if (err == EADDRINUSE) why += " (another process listens there: another keel or exporter? choose a free port)";
+    if (err == EADDRINUSE)
+      why += " (another process listens there: another keel or exporter? choose a free port)";
     if (err == EADDRNOTAVAIL) why += " (no interface of this host has that address)";
     if (err == EACCES) why += " (ports below 1024 need privileges)";
     return fail("cannot listen on " + numeric + ": " + why);

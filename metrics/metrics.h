@@ -20,14 +20,14 @@ namespace keel::metrics {
 
 // One workload instance's signals over one tick. Counts are this tick's increments.
 struct WorkloadReport {
-  std::string workload;                 // instance name ("redis", "batch/job-1"); "other" = unmatched cgroups
-  std::string klass;                    // critical | best_effort | other
-  std::vector<uint64_t> rq_buckets;     // waits per bucket of the latency layout given to Metrics
-  double rq_sum_s = 0;                  // their total wait
+  std::string workload;              // instance name ("redis", "batch/job-1"); "other" = unmatched cgroups
+  std::string klass;                 // critical | best_effort | other
+  std::vector<uint64_t> rq_buckets;  // waits per bucket of the latency layout given to Metrics
+  double rq_sum_s = 0;               // their total wait
   uint64_t migrations = 0, cross_llc = 0, cross_numa = 0;
   std::optional<uint64_t> cache_misses, instructions;  // only with a PMU
-  std::optional<double> cpu_seconds;    // CPU time used this tick
-  std::optional<double> throttled_periods;  // CFS periods throttled this tick
+  std::optional<double> cpu_seconds;                   // CPU time used this tick
+  std::optional<double> throttled_periods;             // CFS periods throttled this tick
   // The controller's view; only for workloads it judges against an SLO.
   std::optional<double> p99_s, slo_target_s, slack;
   bool violated = false, blocked = false;
@@ -53,27 +53,27 @@ struct HealthReport {
   std::optional<double> bpf_seconds_per_event, bpf_events_per_s;  // latest sampled window
   uint64_t map_entries = 0, map_max_entries = 0;
   uint64_t dropped_map_full = 0, dropped_stamp_full = 0;  // this tick
-  std::optional<double> process_cpu_seconds;               // cumulative
+  std::optional<double> process_cpu_seconds;              // cumulative
   std::optional<double> process_rss_bytes;
 };
 
 struct TickReport {
   std::vector<WorkloadReport> workloads;
-  std::vector<InterferenceReport> interference;  // strongest first per victim
+  std::vector<InterferenceReport> interference;              // strongest first per victim
   std::vector<std::pair<std::string, std::string>> actions;  // (knob, act | give_back | revert)
-  std::optional<bool> steal;                     // host-wide steal_task, when keel manages it
+  std::optional<bool> steal;                                 // host-wide steal_task, when keel manages it
   HealthReport health;
 };
 
 struct Setup {
-  std::string mode;                               // enforce | observe
+  std::string mode;  // enforce | observe
   std::string version;
-  std::vector<double> latency_bucket_upper_s;     // the sensor's layout; the last bucket is open-ended
-  std::map<std::string, bool> sensors;            // runqueue, hardware_counters
-  std::map<std::string, bool> mechanisms;         // cpuset, cpu_weight, resctrl, steal_task, irq_affinity
+  std::vector<double> latency_bucket_upper_s;  // the sensor's layout; the last bucket is open-ended
+  std::map<std::string, bool> sensors;         // runqueue, hardware_counters
+  std::map<std::string, bool> mechanisms;      // cpuset, cpu_weight, resctrl, steal_task, irq_affinity
   std::string map_name = "cgroup_stats";
-  size_t max_workloads = 256;                     // labelled instances; the rest count as "other"
-  size_t max_antagonists = 5;                     // per victim
+  size_t max_workloads = 256;  // labelled instances; the rest count as "other"
+  size_t max_antagonists = 5;  // per victim
 };
 
 // The Prometheus `le` bounds for a sensor layout: every bound up to 1 ms kept (no precision lost
@@ -101,8 +101,8 @@ class Metrics {
 
 // The HTTP endpoint: GET /metrics. `address` is daemon.metrics_listen ("127.0.0.1:9477",
 // "localhost:9477"), already checked as the config checks it; a name is resolved first (to IPv4 while
-// the HTTP server has no IPv6). A taken port is a clear error; errors do not name the address's source. It listens
-// from the start (so a taken port stops keel before it changes anything) and serves nothing until
+// the HTTP server has no IPv6). A taken port is a clear error; errors do not name the address's source. It
+// listens from the start (so a taken port stops keel before it changes anything) and serves nothing until
 // serve() hands it the metrics.
 class Endpoint {
  public:

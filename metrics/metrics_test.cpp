@@ -3,12 +3,11 @@
 // HTTP endpoint on a real socket (served text, a taken port).
 #include "metrics/metrics.h"
 
+#include <civetweb.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <civetweb.h>
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -57,7 +56,8 @@ std::vector<Sample> parse(const std::string& text) {
 }
 
 // Samples named `name` whose labels include `want`.
-std::vector<Sample> find(const std::string& text, const std::string& name, const std::map<std::string, std::string>& want = {}) {
+std::vector<Sample> find(const std::string& text, const std::string& name,
+                         const std::map<std::string, std::string>& want = {}) {
   std::vector<Sample> out;
   for (auto& s : parse(text)) {
     if (s.name != name) continue;
@@ -68,7 +68,8 @@ std::vector<Sample> find(const std::string& text, const std::string& name, const
   return out;
 }
 
-double value(const std::string& text, const std::string& name, const std::map<std::string, std::string>& want = {}) {
+double value(const std::string& text, const std::string& name,
+             const std::map<std::string, std::string>& want = {}) {
   auto v = find(text, name, want);
   EXPECT_EQ(v.size(), 1u) << name << " with the given labels: " << v.size() << " samples";
   return v.empty() ? -1 : v[0].value;
@@ -91,7 +92,8 @@ Setup setup(size_t max_workloads = 256) {
   return s;
 }
 
-WorkloadReport workload(const std::string& name, const std::string& klass, std::vector<double> waits_us = {}) {
+WorkloadReport workload(const std::string& name, const std::string& klass,
+                        std::vector<double> waits_us = {}) {
   WorkloadReport w;
   w.workload = name;
   w.klass = klass;
@@ -112,8 +114,10 @@ TEST(PrometheusBounds, KeepEverySensorBoundUpTo1msAndPowersOfTwoAbove) {
   for (double x : b) {
     // Each bound is one of the sensor's, so no sensor bucket straddles a Prometheus bucket.
     EXPECT_NE(std::find(l.begin(), l.end(), x), l.end()) << x;
-    if (x <= 1.024e-3) ++n_below;
-    else EXPECT_EQ(std::exp2(std::round(std::log2(x * 1e6))), x * 1e6) << x << " is not a power of two of us";
+    if (x <= 1.024e-3)
+      ++n_below;
+    else
+      EXPECT_EQ(std::exp2(std::round(std::log2(x * 1e6))), x * 1e6) << x << " is not a power of two of us";
   }
   EXPECT_EQ(n_below, below);
   EXPECT_TRUE(std::is_sorted(b.begin(), b.end()));
@@ -125,7 +129,8 @@ TEST(PrometheusBounds, KeepEverySensorBoundUpTo1msAndPowersOfTwoAbove) {
 TEST(Metrics, LatencyHistogramCountsEachWaitInTheBucketOfItsSensorBucket) {
   Metrics m(setup());
   TickReport t;
-  // 3 us, 100 us (in [96,104)), 700 us ([640,704) -> le 0.000704), 1.5 ms (le 2.048 ms), 100 s (past the last bound: +Inf).
+  // 3 us, 100 us (in [96,104)), 700 us ([640,704) -> le 0.000704), 1.5 ms (le 2.048 ms), 100 s (past the last
+  // bound: +Inf).
   t.workloads.push_back(workload("redis", "critical", {3, 100, 700, 1500, 100e6}));
   m.publish(t);
   m.publish(t);  // counters add up across ticks
@@ -140,7 +145,7 @@ TEST(Metrics, LatencyHistogramCountsEachWaitInTheBucketOfItsSensorBucket) {
     ADD_FAILURE() << "no bucket le=" << le;
     return -1.0;
   };
-  EXPECT_EQ(cum("3e-06"), 0);   // [3,4) us ends at 4 us
+  EXPECT_EQ(cum("3e-06"), 0);  // [3,4) us ends at 4 us
   EXPECT_EQ(cum("4e-06"), 2);
   EXPECT_EQ(cum("9.6e-05"), 2);
   EXPECT_EQ(cum("0.000104"), 4);
@@ -151,7 +156,8 @@ TEST(Metrics, LatencyHistogramCountsEachWaitInTheBucketOfItsSensorBucket) {
   EXPECT_EQ(cum("33.554432"), 8);
   EXPECT_EQ(cum("+Inf"), 10);
   EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", l), 10);
-  EXPECT_NEAR(value(text, "keel_runqueue_latency_seconds_sum", l), 2 * (3 + 100 + 700 + 1500 + 100e6) / 1e6, 1e-9);
+  EXPECT_NEAR(value(text, "keel_runqueue_latency_seconds_sum", l), 2 * (3 + 100 + 700 + 1500 + 100e6) / 1e6,
+              1e-9);
 }
 
 TEST(Metrics, EveryCatalogueMetricIsExportedWithItsTypeAndLabels) {
@@ -212,7 +218,8 @@ TEST(Metrics, ActionCountersStartAtZeroForEveryKnobAndDirectionOfTheMode) {
   Metrics m(setup());
   std::string text = m.render();
   EXPECT_EQ(find(text, "keel_actions_total").size(), 15u);  // 5 knobs x 3 directions
-  EXPECT_EQ(value(text, "keel_actions_total", {{"knob", "cpus"}, {"direction", "revert"}, {"mode", "observe"}}), 0);
+  EXPECT_EQ(
+      value(text, "keel_actions_total", {{"knob", "cpus"}, {"direction", "revert"}, {"mode", "observe"}}), 0);
   TickReport t;
   t.actions = {{"cpus", "act"}, {"shares", "act"}, {"cpus", "act"}, {"cpus", "give_back"}};
   m.publish(t);
@@ -234,11 +241,13 @@ TEST(Metrics, InstancesPastTheCapAndUnmatchedCgroupsCountAsOther) {
   m.publish(t);
   std::string text = m.render();
   // The critical instance takes a slot first, though listed last; then "a".
-  EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "d"}, {"class", "critical"}}), 3);
+  EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "d"}, {"class", "critical"}}),
+            3);
   EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "a"}}), 1);
   EXPECT_TRUE(find(text, "keel_runqueue_latency_seconds_count", {{"workload", "b"}}).empty());
   EXPECT_TRUE(find(text, "keel_runqueue_latency_seconds_count", {{"workload", "c"}}).empty());
-  EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "other"}, {"class", "other"}}), 1 + 2 + 4);
+  EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "other"}, {"class", "other"}}),
+            1 + 2 + 4);
   EXPECT_TRUE(find(text, "keel_slo_slack_ratio").empty());
   EXPECT_EQ(value(text, "keel_metrics_folded_instances"), 2);
   EXPECT_EQ(value(text, "keel_workload_instances", {{"class", "best_effort"}}), 3);
@@ -254,7 +263,8 @@ TEST(Metrics, InstancesPastTheCapAndUnmatchedCgroupsCountAsOther) {
   EXPECT_EQ(value(text, "keel_runqueue_latency_seconds_count", {{"workload", "d"}}), 6);
   EXPECT_EQ(value(text, "keel_metrics_folded_instances"), 1);
   size_t workloads = 0;
-  for (const auto& s : find(text, "keel_runqueue_latency_seconds_count")) workloads += s.labels.at("workload") != "other";
+  for (const auto& s : find(text, "keel_runqueue_latency_seconds_count"))
+    workloads += s.labels.at("workload") != "other";
   EXPECT_EQ(workloads, 2u);
 }
 
@@ -342,7 +352,9 @@ TEST(Endpoint, ServesTheMetricsOverHttpOnTheConfiguredAddress) {
   EXPECT_EQ(value(reply.body, "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 1);
   // The next tick is in the next scrape.
   m.publish(t);
-  EXPECT_EQ(value(testing::http_get(port, "/metrics").body, "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 2);
+  EXPECT_EQ(value(testing::http_get(port, "/metrics").body, "keel_runqueue_latency_seconds_count",
+                  {{"workload", "redis"}}),
+            2);
 }
 
 TEST(Endpoint, ATakenPortIsAClearErrorNamingTheAddress) {
@@ -353,21 +365,24 @@ TEST(Endpoint, ATakenPortIsAClearErrorNamingTheAddress) {
   auto e = Endpoint::listen("127.0.0.1:" + std::to_string(port));
   ::close(fd);
   ASSERT_FALSE(e);
-  EXPECT_EQ(e.error().message(), "cannot listen on 127.0.0.1:" + std::to_string(port) +
-                                     ": Address already in use (another process listens there: another keel or "
-                                     "exporter? choose a free port)");
+  EXPECT_EQ(e.error().message(),
+            "cannot listen on 127.0.0.1:" + std::to_string(port) +
+                ": Address already in use (another process listens there: another keel or "
+                "exporter? choose a free port)");
 }
 
 TEST(Endpoint, AnAddressNoInterfaceHasOrANameThatDoesNotResolveIsRefused) {
   Metrics m(setup());
   auto e = Endpoint::listen("192.0.2.1:9477");  // TEST-NET-1: not this host's
   ASSERT_FALSE(e);
-  EXPECT_NE(e.error().message().find("Cannot assign requested address (no interface of this host has that address)"),
+  EXPECT_NE(e.error().message().find(
+                "Cannot assign requested address (no interface of this host has that address)"),
             std::string::npos)
       << e.error().message();
   auto n = Endpoint::listen("no-such-host.invalid:9477");
   ASSERT_FALSE(n);
-  EXPECT_NE(n.error().message().find("cannot resolve \"no-such-host.invalid\""), std::string::npos) << n.error().message();
+  EXPECT_NE(n.error().message().find("cannot resolve \"no-such-host.invalid\""), std::string::npos)
+      << n.error().message();
 }
 
 TEST(Endpoint, ListensOnIpv6LoopbackOrSaysTheHttpServerHasNoIpv6) {
@@ -383,8 +398,10 @@ TEST(Endpoint, ListensOnIpv6LoopbackOrSaysTheHttpServerHasNoIpv6) {
   auto e = Endpoint::listen("[::1]:" + std::to_string(port));
   if (mg_check_feature(8) == 0) {
     ASSERT_FALSE(e);
-    EXPECT_EQ(e.error().message(), "this build's HTTP server (civetweb) has no IPv6 support: use an IPv4 "
-                                   "address such as 127.0.0.1:" + std::to_string(port));
+    EXPECT_EQ(e.error().message(),
+              "this build's HTTP server (civetweb) has no IPv6 support: use an IPv4 "
+              "address such as 127.0.0.1:" +
+                  std::to_string(port));
     return;
   }
   ASSERT_TRUE(e) << e.error().message();

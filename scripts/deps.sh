@@ -7,7 +7,7 @@ BUILD_PACKAGES=(
   build-essential cmake pkg-config g++
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
   libhwloc-dev hwloc prometheus-cpp-dev libtomlplusplus-dev
-  googletest libgtest-dev libgmock-dev nlohmann-json3-dev
+  googletest libgtest-dev libgmock-dev nlohmann-json3-dev clang-format
 )
 # What the tests and benchmarks drive: real workloads, peers to compare against, a real Prometheus.
 TEST_PACKAGES=(

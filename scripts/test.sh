@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 status=0
+# Formatting is part of the suite: a file that differs from .clang-format fails it.
+bash scripts/format.sh --check || status=1
 for kind in release asan; do
   bash scripts/build.sh "$kind"
   dir=build; [[ $kind == asan ]] && dir=build-asan

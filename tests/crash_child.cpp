@@ -41,8 +41,12 @@ int main(int argc, char** argv) {
   const CpuSet sets[] = {CpuSet::range(0, 0), CpuSet::range(1, 1), CpuSet::range(0, 1)};
   for (;;) {
     switch (pick(5)) {
-      case 0: (void)set_cpu_weight(w, cpu, base, 2 + pick(8000)); break;
-      case 1: (void)set_cpu_weight(w, cpu, base + "/a", 2 + pick(8000)); break;
+      case 0:
+        (void)set_cpu_weight(w, cpu, base, 2 + pick(8000));
+        break;
+      case 1:
+        (void)set_cpu_weight(w, cpu, base + "/a", 2 + pick(8000));
+        break;
       case 2: {
         auto period = std::chrono::microseconds(10000 + pick(90000));
         (void)set_cpu_quota(w, cpu, base + "/a", std::chrono::microseconds(1000 + pick(200000)), period);
@@ -63,8 +67,11 @@ int main(int argc, char** argv) {
         if (a.empty()) a = parent;
         CpuSet leaf = sets[pick(3)] & a;  // a/leaf holds a task: never empty
         if (leaf.empty()) leaf = a;
-        (void)apply_cpusets(w, cpuset, {{base, parent, {}}, {base + "/a", a, {}}, {base + "/a/leaf", leaf, {}},
-                                        {base + "/b", b.empty() ? parent : b, {}}});
+        (void)apply_cpusets(w, cpuset,
+                            {{base, parent, {}},
+                             {base + "/a", a, {}},
+                             {base + "/a/leaf", leaf, {}},
+                             {base + "/b", b.empty() ? parent : b, {}}});
         break;
       }
     }

@@ -1,7 +1,7 @@
 // Crash safety with real processes and real cgroup v1 knobs (needs root): a child changes knobs
-// (nested cpusets, shares, quota, cpu.idle) through keel's actuators in an endless random sequence and is SIGKILLed at a random point; then
-// `keel restore` (the real binary) must bring every knob back to its original value and change
-// nothing else. Repeated with many seeds and kill times.
+// (nested cpusets, shares, quota, cpu.idle) through keel's actuators in an endless random sequence and is
+// SIGKILLed at a random point; then `keel restore` (the real binary) must bring every knob back to its
+// original value and change nothing else. Repeated with many seeds and kill times.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -35,7 +35,8 @@ class CrashSafety : public ::testing::Test {
     ASSERT_TRUE(layout) << layout.error().message();
     const CgroupHierarchy* cpu = layout->v1_with("cpu");
     const CgroupHierarchy* cpuset = layout->v1_with("cpuset");
-    if (cpu == nullptr || cpuset == nullptr) GTEST_SKIP() << "skipped: needs the v1 cpu and cpuset hierarchies";
+    if (cpu == nullptr || cpuset == nullptr)
+      GTEST_SKIP() << "skipped: needs the v1 cpu and cpuset hierarchies";
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "skipped: needs 2 CPUs";
     const std::string name = "keel-crash-" + std::to_string(getpid());
     cpu_ = cpu->mount / name;
@@ -76,14 +77,17 @@ class CrashSafety : public ::testing::Test {
   }
   // Every writable knob file of the test's cgroups (not membership, not resettable counters).
   std::map<std::string, std::string> knobs() {
-    static const std::set<std::string> skip{"cgroup.procs", "tasks", "cgroup.event_control", "cpuacct.usage",
+    static const std::set<std::string> skip{"cgroup.procs",          "tasks",
+                                            "cgroup.event_control",  "cpuacct.usage",
                                             "cgroup.clone_children", "notify_on_release"};
     std::map<std::string, std::string> m;
     for (const auto& d : dirs_)
       for (const auto& e : fs::directory_iterator(d)) {
-        struct stat st{};
+        struct stat st {};
         if (!e.is_regular_file() || stat(e.path().c_str(), &st) != 0 || !(st.st_mode & S_IWUSR)) continue;
-        if (skip.contains(e.path().filename().string()) || e.path().filename().string().starts_with("cpuacct.")) continue;
+        if (skip.contains(e.path().filename().string()) ||
+            e.path().filename().string().starts_with("cpuacct."))
+          continue;
         auto v = read_file(e.path());
         if (v) m[e.path().string()] = *v;
       }
@@ -126,15 +130,18 @@ TEST_F(CrashSafety, KeelRestoreUndoesEveryChangeOfAProcessKilledAtRandomPoints) 
     int status = 0;
     waitpid(child, &status, 0);
     ASSERT_TRUE(started) << "round " << round << ": the child did not start";
-    ASSERT_TRUE(WIFSIGNALED(status)) << "round " << round << ": the child ended on its own, status " << status;
+    ASSERT_TRUE(WIFSIGNALED(status)) << "round " << round << ": the child ended on its own, status "
+                                     << status;
 
-    auto [rc, out] = run_command(testing::keel_binary().string() + " restore --json --state " + state.path().string());
+    auto [rc, out] =
+        run_command(testing::keel_binary().string() + " restore --json --state " + state.path().string());
     ASSERT_EQ(rc, 0) << "round " << round << ": " << out;
     auto at = out.find("\"restored\":");
     ASSERT_NE(at, std::string::npos) << out;
     if (std::stoul(out.substr(at + 11)) > 0) ++restored_something;
     auto after = knobs();
-    for (const auto& [file, value] : before) EXPECT_EQ(after[file], value) << "round " << round << ": " << file;
+    for (const auto& [file, value] : before)
+      EXPECT_EQ(after[file], value) << "round " << round << ": " << file;
     EXPECT_EQ(after.size(), before.size());
     EXPECT_FALSE(fs::exists(state.path() / "journal")) << "round " << round;
     // The populated leaf was never left empty, and the sleeper still lives in it.
@@ -153,18 +160,21 @@ TEST_F(CrashSafety, RestoreRefusesWhileAnotherKeelHoldsTheState) {
   pid_t child = fork();
   if (child == 0) {
     std::string name = cpu_.filename().string();
-    execl(child_bin.c_str(), child_bin.c_str(), state.path().c_str(), name.c_str(), "7", static_cast<char*>(nullptr));
+    execl(child_bin.c_str(), child_bin.c_str(), state.path().c_str(), name.c_str(), "7",
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   for (int i = 0; i < 200 && !fs::exists(state.path() / "journal"); ++i) usleep(5000);
   ASSERT_TRUE(fs::exists(state.path() / "journal"));
   auto [rc, out] = run_command(testing::keel_binary().string() + " restore --state " + state.path().string());
   EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("another keel holds this state directory (pid " + std::to_string(child) + ")"), std::string::npos)
+  EXPECT_NE(out.find("another keel holds this state directory (pid " + std::to_string(child) + ")"),
+            std::string::npos)
       << out;
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
-  auto [rc2, out2] = run_command(testing::keel_binary().string() + " restore --state " + state.path().string());
+  auto [rc2, out2] =
+      run_command(testing::keel_binary().string() + " restore --state " + state.path().string());
   EXPECT_EQ(rc2, 0) << out2;
   EXPECT_FALSE(fs::exists(state.path() / "journal"));
 }

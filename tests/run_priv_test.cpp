@@ -5,13 +5,12 @@
 // critical load stops, and every knob is back after keel exits. Observe: the same detection, logged as
 // "would", and no knob file changes.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,11 +21,10 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "host/cgroup.h"
 #include "host/fileio.h"
@@ -75,13 +73,15 @@ class RunPriv : public ::testing::Test {
  protected:
   void SetUp() override {
     KEEL_REQUIRE_ROOT();
-    if (sysconf(_SC_NPROCESSORS_ONLN) != 2) GTEST_SKIP() << "skipped: the scenario is written for a 2-CPU host";
+    if (sysconf(_SC_NPROCESSORS_ONLN) != 2)
+      GTEST_SKIP() << "skipped: the scenario is written for a 2-CPU host";
     if (!fs::exists("/usr/bin/stress-ng")) GTEST_SKIP() << "skipped: stress-ng is not installed";
     auto layout = discover(SysRoots::host());
     ASSERT_TRUE(layout) << layout.error().message();
     for (const char* c : {"cpu", "cpuacct", "cpuset"}) {
       const CgroupHierarchy* h = layout->v1_with(c);
-      if (h == nullptr) GTEST_SKIP() << "skipped: needs the cgroup v1 " << c << " hierarchy (this is the v1 scenario)";
+      if (h == nullptr)
+        GTEST_SKIP() << "skipped: needs the cgroup v1 " << c << " hierarchy (this is the v1 scenario)";
       if (std::find(mounts_.begin(), mounts_.end(), h->mount) == mounts_.end()) mounts_.push_back(h->mount);
     }
     cpuset_ = layout->v1_with("cpuset")->mount;
@@ -97,7 +97,8 @@ class RunPriv : public ::testing::Test {
           ASSERT_TRUE(write_file(p / "cpuset.cpus", "0-1"));
         }
       }
-    log_ = static_cast<WakeLog*>(mmap(nullptr, sizeof(WakeLog), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    log_ = static_cast<WakeLog*>(
+        mmap(nullptr, sizeof(WakeLog), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     ASSERT_NE(log_, MAP_FAILED);
     new (log_) WakeLog();
   }
@@ -113,7 +114,8 @@ class RunPriv : public ::testing::Test {
       bool empty = true;
       for (const auto& m : mounts_)
         for (const char* d : kLeaves)
-          if (fs::exists(m / (name_ + d)) && !trim(slurp(m / (name_ + d) / "cgroup.procs")).empty()) empty = false;
+          if (fs::exists(m / (name_ + d)) && !trim(slurp(m / (name_ + d) / "cgroup.procs")).empty())
+            empty = false;
       if (empty) break;
       for (const auto& m : mounts_)
         for (const char* d : kLeaves) {
@@ -190,11 +192,15 @@ class RunPriv : public ::testing::Test {
     fs::path f = dir / "keel.toml";
     std::ofstream out(f);
     metrics_port_ = testing::free_port();
-    out << "[daemon]\nmode = \"" << mode << "\"\nperiod = \"500ms\"\nstate_dir = \"" << (dir / "state").string()
-        << "\"\nhierarchy = \"cpu\"\nmetrics_listen = \"127.0.0.1:" << metrics_port_ << "\"\n\n" << actuators << "\n"
-        << "[[workload]]\nname = \"crit\"\nmatch = { cgroup = \"/" << name_ << "/crit\" }\nclass = \"critical\"\n"
+    out << "[daemon]\nmode = \"" << mode << "\"\nperiod = \"500ms\"\nstate_dir = \""
+        << (dir / "state").string()
+        << "\"\nhierarchy = \"cpu\"\nmetrics_listen = \"127.0.0.1:" << metrics_port_ << "\"\n\n"
+        << actuators << "\n"
+        << "[[workload]]\nname = \"crit\"\nmatch = { cgroup = \"/" << name_
+        << "/crit\" }\nclass = \"critical\"\n"
         << "slo = { runqueue_p99 = \"" << slo_us << "us\" }\n\n"
-        << "[[workload]]\nname = \"noise\"\nmatch = { cgroup = \"/" << name_ << "/be*\", each = true }\nclass = \"best-effort\"\n";
+        << "[[workload]]\nname = \"noise\"\nmatch = { cgroup = \"/" << name_
+        << "/be*\", each = true }\nclass = \"best-effort\"\n";
     return f;
   }
 
@@ -242,7 +248,8 @@ class RunPriv : public ::testing::Test {
   std::map<std::string, std::string> knobs() {
     std::map<std::string, std::string> k;
     for (const char* d : {"", "/crit", "/be1", "/be2", "/be3"}) {
-      for (const char* f : {"cpuset.cpus", "cpuset.mems"}) k[std::string("cpuset") + d + "/" + f] = slurp(cpuset_ / (name_ + d) / f);
+      for (const char* f : {"cpuset.cpus", "cpuset.mems"})
+        k[std::string("cpuset") + d + "/" + f] = slurp(cpuset_ / (name_ + d) / f);
       for (const char* f : {"cpu.shares", "cpu.cfs_quota_us", "cpu.cfs_period_us"})
         k[std::string("cpu") + d + "/" + f] = slurp(cpu_ / (name_ + d) / f);
     }
@@ -277,11 +284,15 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   fs::path log = dir.path() / "keel.log";
   pid_t keel = start_keel({"run", "--config", cfg.string(), "--verbose"}, log);
   // keel dedicates a CPU to the waker and moves the noise off it.
-  auto cpus = [&](const char* leaf) { return std::string(trim(slurp(cpuset_ / name_ / leaf / "cpuset.cpus"))); };
-  bool split = wait_for([&] {
-    std::string c = cpus("crit"), other = c == "0" ? "1" : "0";
-    return (c == "0" || c == "1") && cpus("be1") == other && cpus("be2") == other && cpus("be3") == other;
-  }, 20s);
+  auto cpus = [&](const char* leaf) {
+    return std::string(trim(slurp(cpuset_ / name_ / leaf / "cpuset.cpus")));
+  };
+  bool split = wait_for(
+      [&] {
+        std::string c = cpus("crit"), other = c == "0" ? "1" : "0";
+        return (c == "0" || c == "1") && cpus("be1") == other && cpus("be2") == other && cpus("be3") == other;
+      },
+      20s);
   uint64_t t_split = now_ns();
   ASSERT_TRUE(split) << slurp(log);
   std::printf("keel split the CPUs %.1f s after it started\n", static_cast<double>(t_split - t_keel) / 1e9);
@@ -314,7 +325,8 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
 
   // The critical load stops: best-effort work gets every CPU back.
   log_->idle.store(1);
-  bool back = wait_for([&] { return cpus("be1") == "0-1" && cpus("be2") == "0-1" && cpus("be3") == "0-1"; }, 30s);
+  bool back =
+      wait_for([&] { return cpus("be1") == "0-1" && cpus("be2") == "0-1" && cpus("be3") == "0-1"; }, 30s);
   EXPECT_TRUE(back) << slurp(log);
   text = slurp(log);
   EXPECT_NE(text.find("give-back"), std::string::npos) << text;
@@ -333,16 +345,19 @@ TEST_F(RunPriv, ObserveNamesTheAntagonistSaysWouldAndChangesNothing) {
   start_noise();
   fs::path log = dir.path() / "keel.log";
   pid_t keel = start_keel({"run", "--config", cfg.string(), "--observe"}, log);
-  bool said = wait_for([&] {
-    std::string t = slurp(log);
-    return t.find("observe would act crit") != std::string::npos &&
-           t.find("interference crit antagonist noise/be") != std::string::npos;
-  }, 30s);
+  bool said = wait_for(
+      [&] {
+        std::string t = slurp(log);
+        return t.find("observe would act crit") != std::string::npos &&
+               t.find("interference crit antagonist noise/be") != std::string::npos;
+      },
+      30s);
   EXPECT_TRUE(said) << slurp(log);
   // The metrics endpoint says the same: the pair, and the actions counted as observe mode's.
   auto scrape = testing::http_get(metrics_port_, "/metrics");
   EXPECT_EQ(scrape.status, 200);
-  EXPECT_NE(scrape.body.find("keel_interference_detected{antagonist=\"noise/be"), std::string::npos) << scrape.body;
+  EXPECT_NE(scrape.body.find("keel_interference_detected{antagonist=\"noise/be"), std::string::npos)
+      << scrape.body;
   double would = 0;
   for (size_t at = scrape.body.find("\nkeel_actions_total{"); at != std::string::npos;
        at = scrape.body.find("\nkeel_actions_total{", at + 1)) {
@@ -358,7 +373,8 @@ TEST_F(RunPriv, ObserveNamesTheAntagonistSaysWouldAndChangesNothing) {
   EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
   EXPECT_EQ(knobs(), before);
   // keel plan: one window, the violation and what keel would do about it, nothing written.
-  auto [rc, plan] = testing::run_command(testing::keel_binary().string() + " plan --window 1.5 --config " + cfg.string());
+  auto [rc, plan] =
+      testing::run_command(testing::keel_binary().string() + " plan --window 1.5 --config " + cfg.string());
   std::printf("%s", plan.c_str());
   EXPECT_EQ(rc, 0) << plan;
   EXPECT_NE(plan.find("SLO violated"), std::string::npos) << plan;
@@ -396,8 +412,8 @@ TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturns
     std::ofstream out(dir.path() / "prometheus.yml");
     out << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
         << "rule_files:\n  - " << rules.string() << "\n"
-        << "scrape_configs:\n  - job_name: keel\n    static_configs:\n      - targets: ['127.0.0.1:" << metrics_port_
-        << "']\n";
+        << "scrape_configs:\n  - job_name: keel\n    static_configs:\n      - targets: ['127.0.0.1:"
+        << metrics_port_ << "']\n";
   }
   fs::path plog = dir.path() / "prometheus.log";
   pid_t prom = fork();
@@ -438,12 +454,15 @@ TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturns
     return status == "success" && numbers(result);
   };
   // A few scrapes of a keel that has seen the interference (observe mode names it).
-  bool ready = wait_for([&] {
-    return has_data("count_over_time(up{job=\"keel\"}[1m]) >= 8") && has_data("keel_interference_detected == 1") &&
-           has_data("keel_bpf_cost_seconds_per_event > 0");
-  }, 60s);
+  bool ready = wait_for(
+      [&] {
+        return has_data("count_over_time(up{job=\"keel\"}[1m]) >= 8") &&
+               has_data("keel_interference_detected == 1") && has_data("keel_bpf_cost_seconds_per_event > 0");
+      },
+      60s);
   ASSERT_TRUE(ready) << "Prometheus did not scrape keel with interference in 60 s\nkeel:\n"
-                     << slurp(log) << "\nprometheus:\n" << slurp(plog);
+                     << slurp(log) << "\nprometheus:\n"
+                     << slurp(plog);
 
   // What this host lacks (a PMU, resctrl, steal_task) leaves the metrics that need it without series:
   // a query on them may be empty here, never broken.
@@ -452,10 +471,13 @@ TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturns
   const bool steal = has_data("keel_mechanism_enabled{mechanism=\"steal_task\"} == 1");
   auto lacks = [&](const std::string& expr) -> std::string {
     for (const auto& sel : testing::scan_promql(expr).selectors) {
-      if (!pmu && (sel.metric == "keel_cache_misses_total" || sel.metric == "keel_instructions_total")) return "no PMU";
+      if (!pmu && (sel.metric == "keel_cache_misses_total" || sel.metric == "keel_instructions_total"))
+        return "no PMU";
       for (const auto& m : sel.matchers)
-        if (m.label == "knob" && (m.value == "l3_ways" || m.value == "mba_percent") && !resctrl) return "no resctrl";
-        else if (m.label == "knob" && m.value == "steal_task" && !steal) return "no steal_task";
+        if (m.label == "knob" && (m.value == "l3_ways" || m.value == "mba_percent") && !resctrl)
+          return "no resctrl";
+        else if (m.label == "knob" && m.value == "steal_task" && !steal)
+          return "no steal_task";
     }
     return "";
   };
@@ -496,8 +518,10 @@ TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturns
     }
     ADD_FAILURE() << where << " returns no data: " << expr;
   }
-  std::printf("dashboards: %zu expressions returned data, %zu annotations had no event now (their selectors have "
-              "series), %zu empty for what this host lacks\n", with_data, filtered, lacking);
+  std::printf(
+      "dashboards: %zu expressions returned data, %zu annotations had no event now (their selectors have "
+      "series), %zu empty for what this host lacks\n",
+      with_data, filtered, lacking);
 
   // The alert rules as Prometheus loaded them: every one evaluates without error, and the metrics
   // each selects exist (an alert that is not firing returns nothing, so its metrics are asked for).
@@ -511,7 +535,8 @@ TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturns
       ++n_rules;
       std::string name = rule.value("name", "");
       std::string expr = rule.value("query", "");
-      EXPECT_EQ(rule.value("health", ""), "ok") << name << ": " << rule.value("lastError", "") << " in " << expr;
+      EXPECT_EQ(rule.value("health", ""), "ok")
+          << name << ": " << rule.value("lastError", "") << " in " << expr;
       EXPECT_EQ(query(expr).first, "success") << name << ": " << expr;
       selectors_have_data(name, expr);
     }
@@ -526,7 +551,8 @@ TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturns
     if (name == "KeelInterferenceDetected" && a["labels"].value("workload", "") == "crit" &&
         a["labels"].value("antagonist", "").rfind("noise/be", 0) == 0)
       interference = true;
-    for (const char* quiet : {"KeelDown", "KeelNotScraped", "KeelStalled", "KeelSensingFailing", "KeelActionsFailing"})
+    for (const char* quiet :
+         {"KeelDown", "KeelNotScraped", "KeelStalled", "KeelSensingFailing", "KeelActionsFailing"})
       EXPECT_NE(name, quiet) << a.dump();
   }
   EXPECT_TRUE(interference) << alerts.dump(1);
@@ -570,7 +596,9 @@ TEST_F(RunPriv, TheNextRunRestoresWhatAKilledKeelLeftChanged) {
   int held = testing::listen_on_loopback(&port);
   ASSERT_GE(held, 0);
   fs::path log3 = dir.path() / "keel3.log";
-  pid_t blocked = start_keel({"run", "--config", cfg.string(), "--once", "--metrics-listen", "127.0.0.1:" + std::to_string(port)}, log3);
+  pid_t blocked = start_keel(
+      {"run", "--config", cfg.string(), "--once", "--metrics-listen", "127.0.0.1:" + std::to_string(port)},
+      log3);
   ::waitpid(blocked, &st, 0);
   ::close(held);
   std::string text = slurp(log3);

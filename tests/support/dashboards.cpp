@@ -119,7 +119,8 @@ void collect_variables(const json& doc, const std::string& file, std::vector<Das
     // Grafana 9 writes the query as a string, Grafana 10 may write {"query": "...", "refId": ...}.
     std::string query = string_at(v, "query");
     if (query.empty() && v.contains("query")) query = string_at(v["query"], "query");
-    if (auto expr = variable_expr(query)) out.push_back({file, string_at(v, "name"), *expr, DashboardQuery::Kind::variable});
+    if (auto expr = variable_expr(query))
+      out.push_back({file, string_at(v, "name"), *expr, DashboardQuery::Kind::variable});
   }
 }
 

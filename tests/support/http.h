@@ -7,7 +7,7 @@
 namespace keel::testing {
 
 struct HttpReply {
-  int status = 0;     // 0: no connection or no reply
+  int status = 0;  // 0: no connection or no reply
   std::string body;
 };
 

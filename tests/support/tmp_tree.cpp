@@ -61,26 +61,26 @@ std::pair<int, std::string> run_command(const std::string& cmd) {
 std::filesystem::path keel_binary() { return std::filesystem::path(KEEL_BINARY_DIR) / "cli" / "keel"; }
 std::filesystem::path source_dir() { return KEEL_SOURCE_DIR; }
 
-std::vector<std::pair<std::string, std::string>> cgroup_v2_files(const std::string& dir, const std::string& procs,
-                                                                 const std::string& cpus, const std::string& effective,
+std::vector<std::pair<std::string, std::string>> cgroup_v2_files(const std::string& dir,
+                                                                 const std::string& procs,
+                                                                 const std::string& cpus,
+                                                                 const std::string& effective,
                                                                  const std::string& mems_effective) {
-  return {{dir + "/cgroup.procs", procs},
-          {dir + "/cgroup.threads", procs},
-          {dir + "/cpu.weight", "100\n"},
-          {dir + "/cpu.max", "max 100000\n"},
-          {dir + "/cpu.max.burst", "0\n"},
-          {dir + "/cpu.idle", "0\n"},
-          {dir + "/cpuset.cpus", cpus + "\n"},
-          {dir + "/cpuset.cpus.effective", effective + "\n"},
-          {dir + "/cpuset.mems", "\n"},
-          {dir + "/cpuset.mems.effective", mems_effective + "\n"}};
+  return {{dir + "/cgroup.procs", procs},      {dir + "/cgroup.threads", procs},
+          {dir + "/cpu.weight", "100\n"},      {dir + "/cpu.max", "max 100000\n"},
+          {dir + "/cpu.max.burst", "0\n"},     {dir + "/cpu.idle", "0\n"},
+          {dir + "/cpuset.cpus", cpus + "\n"}, {dir + "/cpuset.cpus.effective", effective + "\n"},
+          {dir + "/cpuset.mems", "\n"},        {dir + "/cpuset.mems.effective", mems_effective + "\n"}};
 }
 
-std::map<std::string, std::string> tree_files(const std::filesystem::path& root, const std::filesystem::path& skip) {
+std::map<std::string, std::string> tree_files(const std::filesystem::path& root,
+                                              const std::filesystem::path& skip) {
   std::map<std::string, std::string> m;
   for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
     auto rel = e.path().lexically_relative(root);
-    if (!skip.empty() && !rel.lexically_relative(skip).empty() && *rel.lexically_relative(skip).begin() != "..") continue;
+    if (!skip.empty() && !rel.lexically_relative(skip).empty() &&
+        *rel.lexically_relative(skip).begin() != "..")
+      continue;
     if (e.is_regular_file()) m[rel.string()] = slurp(e.path());
   }
   return m;

@@ -34,14 +34,17 @@ std::string slurp(const std::filesystem::path& file);
 
 // Every regular file under root by its relative path, with its bytes; files under `skip` (e.g. a
 // state directory inside the tree) are left out. For "byte-for-byte unchanged" checks.
-std::map<std::string, std::string> tree_files(const std::filesystem::path& root, const std::filesystem::path& skip = {});
+std::map<std::string, std::string> tree_files(const std::filesystem::path& root,
+                                              const std::filesystem::path& skip = {});
 
 // One cgroup v2 directory as the kernel shows it with the cpu and cpuset controllers enabled:
 // `dir` is its path in the tree ("sys/fs/cgroup/kubepods/be"), `procs` its pids one per line ("" for
 // none; also its threads), `cpus` its cpuset.cpus ("" = not set), `effective` and `mems_effective`
 // what the kernel grants. Weight 100, no quota, not idle, cpuset.mems not set.
-std::vector<std::pair<std::string, std::string>> cgroup_v2_files(const std::string& dir, const std::string& procs,
-                                                                 const std::string& cpus, const std::string& effective,
+std::vector<std::pair<std::string, std::string>> cgroup_v2_files(const std::string& dir,
+                                                                 const std::string& procs,
+                                                                 const std::string& cpus,
+                                                                 const std::string& effective,
                                                                  const std::string& mems_effective);
 
 // True when running as root; otherwise prints why the caller skips.
@@ -57,9 +60,8 @@ std::filesystem::path source_dir();
 }  // namespace keel::testing
 
 // Skips a test that needs root, with the reason printed.
-#define KEEL_REQUIRE_ROOT()                                                                  \
-  do {                                                                                       \
-    if (!::keel::testing::is_root())                                                         \
-      GTEST_SKIP() << "skipped: needs root (uid 0) for real cgroups/BPF; running as uid "    \
-                   << ::geteuid();                                                           \
+#define KEEL_REQUIRE_ROOT()                                                                               \
+  do {                                                                                                    \
+    if (!::keel::testing::is_root())                                                                      \
+      GTEST_SKIP() << "skipped: needs root (uid 0) for real cgroups/BPF; running as uid " << ::geteuid(); \
   } while (0)
