@@ -14,23 +14,20 @@
 #include <vector>
 
 #include "actuators/writer.h"
-#include "config/config.h"
 #include "host/cgroup.h"
+#include "host/cgroup_files.h"
 #include "host/cpuset.h"
 #include "host/error.h"
 
 namespace keel::act {
 
-// The knob `file` of `cgroup` in `h`, relative to roots.cgroup (h.mount must be under it).
-Result<KnobPath> cgroup_knob(const SysRoots& roots, const CgroupHierarchy& h, std::string_view cgroup,
-                             std::string_view file);
-
 // ---- cpusets ----
 
 struct CpusetTarget {
-  std::string cgroup;          // "/kubepods/besteffort"
-  CpuSet cpus;                 // empty: only for a cgroup without tasks
-  std::optional<CpuSet> mems;  // unset: unchanged (v1: the parent's when the cpuset has none yet)
+  std::string cgroup;              // "/kubepods/besteffort"
+  CpuSet cpus;                     // empty: only for a cgroup without tasks
+  std::optional<CpuSet> mems;      // unset: unchanged (v1: the parent's when the cpuset has none yet)
+  const CgroupDir* dir = nullptr;  // the cgroup held open (written through it); else opened by path
 };
 
 struct CpusetGranted {
@@ -67,16 +64,14 @@ Result<std::vector<CpusetWrite>> order_cpuset_writes(const std::map<std::string,
 
 // ---- CPU weight, quota, idle ----
 
-// systemd: clamp(shares * 100 / 1024, 1, 10000), rounding down. runc (PR #4785): 10^(l(l+125)/612 - 7/34)
-// rounded up, l = log2(shares): 2 -> 1, 1024 -> 100, 262144 -> 10000. Shares outside [2, 262144] clamp.
-using WeightMapping = config::WeightMapping;  // the config's own enum: what actuators.weight_mapping names
-uint64_t shares_to_weight(uint64_t shares, WeightMapping m);
-
-// v1 cpu.shares = shares; v2 cpu.weight = shares_to_weight(shares, m). Shares must be in [2, 262144].
+// v1 cpu.shares = shares; v2 cpu.weight = shares_to_weight(shares, m) (host/cgroup_files.h). Shares
+// must be in [kSharesMin, kSharesMax].
 // The kernel refuses a weight on an idle group: call set_cpu_idle(false) first (which resets the
 // weight to the default), and set the weight before set_cpu_idle(true).
 Result<bool> set_cpu_weight(KnobWriter& w, const CgroupHierarchy& h, const std::string& cgroup,
                             uint64_t shares, WeightMapping m = WeightMapping::systemd);
+Result<bool> set_cpu_weight(KnobWriter& w, const CgroupDir& dir, uint64_t shares,
+                            WeightMapping m = WeightMapping::systemd);
 
 // `quota` per `period`, or no limit (nullopt). Period in [1 ms, 1 s], quota >= 1 ms (and >= the
 // group's burst). v2: cpu.max; v1: cpu.cfs_period_us and cpu.cfs_quota_us in an order that keeps a

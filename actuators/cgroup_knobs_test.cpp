@@ -490,7 +490,7 @@ class CgroupV1Tree : public ::testing::Test {
     testing::make_tree(t_.path(), files);
     roots_ = SysRoots::under(t_.path());
     cpu_ = {1, false, {"cpu"}, roots_.cgroup / "cpu", "/"};
-    cpuset_ = {3, false, {"cpuset"}, roots_.cgroup / "cpuset", "/"};
+    cpuset_ = {3, false, {"cpuset"}, roots_.cgroup / "cpuset", "/", /*noprefix=*/true};
   }
   // The v1 bandwidth writes (file=value) going from `from` (quota, period) to `to`.
   std::vector<std::string> steps(const std::string& quota, const std::string& period,

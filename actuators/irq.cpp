@@ -83,16 +83,6 @@ Result<CpuSet> read_affinity(const SysRoots& roots, const KnobPath& k, unsigned 
   return *set;
 }
 
-bool same_list(std::string_view a, std::string_view b) {
-  auto x = CpuSet::parse_list(a), y = CpuSet::parse_list(b);
-  return x && y && *x == *y;
-}
-
-bool same_mask(std::string_view a, std::string_view b) {
-  auto x = CpuSet::parse_mask(a), y = CpuSet::parse_mask(b);
-  return x && y && *x == *y;
-}
-
 Result<void> check_on_host(const CpuSet& cpus, const CpuSet& host_cpus, const std::string& what) {
   if (host_cpus.empty()) return fail("the host's CPU set is empty: cannot validate " + what);
   CpuSet stray = cpus - host_cpus;
@@ -121,7 +111,7 @@ Result<IrqReport> write_plan(KnobWriter& w, const std::vector<Planned>& plan) {
   IrqReport rep;
   rep.warning = irqbalance_warning(w.roots());
   for (const auto& p : plan) {
-    auto r = w.set(p.path, p.to.to_list(), same_list);
+    auto r = w.set(p.path, p.to.to_list(), ValueKind::cpu_list);
     if (!r) {
       Error e = r.error();
       if (e.err == EIO) e.what += " (a kernel-managed IRQ: its affinity is fixed by the driver)";
@@ -152,6 +142,22 @@ Result<void> check_dev(std::string_view dev) {
 }
 
 const char* queue_prefix(QueueKind k) { return k == QueueKind::rx ? "rx-" : "tx-"; }
+
+// Each IRQ's affinity as `target` makes it from the current one, every IRQ read and checked before
+// the first write (a target that fails writes nothing).
+template <class Target>
+Result<IrqReport> move_irqs(KnobWriter& w, const std::vector<unsigned>& irqs, const Target& target) {
+  std::vector<Planned> plan;
+  for (unsigned irq : unique_sorted(irqs)) {
+    KnobPath k = affinity_knob(irq);
+    auto cur = read_affinity(w.roots(), k, irq);
+    if (!cur) return std::unexpected(cur.error());
+    auto to = target(irq, k, *cur);
+    if (!to) return std::unexpected(to.error());
+    plan.push_back({irq, k, *cur, *to});
+  }
+  return write_plan(w, plan);
+}
 
 }  // namespace
 
@@ -246,19 +252,14 @@ Result<IrqReport> move_irqs_off(KnobWriter& w, const std::vector<unsigned>& irqs
                                 const CpuSet& host_cpus) {
   if (auto r = check_on_host(avoid, host_cpus, "the CPUs to move IRQs off (" + avoid.to_list() + ")"); !r)
     return std::unexpected(r.error());
-  std::vector<Planned> plan;
-  for (unsigned irq : unique_sorted(irqs)) {
-    KnobPath k = affinity_knob(irq);
-    auto cur = read_affinity(w.roots(), k, irq);
-    if (!cur) return std::unexpected(cur.error());
-    CpuSet to = *cur - avoid;
+  return move_irqs(w, irqs, [&](unsigned irq, const KnobPath& k, const CpuSet& cur) -> Result<CpuSet> {
+    CpuSet to = cur - avoid;
     if ((to & host_cpus).empty())
       return fail("moving IRQ " + std::to_string(irq) + " off CPUs " + avoid.to_list() +
-                      " would leave it no CPU (it may run on " + cur->to_list() + "): nothing written",
+                      " would leave it no CPU (it may run on " + cur.to_list() + "): nothing written",
                   k.abs(w.roots()).string());
-    plan.push_back({irq, k, *cur, to});
-  }
-  return write_plan(w, plan);
+    return to;
+  });
 }
 
 Result<IrqReport> move_irqs_onto(KnobWriter& w, const std::vector<unsigned>& irqs, const CpuSet& cpus,
@@ -266,14 +267,7 @@ Result<IrqReport> move_irqs_onto(KnobWriter& w, const std::vector<unsigned>& irq
   if (cpus.empty()) return fail("refusing to give IRQs an empty CPU set");
   if (auto r = check_on_host(cpus, host_cpus, "the CPUs to move IRQs onto (" + cpus.to_list() + ")"); !r)
     return std::unexpected(r.error());
-  std::vector<Planned> plan;
-  for (unsigned irq : unique_sorted(irqs)) {
-    KnobPath k = affinity_knob(irq);
-    auto cur = read_affinity(w.roots(), k, irq);
-    if (!cur) return std::unexpected(cur.error());
-    plan.push_back({irq, k, *cur, cpus});
-  }
-  return write_plan(w, plan);
+  return move_irqs(w, irqs, [&](unsigned, const KnobPath&, const CpuSet&) -> Result<CpuSet> { return cpus; });
 }
 
 Result<std::vector<unsigned>> net_queues(const SysRoots& roots, std::string_view dev, QueueKind kind) {
@@ -307,7 +301,7 @@ Result<bool> set_queue_cpus(KnobWriter& w, std::string_view dev, QueueKind kind,
   // Checked here as well as by the writer, so observe mode does not report a change to a queue that
   // does not exist (the kernel builds rps_cpus only with CONFIG_RPS, xps_cpus for multiqueue devices).
   if (auto cur = read_file(k.abs(w.roots())); !cur) return std::unexpected(cur.error());
-  return w.set(k, cpus.to_mask(), same_mask);
+  return w.set(k, cpus.to_mask(), ValueKind::cpu_mask);
 }
 
 std::vector<int> irqbalance_pids(const SysRoots& roots) {

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "host/cgroup_files.h"
 #include "host/fileio.h"
 
 namespace keel::act {
@@ -25,7 +27,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view kMagic = "keel-journal 1";
+constexpr std::string_view kMagic = "keel-journal ";
+constexpr int kFormat = 2;
+
+// Format 1 journals carry no value kind: a cgroup knob's comes from the table, an IRQ's or network
+// queue's or resctrl group's from its file's name (what the actuators wrote there).
+ValueKind legacy_value_kind(const JournalEntry& e) {
+  if (e.kind == EntryKind::sched_feature) return ValueKind::sched_feature;
+  const std::string name = e.path.rel.filename().string();
+  if (e.path.root == Root::cgroup) {
+    auto f = cgroup_file_named(name);
+    return f ? cgroup_file_kind(*f) : ValueKind::text;
+  }
+  if (name.ends_with("_list")) return ValueKind::cpu_list;  // smp_affinity_list, resctrl cpus_list
+  if (name == "rps_cpus" || name == "xps_cpus" || name == "smp_affinity" || name == "cpus")
+    return ValueKind::cpu_mask;
+  return ValueKind::text;
+}
 
 const char* kind_name(EntryKind k) {
   switch (k) {
@@ -103,10 +121,11 @@ Result<void> fsync_path(const fs::path& p, int flags) {
 
 std::string format_journal(const std::string& boot_id, const std::vector<JournalEntry>& entries) {
   std::string out(kMagic);
-  out += " boot_id=" + encode(boot_id) + "\n";
+  out += std::to_string(kFormat) + " boot_id=" + encode(boot_id) + "\n";
   for (const auto& e : entries)
     out += std::string(kind_name(e.kind)) + " " + to_string(e.path.root) + " " +
-           encode(e.path.rel.relative_path().string()) + " " + encode(e.original) + "\n";
+           encode(e.path.rel.relative_path().string()) + " " + to_string(e.value) + " " +
+           std::to_string(e.dir_inode) + " " + encode(e.original) + "\n";
   return out;
 }
 
@@ -114,7 +133,11 @@ Result<std::pair<std::string, std::vector<JournalEntry>>> parse_journal(std::str
   std::istringstream in{std::string(text)};
   std::string line;
   if (!std::getline(in, line) || !line.starts_with(kMagic))
-    return fail("not a keel journal (first line is not \"" + std::string(kMagic) + " ...\")");
+    return fail("not a keel journal (first line is not \"" + std::string(kMagic) + "N ...\")");
+  int format = std::atoi(line.c_str() + kMagic.size());
+  if (format < 1 || format > kFormat)
+    return fail("journal format " + std::to_string(format) + " is not one this keel reads (1.." +
+                std::to_string(kFormat) + "): written by a newer keel?");
   std::string boot;
   if (auto at = line.find(" boot_id="); at != std::string::npos && !decode(line.substr(at + 9), boot))
     return fail("journal header: bad boot_id encoding");
@@ -124,18 +147,26 @@ Result<std::pair<std::string, std::vector<JournalEntry>>> parse_journal(std::str
     ++n;
     if (line.empty()) continue;
     std::istringstream f(line);
-    std::string kind, root, rel, value;
+    std::string kind, root, rel, value_kind, inode, value;
     f >> kind >> root >> rel;
+    if (format >= 2) f >> value_kind >> inode;
     if (!std::getline(f, value) || value.empty() || value[0] != ' ') value = " ";
     JournalEntry e;
     std::string rel_dec, val_dec;
-    if (!parse_kind(kind, e.kind) || !parse_root(root, e.path.root) || rel.empty() || !decode(rel, rel_dec) ||
-        !decode(value.substr(1), val_dec))
-      return fail("journal line " + std::to_string(n) + " is malformed: " + line);
+    bool ok = parse_kind(kind, e.kind) && parse_root(root, e.path.root) && !rel.empty() &&
+              decode(rel, rel_dec) && decode(value.substr(1), val_dec);
+    if (ok && format >= 2) {
+      auto vk = parse_value_kind(value_kind);
+      auto ino = parse_integer(inode);
+      ok = vk && ino && *ino >= 0;
+      if (ok) e.value = *vk, e.dir_inode = static_cast<uint64_t>(*ino);
+    }
+    if (!ok) return fail("journal line " + std::to_string(n) + " is malformed: " + line);
     e.path.rel = fs::path(rel_dec).relative_path();
     if (e.path.rel.empty() || rel_dec.find("..") != std::string::npos)
       return fail("journal line " + std::to_string(n) + ": path must stay under its root: " + rel_dec);
     e.original = std::move(val_dec);
+    if (format < 2) e.value = legacy_value_kind(e);
     entries.push_back(std::move(e));
   }
   return std::pair{std::move(boot), std::move(entries)};
@@ -202,18 +233,21 @@ Journal::~Journal() {
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
 
-bool Journal::has(const KnobPath& k) const {
+bool Journal::has(const KnobPath& k, uint64_t dir_inode) const {
   for (const auto& e : entries_)
-    if (e.path == k) return true;
+    if (e.path == k) return e.dir_inode == 0 || dir_inode == 0 || e.dir_inode == dir_inode;
   return false;
 }
 
 Result<void> Journal::record(JournalEntry e) {
-  if (has(e.path)) return {};
+  if (has(e.path, e.dir_inode)) return {};
   if (entries_.empty()) boot_id_ = current_boot_;  // after a restore (maybe of another boot's journal)
+  auto old = entries_;
+  // An entry of the cgroup that had this name before: that cgroup is gone, its knob with it.
+  std::erase_if(entries_, [&](const JournalEntry& x) { return x.path == e.path; });
   entries_.push_back(std::move(e));
   if (auto r = save(); !r) {
-    entries_.pop_back();
+    entries_ = std::move(old);
     return r;
   }
   return {};

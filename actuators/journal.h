@@ -10,6 +10,7 @@
 
 #include "actuators/knob.h"
 #include "host/error.h"
+#include "host/knob_values.h"
 
 namespace keel::act {
 
@@ -23,6 +24,10 @@ struct JournalEntry {
   EntryKind kind = EntryKind::file;
   KnobPath path;
   std::string original;
+  ValueKind value = ValueKind::text;  // how restore compares it with what is there, and orders it
+  // The inode of the cgroup directory the knob is in (0: not a cgroup knob, or not known): a cgroup
+  // removed and made again under the same name is another one, whose knobs are not this entry's.
+  uint64_t dir_inode = 0;
 };
 
 class Journal {
@@ -38,9 +43,10 @@ class Journal {
 
   const std::vector<JournalEntry>& entries() const { return entries_; }
   const std::string& boot_id() const { return boot_id_; }  // of the boot that wrote the entries
-  bool has(const KnobPath& k) const;
+  // Whether `k` is journaled (for a cgroup knob, of the cgroup with that directory inode).
+  bool has(const KnobPath& k, uint64_t dir_inode = 0) const;
   // Adds an entry and makes it durable before returning; an entry already there is kept (the first
-  // original wins).
+  // original wins), unless it is of another cgroup that had the same name: then the new one replaces it.
   Result<void> record(JournalEntry e);
   // Replaces the entries (after a restore: the ones that could not be restored), durably.
   Result<void> replace(std::vector<JournalEntry> entries);
@@ -62,8 +68,10 @@ bool journal_exists(const std::filesystem::path& state_dir);
 // This boot's id (/proc/sys/kernel/random/boot_id under roots.proc); empty when unreadable.
 std::string read_boot_id(const std::filesystem::path& proc_root);
 
-// The text form (exposed for tests): a header line, then one line per entry with the value
-// percent-encoded so multi-line values (schemata) stay on one line.
+// The text form (exposed for tests): a header line, then one line per entry (its kind, root, path,
+// value kind and directory inode) with the value percent-encoded so multi-line values (schemata) stay
+// on one line. Journals of format 1 (no value kind or inode) are still read: the kind of a cgroup knob
+// comes from the cgroup file table, of another knob from its file's name.
 std::string format_journal(const std::string& boot_id, const std::vector<JournalEntry>& entries);
 Result<std::pair<std::string, std::vector<JournalEntry>>> parse_journal(std::string_view text);
 

@@ -85,3 +85,64 @@ TEST(Journal, AnUnreadableJournalIsAnErrorNotAnEmptyOne) {
 
 }  // namespace
 }  // namespace keel::act
+
+namespace keel::act {
+namespace {
+
+// Format 2 carries each knob's value kind and its cgroup directory's inode; a format 1 journal (a
+// keel from before them, crashed) still restores: the kinds come from the cgroup file table and the
+// other knobs' file names.
+TEST(Journal, ValueKindsAndInodesRoundTripAndFormatOneStillReads) {
+  std::vector<JournalEntry> in{
+      {EntryKind::file, {Root::cgroup, "cpuset/a/cpuset.cpus"}, "0-3", ValueKind::cpuset_list, 4242},
+      {EntryKind::file, {Root::cgroup, "cpu/a/cpu.idle"}, "0", ValueKind::idle, 17},
+      {EntryKind::file, {Root::sys, "class/net/eth0/queues/rx-0/rps_cpus"}, "0", ValueKind::cpu_mask, 0},
+  };
+  auto out = parse_journal(format_journal("b", in));
+  ASSERT_TRUE(out) << out.error().message();
+  ASSERT_EQ(out->second.size(), 3u);
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(out->second[i].value, in[i].value) << i;
+    EXPECT_EQ(out->second[i].dir_inode, in[i].dir_inode) << i;
+  }
+  EXPECT_TRUE(format_journal("b", in).starts_with("keel-journal 2 "));
+
+  auto old = parse_journal(
+      "keel-journal 1 boot_id=b\n"
+      "file cgroup cpuset/a/cpus 0-3\n"  // noprefix
+      "file cgroup cpu/a/cpu.shares 1024\n"
+      "file cgroup cpu/a/cpu.cfs_quota_us -1\n"
+      "file proc irq/24/smp_affinity_list 0-7\n"
+      "file sys class/net/eth0/queues/tx-0/xps_cpus ff\n"
+      "file resctrl schemata L3:0=ff\n"
+      "sched_feature debugfs sched/features NO_STEAL\n");
+  ASSERT_TRUE(old) << old.error().message();
+  std::vector<ValueKind> kinds;
+  for (const auto& e : old->second) kinds.push_back(e.value);
+  EXPECT_EQ(kinds, (std::vector<ValueKind>{ValueKind::cpuset_list, ValueKind::weight, ValueKind::cfs_quota,
+                                           ValueKind::cpu_list, ValueKind::cpu_mask, ValueKind::text,
+                                           ValueKind::sched_feature}));
+  EXPECT_EQ(old->second[0].dir_inode, 0u);
+  EXPECT_FALSE(parse_journal("keel-journal 3 boot_id=b\n"));  // a newer keel's
+  EXPECT_FALSE(parse_journal("keel-journal 2 boot_id=b\nfile cgroup cpu/a/cpu.shares nokind 1 1024\n"));
+}
+
+// A cgroup removed and made again under its name is another cgroup: its first change journals its own
+// original, replacing the gone one's.
+TEST(Journal, AKnobOfARecreatedCgroupReplacesTheGoneOnesEntry) {
+  testing::TempDir t;
+  auto j = Journal::open(t.path() / "state", "b");
+  ASSERT_TRUE(j);
+  KnobPath k{Root::cgroup, "cpu/job/cpu.shares"};
+  ASSERT_TRUE(j->record({EntryKind::file, k, "1024", ValueKind::weight, 100}));
+  ASSERT_TRUE(j->record({EntryKind::file, k, "512", ValueKind::weight, 100}));  // same cgroup: kept
+  EXPECT_TRUE(j->has(k, 100));
+  EXPECT_FALSE(j->has(k, 200));
+  ASSERT_TRUE(j->record({EntryKind::file, k, "4096", ValueKind::weight, 200}));
+  ASSERT_EQ(j->entries().size(), 1u);
+  EXPECT_EQ(j->entries()[0].original, "4096");
+  EXPECT_EQ(j->entries()[0].dir_inode, 200u);
+}
+
+}  // namespace
+}  // namespace keel::act

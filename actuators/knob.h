@@ -4,7 +4,10 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
+#include "host/cgroup.h"
+#include "host/error.h"
 #include "host/sys_roots.h"
 
 namespace keel::act {
@@ -22,6 +25,13 @@ struct KnobPath {
 
 const char* to_string(Root r);
 bool parse_root(std::string_view s, Root& out);
+
+// The knob `file` ("cpu.shares", or "" for the cgroup's directory) of `cgroup` ("/a/b") in `h`,
+// relative to roots.cgroup (h.mount must be under it). No "." or ".." in the cgroup, no '/' in the file.
+Result<KnobPath> cgroup_knob(const SysRoots& roots, const CgroupHierarchy& h, std::string_view cgroup,
+                             std::string_view file);
+// "/a/b" from "a/b", "/a//b/", "/"; an error for "." or "..".
+Result<std::string> normalize_cgroup(std::string_view cgroup);
 
 // Observe mode computes every write and makes none.
 enum class Mode { enforce, observe };

@@ -2,12 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <set>
-#include <sstream>
 
+#include "host/cgroup_files.h"
 #include "host/cpuset.h"
 #include "host/fileio.h"
 
@@ -17,47 +18,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_cpu_list(const KnobPath& k) {
-  auto name = k.rel.filename().string();
-  return name == "cpuset.cpus" || name == "cpuset.mems" || name == "cpus_list" ||
-         name == "smp_affinity_list" ||
-         (k.root == Root::cgroup && (name == "cpus" || name == "mems"));  // v1 mounted with noprefix
-}
-
-bool is_hex_mask(const KnobPath& k) {
-  auto name = k.rel.filename().string();
-  return name == "rps_cpus" || name == "xps_cpus" || name == "smp_affinity" ||
-         (name == "cpus" && k.root == Root::resctrl);
-}
-
-// Whether a sched features file has `token` on (FOO listed, not NO_FOO).
-bool feature_state(std::string_view features, std::string_view name, bool& on) {
-  std::istringstream in{std::string(features)};
-  for (std::string w; in >> w;) {
-    if (w == name) return on = true, true;
-    if (w == "NO_" + std::string(name)) return on = false, true;
-  }
-  return false;
-}
-
 bool same_value(const JournalEntry& e, std::string_view current) {
-  std::string_view want = trim(e.original);
-  current = trim(current);
-  if (e.kind == EntryKind::sched_feature) {
-    bool want_on = !want.starts_with("NO_");
-    std::string name(want_on ? want : want.substr(3));
-    bool on = false;
-    return feature_state(current, name, on) && on == want_on;
-  }
-  if (is_cpu_list(e.path)) {
-    auto a = CpuSet::parse_list(current), b = CpuSet::parse_list(want);
-    if (a && b) return *a == *b;
-  }
-  if (is_hex_mask(e.path)) {
-    auto a = CpuSet::parse_mask(current), b = CpuSet::parse_mask(want);
-    if (a && b) return *a == *b;
-  }
-  return current == want;
+  return keel::same_value(e.kind == EntryKind::sched_feature ? ValueKind::sched_feature : e.value, current,
+                          e.original);
+}
+
+// Whether the cgroup directory holding `e` is the one journaled: a cgroup removed and made again
+// under the same name is another cgroup (its own found values), not this entry's.
+bool same_cgroup(const SysRoots& roots, const JournalEntry& e) {
+  if (e.dir_inode == 0) return true;
+  struct stat st;
+  if (::stat(e.path.abs(roots).parent_path().c_str(), &st) != 0) return true;  // gone: the read says so
+  return static_cast<uint64_t>(st.st_ino) == e.dir_inode;
 }
 
 Result<void> write_value(const SysRoots& roots, const KnobPath& k, std::string_view text) {
@@ -89,12 +61,6 @@ struct Step {
   int depth;
   int sub = 0;  // order within a cgroup: v1 bandwidth lifts the quota, sets the period, then the quota
 };
-
-bool is_cpuset_list(const KnobPath& k) {
-  auto name = k.rel.filename().string();
-  return k.root == Root::cgroup &&
-         (name == "cpuset.cpus" || name == "cpuset.mems" || name == "cpus" || name == "mems");
-}
 
 }  // namespace
 
@@ -146,11 +112,10 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
   // quota=-1, period, quota: any other order can be refused by a parent's or a child's limit.
   std::set<fs::path> bandwidth_pairs;
   for (const auto& e : all)
-    if (e.kind == EntryKind::file && e.path.root == Root::cgroup &&
-        e.path.rel.filename() == "cpu.cfs_period_us")
+    if (e.kind == EntryKind::file && e.value == ValueKind::cfs_period)
       for (const auto& q : all)
-        if (q.kind == EntryKind::file && q.path.root == Root::cgroup &&
-            q.path.rel == e.path.rel.parent_path() / "cpu.cfs_quota_us")
+        if (q.kind == EntryKind::file && q.value == ValueKind::cfs_quota && q.path.root == e.path.root &&
+            q.path.rel.parent_path() == e.path.rel.parent_path())
           bandwidth_pairs.insert(e.path.rel.parent_path());
   std::vector<Step> steps;
   for (const auto& e : all) {
@@ -162,6 +127,10 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
     });
     if (inside_removed) continue;  // went with its group
     auto cur = read_file(p);
+    if (cur && !same_cgroup(roots, e)) {
+      ++rep.gone;  // its cgroup was removed; the one there now under its name is not keel's to change
+      continue;
+    }
     if (!cur && cur.error().err == ENOENT) {
       std::error_code ec;
       if (!fs::is_directory(KnobPath{e.path.root, {}}.abs(roots), ec)) {
@@ -175,13 +144,13 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
       continue;
     }
     // An idle group's weight is fixed by the kernel (it refuses writes): once cpu.idle is back to 1,
-    // the weight is what the kernel makes it.
-    auto name = e.path.rel.filename().string();
-    if (cur && (name == "cpu.shares" || name == "cpu.weight")) {
-      auto idle = read_file(p.parent_path() / "cpu.idle");
+    // the weight is what the kernel makes it. (cpu.idle has one name on v1 and v2.)
+    if (cur && e.value == ValueKind::weight) {
+      auto idle = read_file(p.parent_path() / cgroup_file_name(CgroupFile::idle, /*unified=*/false));
       bool idle_after = idle && trim(*idle) == "1";
       for (const auto& x : all)
-        if (x.path.rel == e.path.rel.parent_path() / "cpu.idle" && x.path.root == e.path.root)
+        if (x.value == ValueKind::idle && x.path.root == e.path.root &&
+            x.path.rel.parent_path() == e.path.rel.parent_path())
           idle_after = trim(x.original) == "1";
       if (idle_after) {
         ++rep.unchanged;
@@ -195,15 +164,15 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
     int depth = static_cast<int>(std::distance(e.path.rel.begin(), e.path.rel.end()));
     if (e.path.root == Root::resctrl) {
       steps.push_back({&e, e.original, true, 0, depth});
-    } else if (e.path.rel.filename() == "cpu.idle") {
+    } else if (e.value == ValueKind::idle) {
       steps.push_back({&e, e.original, true, 1, depth});
-    } else if (is_cpuset_list(e.path)) {
+    } else if (e.value == ValueKind::cpuset_list) {
       auto now = cur ? CpuSet::parse_list(*cur) : Result<CpuSet>(fail("unreadable"));
       auto want = CpuSet::parse_list(e.original);
       if (want && want->empty()) {
         // keel gave a new cpuset its CPUs and tasks joined since: emptying it is refused by the
         // kernel (ENOSPC) and would strand them; it keeps what it has.
-        auto procs = read_file(p.parent_path() / "cgroup.procs");
+        auto procs = read_file(p.parent_path() / cgroup_file_name(CgroupFile::procs, /*unified=*/false));
         if (procs && !trim(*procs).empty()) {
           ++rep.kept;
           continue;
@@ -212,12 +181,10 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
       if (now && want && !now->subset_of(*want))  // shrinks (maybe also grows): grow to the union first
         steps.push_back({&e, (*now | *want).to_list(), false, 2, depth});
       steps.push_back({&e, e.original, true, 3, -depth});
-    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) &&
-               e.path.rel.filename() == "cpu.cfs_quota_us") {
+    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) && e.value == ValueKind::cfs_quota) {
       steps.push_back({&e, "-1", false, 4, depth, 0});
       steps.push_back({&e, e.original, true, 4, depth, 2});
-    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) &&
-               e.path.rel.filename() == "cpu.cfs_period_us") {
+    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) && e.value == ValueKind::cfs_period) {
       steps.push_back({&e, e.original, true, 4, depth, 1});
     } else {
       steps.push_back({&e, e.original, true, 4, depth});

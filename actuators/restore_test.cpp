@@ -50,7 +50,7 @@ class Tree : public ::testing::Test {
     ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4-7"));
     ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.max"}, "50000 100000"));
     ASSERT_TRUE(w.set({Root::resctrl, "schemata"}, "L3:0=7f0;1=7f0"));
-    ASSERT_TRUE(w.set({Root::proc, "irq/24/smp_affinity_list"}, "4-7"));
+    ASSERT_TRUE(w.set({Root::proc, "irq/24/smp_affinity_list"}, "4-7", ValueKind::cpu_list));
     ASSERT_TRUE(w.write_journaled({Root::debugfs, "sched/features"}, "STEAL",
                                   {EntryKind::sched_feature, {Root::debugfs, "sched/features"}, "NO_STEAL"}));
   }
@@ -85,10 +85,7 @@ TEST_F(Tree, EnforceJournalsBeforeWritingAndRestoreGivesEverythingBackIdempotent
     ASSERT_TRUE(same);
     EXPECT_FALSE(*same);
     // Kernel lists normalise: "4,5,6,7" is what "4-7" reads back as.
-    auto list = w.set(
-        {Root::cgroup, "kubepods/be/cpuset.cpus"}, "4,5,6,7", [](std::string_view a, std::string_view b) {
-          return CpuSet::parse_list(a).value_or(CpuSet{}) == CpuSet::parse_list(b).value_or(CpuSet{});
-        });
+    auto list = w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4,5,6,7", ValueKind::cpuset_list);
     ASSERT_TRUE(list);
     EXPECT_FALSE(*list);
     EXPECT_EQ(j.entries().size(), 7u);
@@ -120,7 +117,7 @@ TEST_F(Tree, RestoreLeavesKnobsAlreadyBackAloneAndCountsVanishedCgroupsAsGone) {
     KnobWriter w(roots_, Mode::enforce, &j);
     ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
     ASSERT_TRUE(w.set({Root::cgroup, "kubepods/cpu.weight"}, "500"));
-    ASSERT_TRUE(w.set({Root::proc, "irq/24/smp_affinity_list"}, "4-7"));
+    ASSERT_TRUE(w.set({Root::proc, "irq/24/smp_affinity_list"}, "4-7", ValueKind::cpu_list));
   }
   testing::make_tree(t_.path(),
                      {{"proc/irq/24/smp_affinity_list", "0,1,2,3,4,5,6,7\n"}});  // put back by hand
@@ -232,6 +229,64 @@ TEST_F(Tree, ACpusetKeelGaveCpusIsNotEmptiedOnceItHoldsTasks) {
   EXPECT_EQ(rep.kept, 1u);
   EXPECT_EQ(std::string(trim(slurp(t_.path() / "sys/fs/cgroup/kubepods/new/cpuset.cpus"))), "2-3");
   EXPECT_TRUE(j.entries().empty());
+}
+
+}  // namespace
+}  // namespace keel::act
+
+namespace keel::act {
+namespace {
+
+// Knobs written through a held cgroup are journaled with its directory's inode. When the cgroup is
+// removed and made again under its name, the new one is not the one keel changed: restore leaves it
+// as it is (gone), and keel's first change of the new one journals the new one's original.
+TEST_F(Tree, ACgroupMadeAgainUnderItsNameIsNotRestoredToTheOldOnesValue) {
+  CgroupHierarchy h{0, true, {"cpu", "cpuset"}, roots_.cgroup, "/"};
+  // The new one made before the old one's directory goes, so a file system that reuses inode numbers
+  // cannot give it the old one's (cgroupfs never reuses a cgroup's id).
+  auto recreate = [&](const std::string& weight) {
+    fs::rename(t_.path() / "sys/fs/cgroup/kubepods/be", t_.path() / "sys/fs/cgroup/kubepods/be.gone");
+    testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpu.weight", weight}});
+    fs::remove_all(t_.path() / "sys/fs/cgroup/kubepods/be.gone");
+  };
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j);
+    auto be = CgroupDir::open(h, "/kubepods/be");
+    ASSERT_TRUE(be);
+    ASSERT_TRUE(w.set(*be, CgroupFile::weight, "10"));
+    ASSERT_EQ(j.entries().size(), 1u);
+    EXPECT_EQ(j.entries()[0].value, ValueKind::weight);
+    EXPECT_EQ(j.entries()[0].dir_inode, be->id().inode);
+  }
+  recreate("300\n");  // the pod ended and one of that name came
+  {
+    Journal j = journal();
+    auto rep = restore(roots_, j);
+    EXPECT_TRUE(rep.failed.empty());
+    EXPECT_EQ(rep.gone, 1u);
+    EXPECT_EQ(rep.restored, 0u);
+    EXPECT_EQ(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight"), "300\n");
+    EXPECT_TRUE(j.entries().empty());
+  }
+  // And while keel runs: the old entry is replaced by the new cgroup's own original.
+  recreate("100\n");
+  Journal j = journal();
+  KnobWriter w(roots_, Mode::enforce, &j);
+  auto first = CgroupDir::open(h, "/kubepods/be");
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(w.set(*first, CgroupFile::weight, "10"));
+  recreate("300\n");
+  EXPECT_FALSE(w.set(*first, CgroupFile::weight, "20"));  // the held one is gone: nothing written
+  EXPECT_EQ(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight"), "300\n");
+  auto second = CgroupDir::open(h, "/kubepods/be");
+  ASSERT_TRUE(second);
+  ASSERT_TRUE(w.set(*second, CgroupFile::weight, "20"));
+  ASSERT_EQ(j.entries().size(), 1u);
+  EXPECT_EQ(j.entries()[0].original, "300");
+  auto rep = restore(roots_, j);
+  EXPECT_EQ(rep.restored, 1u);
+  EXPECT_EQ(std::string(trim(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight"))), "300");
 }
 
 }  // namespace

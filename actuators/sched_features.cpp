@@ -1,9 +1,9 @@
 #include "actuators/sched_features.h"
 
 #include <array>
-#include <sstream>
 
 #include "host/fileio.h"
+#include "host/knob_values.h"
 
 namespace keel::act {
 
@@ -29,16 +29,6 @@ bool valid_name(std::string_view name) {
   return true;
 }
 
-// Whether `features` lists `name`, and if so whether it is on.
-bool find_feature(std::string_view features, std::string_view name, bool& on) {
-  std::istringstream in{std::string(features)};
-  for (std::string w; in >> w;) {
-    if (w == name) return on = true, true;
-    if (w.starts_with("NO_") && std::string_view(w).substr(3) == name) return on = false, true;
-  }
-  return false;
-}
-
 bool empty_or_missing_dir(const fs::path& p) {
   std::error_code ec;
   if (!fs::is_directory(p, ec)) return true;
@@ -59,9 +49,8 @@ Result<FeatureProbe> probe_sched_feature(const SysRoots& roots, std::string_view
       return std::unexpected(Error{text.error().err, text.error().path, "cannot read the sched features"});
     }
     p.file = k;
-    bool on = false;
-    if (find_feature(*text, name, on)) {
-      p.state = on ? FeatureState::on : FeatureState::off;
+    if (auto on = sched_feature_state(*text, name)) {
+      p.state = *on ? FeatureState::on : FeatureState::off;
     } else {
       p.why = "the kernel has no " + std::string(name) + " sched feature (not listed in " +
               k.abs(roots).string() + ")";
@@ -84,7 +73,9 @@ Result<FeatureChange> set_sched_feature(KnobWriter& w, std::string_view name, bo
   if ((p->state == FeatureState::on) == on) return FeatureChange::unchanged;
   std::string token = on ? std::string(name) : "NO_" + std::string(name);
   std::string original = on ? "NO_" + std::string(name) : std::string(name);
-  if (auto r = w.write_journaled(p->file, token, JournalEntry{EntryKind::sched_feature, p->file, original});
+  if (auto r = w.write_journaled(
+          p->file, token,
+          JournalEntry{EntryKind::sched_feature, p->file, original, ValueKind::sched_feature, 0});
       !r)
     return std::unexpected(r.error());
   return FeatureChange::changed;

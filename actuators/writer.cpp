@@ -62,7 +62,9 @@ Result<void> KnobWriter::raw_write(const KnobPath& k, std::string_view text, boo
   return fail(what, p.string(), e);
 }
 
-Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, const SameFn& same) {
+Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, std::optional<ValueKind> kind) {
+  if (!kind && k.root == Root::cgroup)
+    if (auto f = cgroup_file_named(k.rel.filename().string())) kind = cgroup_file_kind(*f);
   fs::path p = k.abs(roots_);
   std::string current;
   auto cur = read_file(p);
@@ -72,15 +74,47 @@ Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, const Sa
     return std::unexpected(cur.error());  // observe: a file in a group not yet made reads as ""
   }
   std::string want(trim(value));
-  bool equal = same ? same(current, want) : current == want;
-  if (equal) return false;
+  if (same_value(kind.value_or(ValueKind::text), current, want)) return false;
   if (mode_ == Mode::observe) {
     changes_.push_back({k, current, want, false});
     return true;
   }
-  if (auto r = write_journaled(k, value, JournalEntry{EntryKind::file, k, current}); !r)
-    return std::unexpected(r.error());
+  JournalEntry original{EntryKind::file, k, current, kind.value_or(ValueKind::text), 0};
+  if (auto r = write_journaled(k, value, original); !r) return std::unexpected(r.error());
   return true;
+}
+
+Result<bool> KnobWriter::set(const CgroupDir& dir, CgroupFile f, std::string_view value) {
+  if (dir.name(f).empty())
+    return fail("this cgroup version has no such knob", dir.file_path(f).string(), ENOENT);
+  auto k = cgroup_knob(roots_, dir.hierarchy(), dir.path(), dir.name(f));
+  if (!k) return std::unexpected(k.error());
+  const ValueKind kind = cgroup_file_kind(f);
+  std::string current;
+  auto cur = dir.read(f);
+  if (cur) {
+    current = std::string(trim(*cur));
+  } else if (mode_ == Mode::enforce || cur.error().err != ENOENT) {
+    return std::unexpected(cur.error());
+  }
+  std::string want(trim(value));
+  if (same_value(kind, current, want)) return false;
+  if (mode_ == Mode::observe) {
+    changes_.push_back({*k, current, want, false});
+    return true;
+  }
+  if (journal_ == nullptr)
+    return fail("no journal: refusing to change a knob it could not restore", k->abs(roots_).string());
+  if (auto r = journal_first(JournalEntry{EntryKind::file, *k, current, kind, dir.id().inode}); !r)
+    return std::unexpected(r.error());
+  if (auto r = dir.write(f, kernel_bytes(*k, value)); !r) return std::unexpected(r.error());
+  changes_.push_back({*k, current, want, true});
+  return true;
+}
+
+Result<void> KnobWriter::journal_first(const JournalEntry& original) {
+  if (journal_->has(original.path, original.dir_inode)) return {};
+  return journal_->record(original);  // durable before the first write
 }
 
 Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view value,
@@ -91,19 +125,22 @@ Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view val
   }
   if (journal_ == nullptr)
     return fail("no journal: refusing to change a knob it could not restore", k.abs(roots_).string());
-  if (!journal_->has(k))
-    if (auto r = journal_->record(original); !r) return r;  // durable before the first write
+  if (auto r = journal_first(original); !r) return r;
   if (auto r = raw_write(k, value, false); !r) return r;
   changes_.push_back({k, original.original, std::string(trim(value)), true});
   return {};
 }
 
-Result<void> KnobWriter::journal(const KnobPath& k) {
-  if (mode_ == Mode::observe || (journal_ != nullptr && journal_->has(k))) return {};
-  if (journal_ == nullptr) return fail("no journal", k.abs(roots_).string());
-  auto cur = read_file(k.abs(roots_));
+Result<void> KnobWriter::journal(const CgroupDir& dir, CgroupFile f) {
+  if (mode_ == Mode::observe) return {};
+  if (journal_ == nullptr) return fail("no journal", dir.file_path(f).string());
+  auto k = cgroup_knob(roots_, dir.hierarchy(), dir.path(), dir.name(f));
+  if (!k) return std::unexpected(k.error());
+  if (journal_->has(*k, dir.id().inode)) return {};
+  auto cur = dir.read(f);
   if (!cur) return std::unexpected(cur.error());
-  return journal_->record(JournalEntry{EntryKind::file, k, std::string(trim(*cur))});
+  return journal_->record(
+      JournalEntry{EntryKind::file, *k, std::string(trim(*cur)), cgroup_file_kind(f), dir.id().inode});
 }
 
 Result<bool> KnobWriter::append(const KnobPath& k, std::string_view value) {
@@ -129,7 +166,7 @@ Result<bool> KnobWriter::make_dir(const KnobPath& k) {
     return true;
   }
   if (journal_ == nullptr) return fail("no journal: refusing to create what it could not remove", p.string());
-  if (auto r = journal_->record(JournalEntry{EntryKind::created_dir, k, ""}); !r)
+  if (auto r = journal_->record(JournalEntry{EntryKind::created_dir, k, "", ValueKind::text, 0}); !r)
     return std::unexpected(r.error());
   if (dirs_.make(p) != 0) {
     int e = errno;

@@ -13,7 +13,9 @@
 
 #include "actuators/journal.h"
 #include "actuators/knob.h"
+#include "host/cgroup_files.h"
 #include "host/error.h"
+#include "host/knob_values.h"
 #include "host/sys_roots.h"
 
 namespace keel::act {
@@ -34,22 +36,24 @@ struct DirOps {
   static DirOps real();
 };
 
-// Whether a current value already is the wanted one (kernel files normalise: "0-3" vs "0,1,2,3").
-using SameFn = std::function<bool(std::string_view current, std::string_view wanted)>;
-
 class KnobWriter {
  public:
   // `journal` may be null only in observe mode.
   KnobWriter(const SysRoots& roots, Mode mode, Journal* journal, DirOps dirs = DirOps::real());
 
-  // Makes `k` read `value`. Returns true when it changed (observe: would change).
-  Result<bool> set(const KnobPath& k, std::string_view value, const SameFn& same = {});
+  // Makes `k` read `value`, compared with what is there as `kind` (kernel files normalise: "0-3" is
+  // "0,1,2,3"); a cgroup knob's kind comes from the cgroup file table when not given. Returns true when
+  // it changed (observe: would change).
+  Result<bool> set(const KnobPath& k, std::string_view value, std::optional<ValueKind> kind = std::nullopt);
+  // The same for the file `f` of the held cgroup `dir`: read, journaled (with the cgroup's inode) and
+  // written through its directory, so a cgroup made again under the same name is never written for it.
+  Result<bool> set(const CgroupDir& dir, CgroupFile f, std::string_view value);
   // Writes `value` to `k`, journaling `original` first unless `k` is already journaled. For knobs
   // whose restore is not "write the file's old content back" (sched features).
   Result<void> write_journaled(const KnobPath& k, std::string_view value, const JournalEntry& original);
-  // Journals `k`'s current value without writing (a knob the kernel will change as a side effect of
-  // another write, e.g. an idle group's weight). Observe mode: nothing.
-  Result<void> journal(const KnobPath& k);
+  // Journals the current value of `f` of `dir` without writing (a knob the kernel will change as a
+  // side effect of another write, e.g. an idle group's weight). Observe mode: nothing.
+  Result<void> journal(const CgroupDir& dir, CgroupFile f);
   // One write of `value` (a pid to `tasks`), not journaled: membership is undone by removing the
   // group keel created. ESRCH (the task exited) is not an error: returns false.
   Result<bool> append(const KnobPath& k, std::string_view value);
@@ -67,6 +71,8 @@ class KnobWriter {
 
  private:
   Result<void> raw_write(const KnobPath& k, std::string_view value, bool append);
+  // Journals `original` unless `k` (of that cgroup) already is.
+  Result<void> journal_first(const JournalEntry& original);
   SysRoots roots_;
   Mode mode_;
   Journal* journal_;

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "host/cgroup_files.h"
 #include "host/cpuset.h"
 #include "host/error.h"
 
@@ -108,9 +109,10 @@ struct Workload {
   Pos name_pos;  // the name's value; line 0 when the file has no name
 };
 
-// How cgroup v1 shares become a cgroup v2 cpu.weight: systemd's linear mapping, or runc's newer
-// logarithmic one (which keeps 2 -> 1, 1024 -> 100, 262144 -> 10000 but spreads the low end).
-enum class WeightMapping { systemd, runc };
+// How cgroup v1 shares become a cgroup v2 cpu.weight (host/cgroup_files.h): systemd's linear mapping,
+// or runc's newer logarithmic one (which keeps 2 -> 1, 1024 -> 100, 262144 -> 10000 but spreads the
+// low end).
+using WeightMapping = keel::WeightMapping;
 
 struct Actuators {
   bool cpuset = true;

@@ -16,9 +16,9 @@ using namespace std::chrono_literals;
 constexpr auto kMinPeriod = 10ms;
 constexpr auto kMaxPeriod = 1h;
 
-// cpu.shares as the kernel accepts it (MIN_SHARES..MAX_SHARES).
-constexpr long long kMinShares = 2;
-constexpr long long kMaxShares = 262144;
+// cpu.shares as the kernel accepts it (MIN_SHARES..MAX_SHARES, host/cgroup_files.h).
+constexpr long long kMinShares = static_cast<long long>(kSharesMin);
+constexpr long long kMaxShares = static_cast<long long>(kSharesMax);
 
 std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
 

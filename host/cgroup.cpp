@@ -11,6 +11,8 @@
 #include <optional>
 #include <utility>
 
+#include "host/cgroup_files.h"
+#include "host/fd.h"
 #include "host/fileio.h"
 
 namespace keel {
@@ -219,7 +221,7 @@ std::optional<std::filesystem::path> rebase_mount(const std::string& mount_point
 }
 
 Result<CgroupHierarchy> unified_hierarchy(const MountInfo& m, const std::filesystem::path& dir) {
-  auto text = read_file(dir / "cgroup.controllers");
+  auto text = read_file(dir / cgroup_file_name(CgroupFile::controllers, /*unified=*/true));
   if (!text) return std::unexpected(text.error());
   CgroupHierarchy h;
   h.unified = true;
@@ -245,6 +247,7 @@ Result<std::optional<CgroupHierarchy>> v1_hierarchy(const MountInfo& m, const st
   CgroupHierarchy h;
   h.mount = dir;
   h.mount_root = m.root;
+  h.noprefix = std::ranges::find(m.super_options, "noprefix") != m.super_options.end();
   std::optional<uint32_t> id;
   for (std::string& c : v1_mount_controllers(m)) {
     if (c.starts_with("name=")) {
@@ -334,23 +337,9 @@ namespace {
 // files were opened before the removal).
 bool vanished(int err) { return err == ENOENT || err == ENODEV; }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-// Lines of `dirfd`/cgroup.procs, or -errno.
-long long count_procs(int dirfd) {
-  Fd fd(::openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC));
+// Lines of the cgroup's process list (`name`, under `dirfd`), or -errno.
+long long count_procs(int dirfd, const char* name) {
+  Fd fd(::openat(dirfd, name, O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return -errno;
   char buf[4096];
   long long lines = 0;
@@ -369,7 +358,8 @@ long long count_procs(int dirfd) {
 // Depth-first walk over directory fds, reusing the output's storage; one path buffer for all levels.
 class Walker {
  public:
-  Walker(const CgroupHierarchy& h, std::vector<Cgroup>& out) : h_(h), out_(out) {}
+  Walker(const CgroupHierarchy& h, std::vector<Cgroup>& out)
+      : h_(h), out_(out), procs_name_(cgroup_file_name(CgroupFile::procs, h)) {}
 
   Result<void> run() {
     Fd root(::open(h_.mount.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -389,11 +379,11 @@ class Walker {
       const int err = errno;
       return fail("cannot stat cgroup", where(), err);
     }
-    long long procs = count_procs(dirfd);
+    long long procs = count_procs(dirfd, procs_name_.c_str());
     if (procs < 0 && vanished(static_cast<int>(-procs)) && !is_root) return {};
     // Threaded v2 cgroups refuse to list processes; their domain's cgroup.procs counts them.
     if (procs == -EOPNOTSUPP) procs = 0;
-    if (procs < 0) return fail("cannot read cgroup.procs", where(), static_cast<int>(-procs));
+    if (procs < 0) return fail("cannot read " + procs_name_, where(), static_cast<int>(-procs));
     emit(st.st_ino, static_cast<unsigned>(procs));
     return visit_children(dirfd);
   }
@@ -451,6 +441,7 @@ class Walker {
 
   const CgroupHierarchy& h_;
   std::vector<Cgroup>& out_;
+  std::string procs_name_;
   size_t used_ = 0;
   std::string path_;  // "" at the root, "/a/b" below
 };

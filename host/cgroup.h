@@ -65,6 +65,7 @@ struct CgroupHierarchy {
   std::vector<std::string> controllers;
   std::filesystem::path mount;   // its root directory, under SysRoots::cgroup
   std::string mount_root = "/";  // the cgroup the mount shows; "/" unless only a subtree is mounted
+  bool noprefix = false;         // v1 mounted with `noprefix` (cpuset only): "cpus" for "cpuset.cpus"
 
   bool has(std::string_view controller) const;
   std::string name() const;  // "cpu,cpuacct", "name=systemd", "unified"

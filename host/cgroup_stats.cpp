@@ -15,10 +15,6 @@ std::optional<uint64_t> to_u64(std::string_view s) {
   return v;
 }
 
-std::filesystem::path in(const CgroupHierarchy& h, const std::string& path) {
-  return path == "/" ? h.mount : h.mount / path.substr(1);
-}
-
 }  // namespace
 
 std::optional<uint64_t> stat_field(std::string_view text, std::string_view key) {
@@ -40,27 +36,51 @@ std::optional<uint64_t> psi_some_total(std::string_view text) {
   return to_u64(trim(line.substr(t + 6)));
 }
 
-CgroupCpuStats read_cpu_stats(const CgroupLayout& layout, const std::string& path) {
+std::optional<uint64_t> read_usage_ns(const CgroupDir& acct) {
+  if (acct.hierarchy().unified) {
+    auto text = acct.read(CgroupFile::cpu_stat);
+    if (!text) return std::nullopt;
+    if (auto us = stat_field(*text, "usage_usec")) return *us * 1000;
+    return std::nullopt;
+  }
+  auto ns = acct.read_u64(CgroupFile::usage);
+  if (!ns) return std::nullopt;
+  return *ns;
+}
+
+void read_throttling(const CgroupDir& cpu, CgroupCpuStats& out) {
+  auto text = cpu.read(CgroupFile::cpu_stat);
+  if (!text) return;
+  out.nr_throttled = stat_field(*text, "nr_throttled");
+  if (cpu.hierarchy().unified) {
+    if (auto us = stat_field(*text, "throttled_usec")) out.throttled_ns = *us * 1000;
+  } else {
+    out.throttled_ns = stat_field(*text, "throttled_time");
+  }
+}
+
+CgroupCpuStats read_cpu_stats(const CgroupDir* cpu, const CgroupDir* acct) {
   CgroupCpuStats s;
-  if (const CgroupHierarchy* u = layout.unified(); u != nullptr && u->has("cpu")) {
-    if (auto text = read_file(in(*u, path) / "cpu.stat")) {
-      if (auto us = stat_field(*text, "usage_usec")) s.usage_ns = *us * 1000;
-      s.nr_throttled = stat_field(*text, "nr_throttled");
-      if (auto us = stat_field(*text, "throttled_usec")) s.throttled_ns = *us * 1000;
-    }
-    if (auto text = read_file(in(*u, path) / "cpu.pressure")) s.psi_some_us = psi_some_total(*text);
-    return s;
-  }
-  if (const CgroupHierarchy* acct = layout.v1_with("cpuacct")) {
-    if (auto line = read_line(in(*acct, path) / "cpuacct.usage")) s.usage_ns = to_u64(*line);
-  }
-  if (const CgroupHierarchy* cpu = layout.v1_with("cpu")) {
-    if (auto text = read_file(in(*cpu, path) / "cpu.stat")) {
-      s.nr_throttled = stat_field(*text, "nr_throttled");
-      s.throttled_ns = stat_field(*text, "throttled_time");
-    }
-  }
+  if (acct) s.usage_ns = read_usage_ns(*acct);
+  if (cpu) read_throttling(*cpu, s);
+  if (cpu && cpu->hierarchy().unified)
+    if (auto text = cpu->read(CgroupFile::pressure)) s.psi_some_us = psi_some_total(*text);
   return s;
+}
+
+CgroupCpuStats read_cpu_stats(const CgroupLayout& layout, const std::string& path) {
+  auto open = [&](const CgroupHierarchy* h) -> std::optional<CgroupDir> {
+    if (!h) return std::nullopt;
+    auto d = CgroupDir::open(*h, path);
+    return d ? std::optional<CgroupDir>(std::move(*d)) : std::nullopt;
+  };
+  if (const CgroupHierarchy* u = layout.unified(); u != nullptr && u->has("cpu")) {
+    auto d = open(u);
+    return read_cpu_stats(d ? &*d : nullptr, d ? &*d : nullptr);
+  }
+  auto cpu = open(layout.v1_with("cpu"));
+  auto acct = open(layout.v1_with("cpuacct"));
+  return read_cpu_stats(cpu ? &*cpu : nullptr, acct ? &*acct : nullptr);
 }
 
 }  // namespace keel

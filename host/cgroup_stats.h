@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "host/cgroup.h"
+#include "host/cgroup_files.h"
 
 namespace keel {
 
@@ -18,8 +19,18 @@ struct CgroupCpuStats {
   std::optional<uint64_t> psi_some_us;   // v2 cpu.pressure "some ... total=" (cumulative)
 };
 
-// `path` is the cgroup's path from the hierarchy root ("/system.slice/x.service"); v1 reads the cpu
-// and cpuacct hierarchies at the same path, as systemd, docker and kubelet lay them out.
+// CPU time used, in ns: v1 cpuacct.usage of `acct` (a cgroup of the cpuacct hierarchy), v2 cpu.stat's
+// usage_usec. None when unreadable.
+std::optional<uint64_t> read_usage_ns(const CgroupDir& acct);
+// nr_throttled and the throttled time from `cpu`'s cpu.stat (a cgroup of the cpu hierarchy).
+void read_throttling(const CgroupDir& cpu, CgroupCpuStats& out);
+
+// Everything above: `cpu` and `acct` are the cgroup in the cpu and cpuacct hierarchies (on v2 the same
+// cgroup, or on v1 a co-mounted cpu,cpuacct); either may be missing.
+CgroupCpuStats read_cpu_stats(const CgroupDir* cpu, const CgroupDir* acct);
+// The same for `path` ("/system.slice/x.service") of the layout's cpu hierarchy (v2: the unified one
+// when it has the cpu controller); v1 reads cpu and cpuacct at the same path, as systemd, docker and
+// kubelet lay them out.
 CgroupCpuStats read_cpu_stats(const CgroupLayout& layout, const std::string& path);
 
 // "key value" lines (cpu.stat): the value of `key`, if present.
