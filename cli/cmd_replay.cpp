@@ -34,7 +34,7 @@ int cmd_replay(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "keel replay: cannot read %s\n", args->positional[0].c_str());
     return kExitFailure;
   }
-  ctl::Controller controller(*cfg, *topo);
+  ctl::Controller controller(config::compile(*cfg, topo->online()), *topo);
   size_t n = 0, ticks = 0, actions = 0;
   for (std::string line; std::getline(in, line);) {
     ++n;

@@ -183,9 +183,10 @@ int cmd_run(const std::vector<std::string>& argv) {
     log("run: " + sensing.error().message());
     return kExitFailure;
   }
-  metrics::Metrics metrics(ctl::metrics_setup(cfg, observe, sensing->pmu(), KEEL_VERSION));
+  const config::Spec spec = config::compile(cfg, topo->online());
+  metrics::Metrics metrics(ctl::metrics_setup(spec, observe, sensing->pmu(), KEEL_VERSION));
   if (endpoint) endpoint->serve(metrics);
-  ctl::Controller controller(cfg, *topo);
+  ctl::Controller controller(spec, *topo);
   ctl::Reconciler reconciler(cfg, sensing->layout(), sensing->hierarchy(), *topo, session->writer());
   size_t critical = 0;
   for (const auto& w : cfg.workloads) critical += w.klass == config::WorkloadClass::critical;
@@ -250,7 +251,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     for (const auto& n : done.notes) log("tick " + std::to_string(tick) + " note: " + n);
     for (const auto& e : done.errors) log("tick " + std::to_string(tick) + " error: " + e);
     metrics.publish(
-        ctl::tick_report(cfg, *snap, ctl::sensor_view(*sensing), plan, done,
+        ctl::tick_report(spec, *snap, ctl::sensor_view(*sensing), plan, done,
                          {observe, seconds_since(started), unix_now(), ctl::process_usage(roots)}));
     if (args->has("once")) break;
   }
@@ -310,7 +311,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   // One window is all there is: a violation counts from its first tick.
   ctl::Policy policy;
   policy.violate_ticks = 1;
-  ctl::Controller controller(cfg, *topo, policy);
+  ctl::Controller controller(config::compile(cfg, topo->online()), *topo, policy);
   ctl::Plan plan = controller.step(*snap);
   std::printf("keel plan: %.1f s window, %zu workload instances\n", snap->period_s, snap->workloads.size());
   for (const auto& w : snap->workloads) {

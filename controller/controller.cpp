@@ -10,8 +10,6 @@ namespace keel::ctl {
 
 namespace {
 
-constexpr uint64_t kDefaultShares = 1024;
-
 std::string fmt(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
@@ -23,12 +21,6 @@ std::string show(const std::optional<unsigned>& v) { return v ? std::to_string(*
 std::string show(const std::optional<CpuSet>& v) { return v ? v->to_list() : ""; }
 
 }  // namespace
-
-const config::Workload* find_workload(const config::Config& cfg, const std::string& name) {
-  for (const auto& w : cfg.workloads)
-    if (w.name == name) return &w;
-  return nullptr;
-}
 
 const char* to_string(Knob k) {
   switch (k) {
@@ -46,8 +38,43 @@ const char* to_string(Knob k) {
   return "?";
 }
 
-Controller::Controller(config::Config cfg, Topology topo, Policy policy, Defaults defaults)
-    : cfg_(std::move(cfg)), topo_(std::move(topo)), policy_(policy), defaults_(defaults) {}
+namespace {
+
+// The spec a workload the config does not know (a trace recorded with another config) is decided by.
+config::WorkloadSpec fallback(bool critical, const CpuSet& online) {
+  config::Config c;
+  c.workloads.emplace_back();
+  c.workloads.back().klass = critical ? config::WorkloadClass::critical : config::WorkloadClass::best_effort;
+  return config::compile(c, online).workloads.front();
+}
+
+}  // namespace
+
+Controller::Controller(config::Spec spec, Topology topo, Policy policy)
+    : spec_(std::move(spec)),
+      topo_(std::move(topo)),
+      policy_(policy),
+      fallback_critical_(fallback(true, topo_.online())),
+      fallback_best_effort_(fallback(false, topo_.online())) {
+  for (const auto& w : spec_.workloads) by_name_.emplace(w.name, &w);
+}
+
+void Controller::index(const Snapshot& s) {
+  cur_ = &s;
+  at_.clear();
+  at_.reserve(s.workloads.size());
+  specs_.resize(s.workloads.size());
+  for (size_t i = 0; i < s.workloads.size(); ++i) {
+    const WorkloadSignals& w = s.workloads[i];
+    at_.emplace(w.instance, i);
+    auto it = by_name_.find(w.workload);
+    specs_[i] = it != by_name_.end() ? it->second : w.critical ? &fallback_critical_ : &fallback_best_effort_;
+  }
+}
+
+const config::WorkloadSpec& Controller::spec_of(const WorkloadSignals& w) const {
+  return *specs_[static_cast<size_t>(&w - cur_->workloads.data())];
+}
 
 // Smooths each instance's p99 and counts consecutive good and bad ticks.
 void Controller::smooth(const Snapshot& s, Plan& plan) {
@@ -70,9 +97,9 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
     WorkloadView v;
     v.p99_us = st.p99_us;
     v.rung = static_cast<unsigned>(st.steps.size());
-    const config::Workload* cw = find_workload(cfg_, w.workload);
-    if (w.critical && cw && cw->slo.runqueue_p99) {
-      double target = static_cast<double>(cw->slo.runqueue_p99->count()) / 1e3;
+    const config::WorkloadSpec& sp = spec_of(w);
+    if (w.critical && sp.slo_p99_us) {
+      const double target = *sp.slo_p99_us;
       v.slack = st.seen ? (target - st.p99_us) / target : 1.0;
       st.binding = st.seen ? "rq p99 " + fmt("%.0f", st.p99_us) + " us vs SLO " + fmt("%.0f", target) + " us"
                            : "rq p99 not measured since the last change (too few waits) vs SLO " +
@@ -85,9 +112,9 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
           st.binding = what + " " + fmt("%.1f", value) + unit + " vs SLO " + fmt("%.1f", limit) + unit;
         }
       };
-      if (cw->slo.migrations_per_s)
-        consider(st.migrations_per_s, *cw->slo.migrations_per_s, "migrations", "/s");
-      if (cw->slo.mpki && st.mpki) consider(*st.mpki, *cw->slo.mpki, "MPKI", "");
+      if (sp.slo_migrations_per_s)
+        consider(st.migrations_per_s, *sp.slo_migrations_per_s, "migrations", "/s");
+      if (sp.slo_mpki && st.mpki) consider(*st.mpki, *sp.slo_mpki, "MPKI", "");
       st.bad = v.slack < policy_.act_below ? st.bad + 1 : 0;
       st.good = v.slack > policy_.give_back_above ? st.good + 1 : 0;
       v.violated = st.bad >= policy_.violate_ticks ||
@@ -122,7 +149,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
                                                       InstanceState& st,
                                                       const std::vector<Interference>& antagonists,
                                                       std::string& why_not) const {
-  const config::Workload* cw = find_workload(cfg_, victim.workload);
+  const config::WorkloadSpec& vs = spec_of(victim);
   // Recalling the last busy spell: only the rung it took next.
   const bool recalling = st.steps.size() < st.recall.size();
   auto locked = [&](Rung r) {
@@ -138,22 +165,19 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     auto k = current(inst);
     if (k.shares) return *k.shares;
     auto it = states_.find(inst);
-    return it != states_.end() && it->second.shares_found ? *it->second.shares_found : kDefaultShares;
+    return it != states_.end() && it->second.shares_found ? *it->second.shares_found : kSharesDefault;
   };
   auto signals = [&](const std::string& inst) -> const WorkloadSignals* {
-    for (const auto& w : s.workloads)
-      if (w.instance == inst) return &w;
-    return nullptr;
+    auto it = at_.find(inst);
+    return it == at_.end() ? nullptr : &s.workloads[it->second];
   };
   std::vector<std::string> notes;
 
   // 1. Weight: the victim's up (x2, to its bounds), the antagonists' down (/2, to theirs).
-  if (cfg_.actuators.cpu_weight && !locked(Rung::weight)) {
+  if (spec_.actuators.cpu_weight && !locked(Rung::weight)) {
     Step step;
     step.rung = Rung::weight;
-    uint64_t max = cw && cw->bounds.shares ? static_cast<uint64_t>(cw->bounds.shares->max)
-                                           : defaults_.critical_shares_max;
-    uint64_t vmin = cw && cw->bounds.shares ? static_cast<uint64_t>(cw->bounds.shares->min) : 2;
+    const uint64_t max = vs.shares_max, vmin = vs.shares_min;
     uint64_t now = shares_now(victim.instance);
     if (now < max) {
       KnobState k = current(victim.instance);
@@ -163,10 +187,8 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     }
     for (const auto& a : antagonists) {
       const WorkloadSignals* aw = signals(a.antagonist);
-      const config::Workload* acw = aw ? find_workload(cfg_, aw->workload) : nullptr;
-      uint64_t min = acw && acw->bounds.shares ? static_cast<uint64_t>(acw->bounds.shares->min)
-                                               : defaults_.best_effort_shares_min;
-      uint64_t amax = acw && acw->bounds.shares ? static_cast<uint64_t>(acw->bounds.shares->max) : 262144;
+      const config::WorkloadSpec& as = aw ? spec_of(*aw) : fallback_best_effort_;
+      const uint64_t min = as.shares_min, amax = as.shares_max;
       uint64_t an = shares_now(a.antagonist);
       if (an <= min) continue;
       KnobState k = current(a.antagonist);
@@ -179,7 +201,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   }
 
   // 2. Whole cores for the victim from its pool, best-effort work off them.
-  if (cfg_.actuators.cpuset && !locked(Rung::cpus)) {
+  if (spec_.actuators.cpuset && !locked(Rung::cpus)) {
     const CpuSet host = topo_.online();
     CpuSet other_critical;
     for (const auto& [inst, k] : desired_)
@@ -192,28 +214,24 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     unsigned want =
         have == 0 ? std::max(1u, static_cast<unsigned>(std::ceil(victim.cpu_usage.value_or(0.5) * 1.25)))
                   : have + 1;  // already dedicated and still violated: one more
-    unsigned lo = cw && cw->bounds.cpus ? static_cast<unsigned>(cw->bounds.cpus->min) : 1;
-    unsigned hi = cw && cw->bounds.cpus ? static_cast<unsigned>(cw->bounds.cpus->max) : host.count();
+    const unsigned lo = vs.cpus_min, hi = vs.cpus_max;
     // Best-effort keeps its minimum: the victim can take at most what that leaves.
-    unsigned be_min = defaults_.best_effort_cpus_min;
+    unsigned be_min = config::kDefaults.best_effort_cpus_min;
     for (const auto& w : s.workloads)
-      if (!w.critical) {
-        const config::Workload* bw = find_workload(cfg_, w.workload);
-        if (bw && bw->bounds.cpus) be_min = std::max(be_min, static_cast<unsigned>(bw->bounds.cpus->min));
-      }
-    unsigned room =
-        host.count() > (cfg_.host.reserved_cpus & host).count() + other_critical.count() + be_min
-            ? host.count() - (cfg_.host.reserved_cpus & host).count() - other_critical.count() - be_min
-            : 0;
+      if (!w.critical) be_min = std::max(be_min, spec_of(w).cpus_min);
+    const unsigned reserved = (spec_.reserved & host).count();
+    unsigned room = host.count() > reserved + other_critical.count() + be_min
+                        ? host.count() - reserved - other_critical.count() - be_min
+                        : 0;
     want = std::min({std::max(want, lo), hi, room});
     if (want > have && want >= lo) {
       CpuRequest req;
       req.cpus = want;
       req.max_cpus = hi;
-      req.numa = cw && cw->bounds.numa == config::NumaPolicy::single ? NumaPolicy::single : NumaPolicy::any;
+      req.numa = vs.numa_single ? NumaPolicy::single : NumaPolicy::any;
       req.critical = true;
-      if (cw && cw->bounds.cpu_pool) req.pool = *cw->bounds.cpu_pool;
-      req.reserved = cfg_.host.reserved_cpus;
+      if (vs.has_pool) req.pool = vs.pool;
+      req.reserved = spec_.reserved;
       req.other_critical = other_critical;
       if (vk.cpus) req.current = *vk.cpus;
       auto placed = plan_cpus(topo_, req);
@@ -228,15 +246,12 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
         bool ok = true;
         for (const auto& w : s.workloads) {
           if (w.critical) continue;
-          const config::Workload* bw = find_workload(cfg_, w.workload);
-          CpuSet pool = bw && bw->bounds.cpu_pool ? *bw->bounds.cpu_pool & host : host;
-          unsigned min = bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min)
-                                               : defaults_.best_effort_cpus_min;
-          if ((pool - taken - cfg_.host.reserved_cpus).count() < std::max(1u, min)) {
+          const config::WorkloadSpec& bs = spec_of(w);
+          const unsigned left = (bs.pool - taken - spec_.reserved).count();
+          if (left < bs.cpus_min) {
             ok = false;
-            notes.push_back("best-effort " + w.instance + " would keep " +
-                            std::to_string((pool - taken - cfg_.host.reserved_cpus).count()) +
-                            " CPUs, below its minimum " + std::to_string(std::max(1u, min)));
+            notes.push_back("best-effort " + w.instance + " would keep " + std::to_string(left) +
+                            " CPUs, below its minimum " + std::to_string(bs.cpus_min));
             break;
           }
         }
@@ -251,14 +266,14 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   }
 
   // 3. More L3 ways to the victim (its bounds), when resctrl is enabled.
-  if (cfg_.actuators.resctrl && cw && cw->bounds.l3_ways && !locked(Rung::l3_ways)) {
+  if (spec_.actuators.resctrl && vs.l3_ways && !locked(Rung::l3_ways)) {
     KnobState k = current(victim.instance);
-    unsigned now = k.l3_ways.value_or(static_cast<unsigned>(cw->bounds.l3_ways->min) - 1);
-    if (now < static_cast<unsigned>(cw->bounds.l3_ways->max)) {
+    unsigned now = k.l3_ways.value_or(vs.l3_ways->min - 1);
+    if (now < vs.l3_ways->max) {
       Step step;
       step.rung = Rung::l3_ways;
       step.before[victim.instance] = k;
-      k.l3_ways = std::max(now + 1, static_cast<unsigned>(cw->bounds.l3_ways->min));
+      k.l3_ways = std::max(now + 1, vs.l3_ways->min);
       step.after[victim.instance] = k;
       return step;
     }
@@ -266,17 +281,15 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   }
 
   // 4. Antagonists' memory bandwidth down (10 points a step, to their bounds).
-  if (cfg_.actuators.resctrl && !locked(Rung::mba)) {
+  if (spec_.actuators.resctrl && !locked(Rung::mba)) {
     Step step;
     step.rung = Rung::mba;
     for (const auto& a : antagonists) {
       const WorkloadSignals* aw = signals(a.antagonist);
-      const config::Workload* acw = aw ? find_workload(cfg_, aw->workload) : nullptr;
-      if (!acw || !acw->bounds.mba_percent) continue;
+      if (!aw || !spec_of(*aw).mba_percent) continue;
       KnobState k = current(a.antagonist);
       unsigned now = k.mba_percent.value_or(100);
-      unsigned min = static_cast<unsigned>(acw->bounds.mba_percent->min);
-      unsigned max = static_cast<unsigned>(acw->bounds.mba_percent->max);
+      const unsigned min = spec_of(*aw).mba_percent->min, max = spec_of(*aw).mba_percent->max;
       if (now <= min) continue;
       step.before[a.antagonist] = k;
       k.mba_percent = std::clamp(now >= 10 ? now - 10 : 0u, min, std::max(min, max));
@@ -286,7 +299,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   }
 
   // 5. steal_task, when the victim spans several CPUs of one LLC.
-  if (cfg_.actuators.steal_task && !steal_ && !locked(Rung::steal)) {
+  if (spec_.actuators.steal_task && !steal_ && !locked(Rung::steal)) {
     KnobState k = current(victim.instance);
     CpuSet cpus = k.cpus ? *k.cpus : victim.cpus;
     std::map<unsigned, unsigned> per_llc;
@@ -322,11 +335,8 @@ bool Controller::fits(const Snapshot& s, const std::map<std::string, KnobState>&
   if (taken.empty()) return true;
   for (const auto& w : s.workloads) {
     if (w.critical) continue;
-    const config::Workload* bw = find_workload(cfg_, w.workload);
-    CpuSet pool = bw && bw->bounds.cpu_pool ? *bw->bounds.cpu_pool & topo_.online() : topo_.online();
-    unsigned min = std::max(1u, bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min)
-                                                      : defaults_.best_effort_cpus_min);
-    unsigned left = (pool - taken - cfg_.host.reserved_cpus).count();
+    const config::WorkloadSpec& bs = spec_of(w);
+    const unsigned min = bs.cpus_min, left = (bs.pool - taken - spec_.reserved).count();
     if (left < min) {
       why = "best-effort " + w.instance + " would keep " + std::to_string(left) +
             " CPUs, below its minimum " + std::to_string(min);
@@ -358,7 +368,7 @@ void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const st
   for (auto [inst, k] : to) {
     KnobState was = desired_.contains(inst) ? desired_.at(inst) : KnobState{};
     // A best-effort instance's CPUs are not stepped: they follow the critical ones every tick.
-    if (std::find(critical_.begin(), critical_.end(), inst) == critical_.end()) k.cpus = was.cpus;
+    if (auto at = at_.find(inst); at == at_.end() || !cur_->workloads[at->second].critical) k.cpus = was.cpus;
     auto emit = [&](Knob knob, std::string a, std::string b) {
       if (a != b) plan.actions.push_back({plan.tick, inst, knob, a, b, kind, reason});
     };
@@ -382,9 +392,18 @@ void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const st
 Plan Controller::step(const Snapshot& s) {
   Plan plan;
   plan.tick = s.tick;
-  critical_.clear();
-  for (const auto& w : s.workloads)
-    if (w.critical) critical_.push_back(w.instance);
+  index(s);
+  // Instances that are gone, or made again under their name (a new cgroup): their state and wishes go
+  // (the reconciler restores what they had; a new one starts as found).
+  for (auto it = states_.begin(); it != states_.end();) {
+    auto at = at_.find(it->first);
+    if (at == at_.end() || s.workloads[at->second].fresh) {
+      desired_.erase(it->first);
+      it = states_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   smooth(s, plan);
   // Best-effort demand: CPUs busy plus tasks queued. Not busy alone: a step that squeezes the noise
   // lowers its CPU time, which is not the noise going away.
@@ -392,17 +411,6 @@ Plan Controller::step(const Snapshot& s) {
   for (const auto& w : s.workloads)
     if (!w.critical && w.cpu_usage) be += *w.cpu_usage + w.rq_wait_s_per_s;
   be_usage_ = be_usage_ == 0 ? be : policy_.ewma_alpha * be + (1 - policy_.ewma_alpha) * be_usage_;
-  // Instances that are gone: their state and wishes go (the reconciler restores what they had).
-  for (auto it = states_.begin(); it != states_.end();) {
-    bool live = std::any_of(s.workloads.begin(), s.workloads.end(),
-                            [&](const auto& w) { return w.instance == it->first; });
-    if (!live) {
-      desired_.erase(it->first);
-      it = states_.erase(it);
-    } else {
-      ++it;
-    }
-  }
   // Critical instances in a fixed order (name), one step each at most per tick.
   std::vector<const WorkloadSignals*> victims;
   for (const auto& w : s.workloads)
@@ -411,8 +419,7 @@ Plan Controller::step(const Snapshot& s) {
   for (const WorkloadSignals* v : victims) {
     InstanceState& st = states_[v->instance];
     const WorkloadView& view = plan.workloads[v->instance];
-    const config::Workload* cw = find_workload(cfg_, v->workload);
-    if (!cw || !cw->slo.runqueue_p99) continue;
+    if (!spec_of(*v).slo_p99_us) continue;
     auto antagonists = rank(s, *v);
     if (view.violated)
       for (const auto& a : antagonists) plan.interference.push_back(a);
@@ -543,22 +550,27 @@ Plan Controller::step(const Snapshot& s) {
     if (w.critical)
       if (auto it = desired_.find(w.instance); it != desired_.end() && it->second.cpus)
         taken |= *it->second.cpus;
+  // What each workload's instances are given: its pool minus those CPUs and the reserved ones, capped
+  // at its maximum; none when that breaks its minimum (it is left where it is).
+  std::map<const config::WorkloadSpec*, std::optional<CpuSet>> given;
+  auto give = [&](const config::WorkloadSpec& bs) -> const std::optional<CpuSet>& {
+    auto [it, fresh] = given.try_emplace(&bs);
+    if (!fresh) return it->second;
+    CpuSet rest = bs.pool - taken - spec_.reserved;
+    if (rest.count() < bs.cpus_min) return it->second;
+    CpuSet capped;
+    for (unsigned c : rest.cpus())
+      if (capped.count() < bs.cpus_max) capped.add(c);
+    it->second = capped;
+    return it->second;
+  };
   for (const auto& w : s.workloads) {
     if (w.critical) continue;
-    const config::Workload* bw = find_workload(cfg_, w.workload);
     KnobState k = desired_.contains(w.instance) ? desired_.at(w.instance) : KnobState{};
     std::optional<CpuSet> want;
-    if (!taken.empty() && cfg_.actuators.cpuset) {
-      CpuSet pool = bw && bw->bounds.cpu_pool ? *bw->bounds.cpu_pool & topo_.online() : topo_.online();
-      CpuSet rest = pool - taken - cfg_.host.reserved_cpus;
-      unsigned min = std::max(1u, bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->min)
-                                                        : defaults_.best_effort_cpus_min);
-      unsigned max = bw && bw->bounds.cpus ? static_cast<unsigned>(bw->bounds.cpus->max) : rest.count();
-      if (rest.count() < min) continue;  // cannot move it off without breaking its minimum: leave it
-      CpuSet capped;
-      for (unsigned c : rest.cpus())
-        if (capped.count() < max) capped.add(c);
-      want = capped;
+    if (!taken.empty() && spec_.actuators.cpuset) {
+      want = give(spec_of(w));
+      if (!want) continue;  // cannot move it off without breaking its minimum: leave it
     }
     if (want == k.cpus) continue;
     plan.actions.push_back(

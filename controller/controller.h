@@ -19,17 +19,16 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
-#include "config/config.h"
+#include "config/spec.h"
 #include "controller/snapshot.h"
 #include "host/cpuset.h"
 #include "host/topology.h"
 
 namespace keel::ctl {
-
-// The config's workload of that name, or none.
-const config::Workload* find_workload(const config::Config& cfg, const std::string& name);
 
 enum class Knob { shares, cpus, l3_ways, mba_percent, steal };
 const char* to_string(Knob k);
@@ -95,24 +94,25 @@ struct Policy {
   unsigned probe_ticks = 30;
 };
 
-// Bounds a config leaves out, and the documented defaults that replace them.
-struct Defaults {
-  uint64_t critical_shares_max = 8192;    // 8x the kernel default
-  uint64_t best_effort_shares_min = 128;  // 1/8 of the kernel default
-  unsigned best_effort_cpus_min = 1;      // best-effort work always keeps a CPU
-};
-
 class Controller {
  public:
-  Controller(config::Config cfg, Topology topo, Policy policy = {}, Defaults defaults = {});
+  // `spec` compiled for `topo`'s CPUs (config::compile).
+  Controller(config::Spec spec, Topology topo, Policy policy = {});
   Plan step(const Snapshot& s);
   const Policy& policy() const { return policy_; }
 
  private:
-  config::Config cfg_;
+  config::Spec spec_;
   Topology topo_;
   Policy policy_;
-  Defaults defaults_;
+  config::WorkloadSpec fallback_critical_, fallback_best_effort_;  // for workloads the config lacks
+  std::unordered_map<std::string, const config::WorkloadSpec*> by_name_;
+  // This tick's snapshot, indexed once: instance -> position, and each signal's spec.
+  const Snapshot* cur_ = nullptr;
+  std::unordered_map<std::string_view, size_t> at_;
+  std::vector<const config::WorkloadSpec*> specs_;
+  void index(const Snapshot& s);
+  const config::WorkloadSpec& spec_of(const WorkloadSignals& w) const;  // w is one of cur_'s
   enum class Rung { weight, cpus, l3_ways, mba, steal };
   // One applied step: the knob values it changed, as they were before (nullopt = as found).
   struct Step {
@@ -157,8 +157,7 @@ class Controller {
   bool fits(const Snapshot& s, const std::map<std::string, KnobState>& to, std::string& why) const;
   bool clashes(const Step& step, const Plan& plan, bool forward) const;
   std::map<std::string, KnobState> desired_;
-  std::vector<std::string> critical_;  // this tick's critical instances (best-effort CPUs are derived)
-  double be_usage_ = 0;                // best-effort CPUs busy or queued, smoothed
+  double be_usage_ = 0;  // best-effort CPUs busy or queued, smoothed
   bool steal_ = false;
 };
 

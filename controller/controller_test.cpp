@@ -413,7 +413,7 @@ struct TickView {
 
 void simulate(const Scenario& sc, const std::function<void(const TickView&)>& on_tick, Policy policy = {}) {
   Plant plant(sc.topo->online(), sc.workloads, sc.seed ^ 0xC0FFEEull, sc.params);
-  Controller ctl(sc.cfg, *sc.topo, policy);
+  Controller ctl(config::compile(sc.cfg, sc.topo->online()), *sc.topo, policy);
   size_t next = 0;
   for (uint64_t t = 1; t <= sc.ticks; ++t) {
     while (next < sc.loads.size() && sc.loads[next].tick <= t) {
@@ -530,7 +530,7 @@ struct Failures {
 
 std::vector<std::string> bound_violations(const Scenario& sc, const TickView& v, uint64_t& checks) {
   std::vector<std::string> out;
-  const Defaults d;
+  const config::Defaults d;
   const config::Config& cfg = sc.cfg;
   const CpuSet& online = sc.topo->online();
   auto bad = [&](const std::string& m) { out.push_back("t=" + std::to_string(v.plan.tick) + " " + m); };
@@ -755,7 +755,7 @@ TEST(ControllerProperty, BoundsNeverCrossedAndPlansConsistent) {
 // Weight steps the ladder may take before its next rung: the victim doubles to its maximum, the
 // antagonists halve to their minimum, one step per cooldown.
 unsigned weight_steps(const Scenario& sc) {
-  const Defaults d;
+  const config::Defaults d;
   auto log2_ratio = [](double a, double b) {
     return a > b ? static_cast<unsigned>(std::ceil(std::log2(a / b))) : 0u;
   };
@@ -1473,7 +1473,7 @@ TEST(ControllerSlo, MigrationTargetBindsAndAnUnmeasuredMpkiTargetDoesNot) {
     return victim_and_batch(tick, topo, db, 3.0);
   };
   {
-    Controller c(*cfg, topo);
+    Controller c(config::compile(*cfg, topo.online()), topo);
     Plan p;
     for (uint64_t t = 1; t <= 3; ++t) p = c.step(snapshot(t, 40, std::nullopt));
     EXPECT_FALSE(p.workloads.at("db").violated);
@@ -1481,7 +1481,7 @@ TEST(ControllerSlo, MigrationTargetBindsAndAnUnmeasuredMpkiTargetDoesNot) {
     EXPECT_TRUE(p.actions.empty());
   }
   {
-    Controller c(*cfg, topo);
+    Controller c(config::compile(*cfg, topo.online()), topo);
     std::vector<Action> acts;
     Plan p;
     for (uint64_t t = 1; t <= 3; ++t) {
@@ -1493,7 +1493,7 @@ TEST(ControllerSlo, MigrationTargetBindsAndAnUnmeasuredMpkiTargetDoesNot) {
         << acts.front().reason;
   }
   {
-    Controller c(*cfg, topo);
+    Controller c(config::compile(*cfg, topo.online()), topo);
     Plan p;
     p = c.step(snapshot(1, 0, 8.0));  // MPKI measured: 8 > 5, not yet for violate_ticks
     EXPECT_FALSE(p.workloads.at("db").violated);
@@ -1515,7 +1515,7 @@ TEST(ControllerSlo, TicksWithTooFewWaitsAreNoEvidence) {
   ASSERT_TRUE(cfg) << cfg.error().front().str();
   uint64_t first_violation = 0;
   auto run = [&](uint64_t waits, Policy pol = {}) {
-    Controller c(*cfg, topo, pol);
+    Controller c(config::compile(*cfg, topo.online()), topo, pol);
     size_t actions = 0;
     bool violated = false;
     first_violation = 0;
@@ -1554,7 +1554,7 @@ TEST(ControllerSlo, GiveBackWaitsForTheLoadToEaseOrProbesLate) {
   ASSERT_TRUE(cfg) << cfg.error().front().str();
   // The first give-back's tick and reason; the noise stops at `noise_stops` (0: never).
   auto first_give_back = [&](uint64_t noise_stops) -> std::pair<uint64_t, std::string> {
-    Controller c(*cfg, topo);
+    Controller c(config::compile(*cfg, topo.online()), topo);
     for (uint64_t t = 1; t <= 80; ++t) {
       WorkloadSignals r;
       r.instance = "redis";

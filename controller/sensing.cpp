@@ -130,8 +130,8 @@ Result<Snapshot> Sensing::sample(uint64_t tick) {
     if (a.sig.instance.empty()) {
       a.sig.instance = m.instance;
       a.sig.workload = m.workload;
-      const config::Workload* cw = find_workload(st.cfg, m.workload);
-      a.sig.critical = cw && cw->klass == config::WorkloadClass::critical;
+      auto cw = std::ranges::find(st.cfg.workloads, m.workload, &config::Workload::name);
+      a.sig.critical = cw != st.cfg.workloads.end() && cw->klass == config::WorkloadClass::critical;
     }
     a.sig.cgroups.push_back(m.path);
   }

@@ -16,6 +16,9 @@ struct WorkloadSignals {
   std::string workload;  // the config workload's name
   bool critical = false;
   std::vector<std::string> cgroups;  // its cgroups, paths inside the hierarchy that defines workloads
+  // The first tick of this instance, or of a new one under its name (its cgroup made again): nothing
+  // decided for the old one carries over.
+  bool fresh = false;
   // Run-queue latency over this tick (zeros when it did not wait at all).
   uint64_t rq_waits = 0;
   double rq_p50_us = 0;

@@ -42,15 +42,15 @@ SensorView sensor_view(const Sensing& sensing) {
   return SensorView{sensing.counts(), sensing.pmu(), sensing.prog_stats(), sensing.cost()};
 }
 
-metrics::Setup metrics_setup(const config::Config& cfg, bool observe, bool pmu, std::string version) {
+metrics::Setup metrics_setup(const config::Spec& spec, bool observe, bool pmu, std::string version) {
   metrics::Setup s;
   s.mode = observe ? "observe" : "enforce";
   s.version = std::move(version);
   for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i)
     s.latency_bucket_upper_s.push_back(bpf::RqHistogram::bucket_upper_us(i) / 1e6);
   s.sensors = {{"runqueue", true}, {"hardware_counters", pmu}};
-  s.max_workloads = static_cast<size_t>(cfg.daemon.metrics_max_workloads);
-  const auto& a = cfg.actuators;
+  s.max_workloads = spec.metrics_max_workloads;
+  const auto& a = spec.actuators;
   // The config's switches after the host's check (keel run turns off what the host lacks); observe
   // mode decides with the same ones, so the gauges say what it would use.
   s.mechanisms = {{"cpuset", a.cpuset},
@@ -61,7 +61,7 @@ metrics::Setup metrics_setup(const config::Config& cfg, bool observe, bool pmu, 
   return s;
 }
 
-metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap, const SensorView& sensor,
+metrics::TickReport tick_report(const config::Spec& spec, const Snapshot& snap, const SensorView& sensor,
                                 const Plan& plan, const Reconciled& done, const TickMeta& meta) {
   metrics::TickReport t;
   const SensedCounts& counts = sensor.counts;
@@ -73,11 +73,11 @@ metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap,
       fill_counts(r, c->second, sensor.pmu);
     if (w.cpu_usage) r.cpu_seconds = *w.cpu_usage * snap.period_s;
     if (w.throttled_per_s) r.throttled_periods = *w.throttled_per_s * snap.period_s;
-    const config::Workload* cw = find_workload(cfg, w.workload);
+    const config::WorkloadSpec* sp = spec.find(w.workload);
     auto v = plan.workloads.find(w.instance);
-    if (w.critical && cw && cw->slo.runqueue_p99 && v != plan.workloads.end()) {
+    if (w.critical && sp && sp->slo_p99_us && v != plan.workloads.end()) {
       r.p99_s = v->second.p99_us / 1e6;
-      r.slo_target_s = static_cast<double>(cw->slo.runqueue_p99->count()) / 1e9;
+      r.slo_target_s = *sp->slo_p99_us / 1e6;
       r.slack = v->second.slack;
       r.violated = v->second.violated;
       r.blocked = !v->second.blocked.empty();
@@ -100,7 +100,7 @@ metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap,
   for (const auto& i : plan.interference) t.interference.push_back({i.victim, i.antagonist, i.score});
   for (const auto& a : plan.actions)
     t.actions.emplace_back(a.knob == Knob::steal ? "steal_task" : to_string(a.knob), direction(a.kind));
-  if (cfg.actuators.steal_task && !meta.observe) t.steal = plan.steal;
+  if (spec.actuators.steal_task && !meta.observe) t.steal = plan.steal;
 
   metrics::HealthReport& h = t.health;
   h.tick_seconds = meta.tick_seconds;

@@ -35,7 +35,7 @@ struct ProcessUsage {
 std::optional<ProcessUsage> process_usage(const SysRoots& roots);
 
 // The exporter's fixed part: mode, version, the sensor's latency buckets, what is available here.
-metrics::Setup metrics_setup(const config::Config& cfg, bool observe, bool pmu, std::string version);
+metrics::Setup metrics_setup(const config::Spec& spec, bool observe, bool pmu, std::string version);
 
 struct TickMeta {
   bool observe = false;
@@ -46,7 +46,7 @@ struct TickMeta {
 
 // Knob values are what is in effect: cpus and shares as sensed; L3 ways, bandwidth and steal_task as
 // keel set them (enforce mode only: in observe mode keel set nothing and does not read them).
-metrics::TickReport tick_report(const config::Config& cfg, const Snapshot& snap, const SensorView& sensor,
+metrics::TickReport tick_report(const config::Spec& spec, const Snapshot& snap, const SensorView& sensor,
                                 const Plan& plan, const Reconciled& done, const TickMeta& meta);
 
 }  // namespace keel::ctl

@@ -14,7 +14,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-config::Config two_workloads(bool steal) {
+config::Spec two_workloads(bool steal) {
   config::Config c;
   config::Workload crit;
   crit.name = "crit";
@@ -26,7 +26,7 @@ config::Config two_workloads(bool steal) {
   be.slo.runqueue_p99 = 5ms;  // best-effort: not judged, so no SLO gauges
   c.workloads = {crit, be};
   c.actuators.steal_task = steal;
-  return c;
+  return config::compile(c, CpuSet::range(0, 3));
 }
 
 struct Tick {

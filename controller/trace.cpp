@@ -194,6 +194,7 @@ std::string to_json_line(const Snapshot& s) {
         .field("instance", w.instance)
         .field("workload", w.workload)
         .field("critical", w.critical);
+    if (w.fresh) j.field("fresh", true);
     j.key("cgroups").begin_array();
     for (const auto& c : w.cgroups) j.value(c);
     j.end_array();
@@ -273,6 +274,7 @@ Result<Snapshot> parse_json_line(std::string_view line) {
     opt("cpu_usage", ws.cpu_usage);
     opt("throttled_per_s", ws.throttled_per_s);
     if (auto sh = as<double>(get(w, "shares"))) ws.shares = static_cast<uint64_t>(*sh);
+    if (auto f = as<bool>(get(w, "fresh"))) ws.fresh = *f;  // absent in older traces, and when not
     if (auto cg = as<std::shared_ptr<Array>>(get(w, "cgroups")))
       for (const Value& c : **cg)
         if (auto p = as<std::string>(&c)) ws.cgroups.push_back(*p);

@@ -101,7 +101,7 @@ TEST(Trace, ReplayDecidesWhatTheLiveRunDecided) {
   svc.demand = 0.5;
   hog.instance = hog.workload = "hog";
   Plant plant(CpuSet::range(0, 1), {svc, hog}, 7);
-  Controller live(cfg, *topo);
+  Controller live(config::compile(cfg, topo->online()), *topo);
   std::vector<std::string> lines, decided;
   for (uint64_t t = 1; t <= 80; ++t) {
     if (t == 5) plant.set_demand("hog", 2);
@@ -117,7 +117,7 @@ TEST(Trace, ReplayDecidesWhatTheLiveRunDecided) {
   for (const auto& d : decided) acted += d.empty() ? 0 : 1;
   EXPECT_GT(acted, 2u);  // the run really decided something (act and give back)
   for (int replay = 0; replay < 2; ++replay) {
-    Controller again(cfg, *topo);
+    Controller again(config::compile(cfg, topo->online()), *topo);
     for (size_t i = 0; i < lines.size(); ++i) {
       auto s = parse_json_line(lines[i]);
       ASSERT_TRUE(s) << s.error().message();

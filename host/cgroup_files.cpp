@@ -52,9 +52,7 @@ constexpr bool in_enum_order() {
 }
 static_assert(in_enum_order());
 
-const FileInfo& info(CgroupFile f) {
-  return kFiles[static_cast<size_t>(f)];
-}
+const FileInfo& info(CgroupFile f) { return kFiles[static_cast<size_t>(f)]; }
 
 std::string_view without_prefix(const FileInfo& fi) {
   std::string_view n = fi.v1;
@@ -70,8 +68,10 @@ uint64_t first_shares_reaching(uint64_t w, WeightMapping m) {
   uint64_t lo = kSharesMin, hi = kSharesMax + 1;
   while (lo < hi) {
     uint64_t mid = lo + (hi - lo) / 2;
-    if (shares_to_weight(mid, m) >= w) hi = mid;
-    else lo = mid + 1;
+    if (shares_to_weight(mid, m) >= w)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }
@@ -101,7 +101,8 @@ std::optional<CgroupFile> cgroup_file_named(std::string_view name) {
   return std::nullopt;
 }
 
-const CgroupHierarchy* hierarchy_for(const CgroupLayout& layout, const CgroupHierarchy& defining, CgroupFile f) {
+const CgroupHierarchy* hierarchy_for(const CgroupLayout& layout, const CgroupHierarchy& defining,
+                                     CgroupFile f) {
   std::string_view ctl = cgroup_file_controller(f, defining.unified);
   if (cgroup_file_name(f, defining.unified).empty()) return nullptr;
   if (ctl.empty() || defining.has(ctl)) return &defining;
@@ -138,7 +139,8 @@ uint64_t weight_to_shares(uint64_t weight, WeightMapping m) {
 // ---- CgroupDir ----
 
 Result<CgroupDir> CgroupDir::open(std::shared_ptr<const CgroupHierarchy> h, std::string path) {
-  if (path.empty() || path.front() != '/') return fail("not a cgroup path (it starts with '/'): '" + path + "'");
+  if (path.empty() || path.front() != '/')
+    return fail("not a cgroup path (it starts with '/'): '" + path + "'");
   std::filesystem::path dir = path == "/" ? h->mount : h->mount / path.substr(1);
   Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd.valid()) return fail_errno("cannot open cgroup", dir.string());
@@ -160,7 +162,8 @@ Result<CgroupDir> CgroupDir::child(std::string_view name) const {
   Fd fd(::openat(fd_.get(), n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) return fail_errno("cannot open cgroup", (h_->mount / path.substr(1)).string());
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return fail_errno("cannot stat cgroup", (h_->mount / path.substr(1)).string());
+  if (::fstat(fd.get(), &st) != 0)
+    return fail_errno("cannot stat cgroup", (h_->mount / path.substr(1)).string());
   return CgroupDir(h_, std::move(path), std::move(fd), CgroupId{h_->id, static_cast<uint64_t>(st.st_ino)});
 }
 
@@ -197,7 +200,9 @@ long CgroupDir::read_into(CgroupFile f, char* buf, size_t cap) const {
 
 Result<std::string> CgroupDir::read(CgroupFile f) const {
   std::string_view n = name(f);
-  if (n.empty()) return fail("cgroup " + std::string(h_->unified ? "v2" : "v1") + " has no such file", file_path(f).string(), ENOENT);
+  if (n.empty())
+    return fail("cgroup " + std::string(h_->unified ? "v2" : "v1") + " has no such file",
+                file_path(f).string(), ENOENT);
   Fd fd(::openat(fd_.get(), std::string(n).c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return fail_errno("cannot open", file_path(f).string());
   std::string out;
@@ -225,9 +230,12 @@ Result<uint64_t> CgroupDir::read_u64(CgroupFile f) const {
 
 Result<void> CgroupDir::write(CgroupFile f, std::string_view bytes) const {
   std::string_view n = name(f);
-  if (n.empty()) return fail("cgroup " + std::string(h_->unified ? "v2" : "v1") + " has no such file", file_path(f).string(), ENOENT);
+  if (n.empty())
+    return fail("cgroup " + std::string(h_->unified ? "v2" : "v1") + " has no such file",
+                file_path(f).string(), ENOENT);
   Fd fd(::openat(fd_.get(), std::string(n).c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
-  if (!fd.valid()) return fail_errno("cannot open to write '" + std::string(trim(bytes)) + "'", file_path(f).string());
+  if (!fd.valid())
+    return fail_errno("cannot open to write '" + std::string(trim(bytes)) + "'", file_path(f).string());
   ssize_t w;
   do {
     w = ::write(fd.get(), bytes.data(), bytes.size());

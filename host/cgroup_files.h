@@ -52,7 +52,8 @@ std::optional<CgroupFile> cgroup_file_named(std::string_view name);
 
 // The hierarchy that holds `f` for cgroups of `defining`: on v2 the unified one (if it has the
 // controller), on v1 the hierarchy mounted with the file's controller. None when nothing has it.
-const CgroupHierarchy* hierarchy_for(const CgroupLayout& layout, const CgroupHierarchy& defining, CgroupFile f);
+const CgroupHierarchy* hierarchy_for(const CgroupLayout& layout, const CgroupHierarchy& defining,
+                                     CgroupFile f);
 
 // ---- Kernel limits of the CPU knobs (MIN_SHARES, MAX_SHARES, CGROUP_WEIGHT_MIN/MAX, CFS bandwidth) ----
 

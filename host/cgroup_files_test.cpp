@@ -17,7 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-CgroupHierarchy hier(uint32_t id, bool unified, std::vector<std::string> ctl, fs::path mount, bool noprefix = false) {
+CgroupHierarchy hier(uint32_t id, bool unified, std::vector<std::string> ctl, fs::path mount,
+                     bool noprefix = false) {
   CgroupHierarchy h;
   h.id = id;
   h.unified = unified;
@@ -27,12 +28,11 @@ CgroupHierarchy hier(uint32_t id, bool unified, std::vector<std::string> ctl, fs
   return h;
 }
 
-constexpr CgroupFile kAll[] = {CgroupFile::procs,      CgroupFile::threads,        CgroupFile::controllers,
-                               CgroupFile::weight,     CgroupFile::idle,           CgroupFile::cpu_stat,
-                               CgroupFile::usage,      CgroupFile::pressure,       CgroupFile::cpu_max,
-                               CgroupFile::cfs_quota,  CgroupFile::cfs_period,     CgroupFile::burst,
-                               CgroupFile::cpus,       CgroupFile::mems,           CgroupFile::effective_cpus,
-                               CgroupFile::effective_mems};
+constexpr CgroupFile kAll[] = {
+    CgroupFile::procs,   CgroupFile::threads,   CgroupFile::controllers,    CgroupFile::weight,
+    CgroupFile::idle,    CgroupFile::cpu_stat,  CgroupFile::usage,          CgroupFile::pressure,
+    CgroupFile::cpu_max, CgroupFile::cfs_quota, CgroupFile::cfs_period,     CgroupFile::burst,
+    CgroupFile::cpus,    CgroupFile::mems,      CgroupFile::effective_cpus, CgroupFile::effective_mems};
 
 TEST(CgroupFiles, NamesOnV1V2AndNoprefix) {
   EXPECT_EQ(cgroup_file_name(CgroupFile::weight, false), "cpu.shares");
@@ -98,9 +98,9 @@ TEST(CgroupFiles, HierarchyForEachFile) {
   CgroupLayout v2;
   v2.hierarchies = {hier(0, true, {"cpu", "memory"}, "/c")};
   EXPECT_EQ(hierarchy_for(v2, v2.hierarchies[0], CgroupFile::weight), &v2.hierarchies[0]);
-  EXPECT_EQ(hierarchy_for(v2, v2.hierarchies[0], CgroupFile::usage), nullptr);     // cpu.stat has it
+  EXPECT_EQ(hierarchy_for(v2, v2.hierarchies[0], CgroupFile::usage), nullptr);  // cpu.stat has it
   EXPECT_EQ(hierarchy_for(v2, v2.hierarchies[0], CgroupFile::cpu_stat), &v2.hierarchies[0]);
-  EXPECT_EQ(hierarchy_for(v2, v2.hierarchies[0], CgroupFile::cpus), nullptr);      // no cpuset controller
+  EXPECT_EQ(hierarchy_for(v2, v2.hierarchies[0], CgroupFile::cpus), nullptr);  // no cpuset controller
 }
 
 // ---- shares <-> weight ----
@@ -116,7 +116,8 @@ TEST(WeightToShares, WhatKeelWritesReadsBackAsWritten) {
       EXPECT_EQ(back, q) << "shares " << p << " mapping " << int(m);
     }
   EXPECT_EQ(weight_to_shares(shares_to_weight(32, WeightMapping::systemd), WeightMapping::systemd), 32u);
-  EXPECT_EQ(weight_to_shares(shares_to_weight(65536, WeightMapping::systemd), WeightMapping::systemd), 65536u);
+  EXPECT_EQ(weight_to_shares(shares_to_weight(65536, WeightMapping::systemd), WeightMapping::systemd),
+            65536u);
   EXPECT_EQ(weight_to_shares(shares_to_weight(4, WeightMapping::runc), WeightMapping::runc), 4u);
   // The two the old sensing got wrong: runc's 8192 is weight 532 (systemd's inverse made it 5447), and
   // systemd's 128 is weight 12 (weight * 1024 / 100 made it 122).

@@ -21,11 +21,11 @@ enum class ValueKind : uint8_t {
   idle,         // cpu.idle: restored before weights (an idle group refuses a weight)
   cfs_quota,    // v1 cpu.cfs_quota_us and cpu.cfs_period_us: a pair restored through "no limit"
   cfs_period,
-  bandwidth,    // v2 cpu.max "QUOTA PERIOD" ("max PERIOD" = no limit): compared as the pair
+  bandwidth,      // v2 cpu.max "QUOTA PERIOD" ("max PERIOD" = no limit): compared as the pair
   sched_feature,  // a sched features token (FOO / NO_FOO) against the features file that lists it
 };
 
-const char* to_string(ValueKind k);                  // "cpu_list", the journal's spelling
+const char* to_string(ValueKind k);  // "cpu_list", the journal's spelling
 std::optional<ValueKind> parse_value_kind(std::string_view s);
 
 // Whether the kernel's `current` value already is `wanted`. For sched_feature, `current` is the whole
