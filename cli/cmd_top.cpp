@@ -18,7 +18,7 @@
 #include "host/cgroup_stats.h"
 #include "host/json.h"
 #include "host/topology.h"
-#include "host/workloads.h"
+#include "inventory/workloads.h"
 
 namespace keel::cli {
 

@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 #include "cli/host_facts.h"
 #include "config/config.h"
-#include "host/workloads.h"
+#include "inventory/workloads.h"
 
 namespace keel::cli {
 

@@ -55,8 +55,8 @@ struct Spec {
   std::string metrics_listen;
   size_t metrics_max_workloads = 256;
   Hierarchy hierarchy = Hierarchy::automatic;
-  CpuSet online;    // the host's CPUs the bounds were compiled for
-  CpuSet reserved;  // host.reserved_cpus: never handed to workloads
+  CpuSet online;                        // the host's CPUs the bounds were compiled for
+  CpuSet reserved;                      // host.reserved_cpus: never handed to workloads
   std::vector<WorkloadSpec> workloads;  // config order: the first that matches a cgroup wins
   Actuators actuators;
 

@@ -17,7 +17,7 @@
 #include "host/error.h"
 #include "host/sys_roots.h"
 #include "host/topology.h"
-#include "host/workloads.h"
+#include "inventory/workloads.h"
 
 namespace keel::ctl {
 

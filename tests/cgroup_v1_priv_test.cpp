@@ -20,7 +20,7 @@
 
 #include "host/cgroup.h"
 #include "host/fileio.h"
-#include "host/workloads.h"
+#include "inventory/workloads.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {

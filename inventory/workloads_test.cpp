@@ -1,4 +1,4 @@
-#include "host/workloads.h"
+#include "inventory/workloads.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -280,6 +280,32 @@ TEST(MatchWorkloads, DockerNamesReResolveEachDiscovery) {
   make_tree(roots.docker_state, {{"containers/" + kId2 + "/config.v2.json", R"({"Name":"/redis"})"}});
   EXPECT_THAT(owners(match_workloads(ws, cpu_hierarchy(), cgroups, roots)),
               ::testing::ElementsAre("-", "cache"));
+}
+
+// Rules kept across ticks (the inventory's): a container renamed or replaced re-resolves, and only
+// the rules whose resolution changed get a new generation; an unchanged config is not re-read.
+TEST(MatchRules, ResolveAgainFollowsContainersAndBumpsOnlyChangedRules) {
+  TempDir tmp;
+  const SysRoots roots = docker_host(tmp);
+  MatchRules rules({{"cache", by_docker("redis")}, {"web", by_docker("nginx")}, {"all", by_cgroup("/**")}});
+  rules.resolve(cpu_hierarchy(), roots);
+  EXPECT_TRUE(rules.selects(0, "/docker/" + kId));
+  EXPECT_FALSE(rules.selects(0, "/docker/" + kId2));
+  EXPECT_TRUE(rules.selects(1, "/docker/" + kId2));
+  const uint64_t g0 = rules.generation(0), g1 = rules.generation(1), g2 = rules.generation(2);
+  rules.resolve(cpu_hierarchy(), roots);  // nothing changed
+  EXPECT_EQ(rules.generation(0), g0);
+  EXPECT_EQ(rules.generation(1), g1);
+  // nginx renamed to redis (docker rename rewrites config.v2.json): both docker rules change.
+  make_tree(roots.docker_state, {{"containers/" + kId2 + "/config.v2.json", R"({"Name":"/redis", "x":1})"}});
+  rules.resolve(cpu_hierarchy(), roots);
+  EXPECT_TRUE(rules.selects(0, "/docker/" + kId2));
+  EXPECT_FALSE(rules.selects(1, "/docker/" + kId2));
+  EXPECT_NE(rules.generation(0), g0);
+  EXPECT_NE(rules.generation(1), g1);
+  EXPECT_EQ(rules.generation(2), g2);
+  EXPECT_THAT(rules.note(1), HasSubstr("no container by that name"));
+  EXPECT_EQ(rules.instance_name(2, "/a/b"), "all");
 }
 
 TEST(MatchWorkloads, DockerByIdOrPrefix) {

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,9 +59,62 @@ struct WorkloadMatches {
   std::vector<WorkloadSummary> workloads;  // config order
 };
 
-// Matches each cgroup against the workloads, first matching workload in config order wins.
-// Docker names and pid files are resolved now (they change as containers and services restart);
-// what cannot be resolved matches nothing and is explained in the summary's note, never an error.
+// A workload's name and match rule.
+struct NamedMatch {
+  std::string name;
+  config::Match match;
+};
+std::vector<NamedMatch> named_matches(const std::vector<config::Workload>& workloads);
+
+// The workloads' match rules with what they refer to on the host resolved: docker container names to
+// ids (a container's config re-read only when it changed), pid files to their process's cgroup. They
+// are tried in config order; the first that selects a cgroup (and finds tasks in it, when it asks for
+// them) wins. What cannot be resolved selects nothing and is explained in the rule's note.
+class MatchRules {
+ public:
+  explicit MatchRules(std::vector<NamedMatch> rules);
+  // Resolves every rule now (containers and services restart); a rule whose resolution changed gets a
+  // new generation, so what was matched by it is matched again.
+  void resolve(const CgroupHierarchy& hierarchy, const SysRoots& roots);
+
+  size_t size() const { return rules_.size(); }
+  const NamedMatch& rule(size_t i) const { return rules_[i].named; }
+  Selector selector(size_t i) const { return rules_[i].selector; }
+  const std::string& note(size_t i) const { return rules_[i].note; }
+  uint64_t generation(size_t i) const { return rules_[i].generation; }
+  bool needs_tasks(size_t i) const { return rules_[i].named.match.has_tasks; }
+  // Whether rule i selects the cgroup at `path`: every selector it sets, has_tasks aside.
+  bool selects(size_t i, std::string_view path) const;
+  // The instance a cgroup it matches belongs to: the workload's name, or "<workload>/<leaf>" with each.
+  std::string instance_name(size_t i, std::string_view path) const;
+
+ private:
+  struct Rule {
+    NamedMatch named;
+    Selector selector = Selector::none;
+    std::vector<std::string> docker_ids;    // containers named match.docker
+    std::string docker_prefix;              // match.docker when it can be an id (prefix)
+    std::optional<std::string> pid_cgroup;  // the cgroup of the pid file's process
+    std::string note;
+    uint64_t generation = 0;
+    bool resolved = false;
+  };
+  struct Container {
+    long long mtime_ns = 0;
+    long long size = 0;
+    unsigned long long inode = 0;
+    std::string name;  // without the leading '/'
+  };
+  void read_containers(const SysRoots& roots);
+  void resolve_docker(Rule& r, const SysRoots& roots) const;
+  void resolve_pid_file(Rule& r, const CgroupHierarchy& hierarchy, const SysRoots& roots) const;
+  std::vector<Rule> rules_;
+  std::map<std::string, Container> containers_;  // by id
+  std::string containers_error_;                 // why docker's state could not be listed
+};
+
+// Matches each cgroup against the workloads (MatchRules, resolved now), first matching workload in
+// config order wins.
 WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
                                 const CgroupHierarchy& hierarchy, const std::vector<Cgroup>& cgroups,
                                 const SysRoots& roots);

@@ -1,8 +1,11 @@
-#include "host/workloads.h"
+#include "inventory/workloads.h"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <map>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -244,16 +247,6 @@ const char* to_string(Selector s) {
 
 namespace {
 
-struct DockerContainer {
-  std::string id;
-  std::string name;  // without the leading '/'
-};
-
-struct DockerContainers {
-  std::vector<DockerContainer> list;
-  std::string error;  // why the state directory could not be read
-};
-
 // The container name in config.v2.json: the first "Name" whose value starts with '/' (volume
 // mount points also have a "Name", without the slash).
 std::string_view container_name(std::string_view json) {
@@ -268,32 +261,6 @@ std::string_view container_name(std::string_view json) {
   return {};
 }
 
-DockerContainers read_docker_containers(const SysRoots& roots) {
-  DockerContainers out;
-  const auto dir = roots.docker_state / "containers";
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(dir, ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    std::string id = it->path().filename().string();
-    if (!is_container_id(id)) continue;
-    auto json = read_file(it->path() / "config.v2.json");
-    if (!json) continue;  // removed meanwhile, or being created
-    out.list.push_back({std::move(id), std::string(container_name(*json))});
-  }
-  if (ec) out.error = dir.string() + ": " + ec.message();
-  return out;
-}
-
-// A workload's match rule with what it refers to on the host resolved for this discovery.
-struct Rule {
-  const config::Workload* workload = nullptr;
-  Selector selector = Selector::none;
-  std::vector<std::string> docker_ids;    // containers named match.docker
-  std::string docker_prefix;              // match.docker when it can be an id (prefix)
-  std::optional<std::string> pid_cgroup;  // the cgroup of the pid file's process
-  std::string note;
-};
-
 Selector primary_selector(const config::Match& m) {
   if (!m.cgroup.empty()) return Selector::cgroup;
   if (!m.systemd_unit.empty()) return Selector::systemd_unit;
@@ -303,107 +270,156 @@ Selector primary_selector(const config::Match& m) {
   return Selector::none;
 }
 
-void resolve_docker(Rule& rule, const DockerContainers& containers, const SysRoots& roots) {
-  std::string_view wanted = rule.workload->match.docker;
-  if (wanted.starts_with('/')) wanted.remove_prefix(1);
-  if (wanted.size() >= 12 && wanted.size() <= 64 && is_hex(wanted)) rule.docker_prefix = wanted;
-  for (const DockerContainer& c : containers.list)
-    if (c.name == wanted) rule.docker_ids.push_back(c.id);
-  if (!rule.docker_ids.empty() || !rule.docker_prefix.empty()) return;
-  rule.note = !containers.error.empty()
-                  ? "docker '" + std::string(wanted) + "': cannot list containers: " + containers.error
-                  : "docker '" + std::string(wanted) + "': no container by that name in " +
-                        (roots.docker_state / "containers").string();
-}
-
-void resolve_pid_file(Rule& rule, const CgroupHierarchy& hierarchy, const SysRoots& roots) {
-  const std::filesystem::path& file = rule.workload->match.pid_file;
-  auto text = read_line(file);
-  if (!text) {
-    rule.note = "pid file " + text.error().message();
-    return;
-  }
-  pid_t pid = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), pid);
-  if (ec != std::errc() || end != text->data() + text->size() || pid <= 0) {
-    rule.note = "pid file " + file.string() + ": not a pid: '" + *text + "'";
-    return;
-  }
-  auto path = process_cgroup_path(roots, pid, hierarchy);
-  if (path) {
-    rule.pid_cgroup = std::move(*path);
-  } else if (path.error().err == ENOENT) {
-    rule.note = "pid " + std::to_string(pid) + " from " + file.string() + " is not running";
-  } else {
-    rule.note = "pid " + std::to_string(pid) + " from " + file.string() + ": " + path.error().message();
-  }
-}
-
-std::vector<Rule> resolve_rules(const std::vector<config::Workload>& workloads,
-                                const CgroupHierarchy& hierarchy, const SysRoots& roots) {
-  std::optional<DockerContainers> containers;  // read once, and only when a rule names a container
-  std::vector<Rule> rules;
-  for (const config::Workload& w : workloads) {
-    Rule& r = rules.emplace_back(Rule{&w, primary_selector(w.match), {}, {}, {}, {}});
-    if (!w.match.docker.empty()) {
-      if (!containers) containers = read_docker_containers(roots);
-      resolve_docker(r, *containers, roots);
-    }
-    if (!w.match.pid_file.empty()) resolve_pid_file(r, hierarchy, roots);
-    if (r.selector == Selector::none) r.note = "no match rule";
-  }
-  return rules;
-}
-
 // Exact equality first: systemd escapes ('\x2d') in unit names would read as glob quoting.
 bool name_matches(const std::string& pattern, std::string_view name) {
   return pattern == name || glob_match(pattern, name);
 }
 
-bool docker_matches(const Rule& r, std::string_view path) {
-  std::string_view id = docker_container_id(path);
-  if (id.empty()) return false;
-  if (!r.docker_prefix.empty() && id.starts_with(r.docker_prefix)) return true;
-  return std::ranges::find(r.docker_ids, id) != r.docker_ids.end();
+}  // namespace
+
+std::vector<NamedMatch> named_matches(const std::vector<config::Workload>& workloads) {
+  std::vector<NamedMatch> out;
+  for (const auto& w : workloads) out.push_back({w.name, w.match});
+  return out;
 }
 
-// Every selector that is set must match (the validator allows only one).
-bool rule_matches(const Rule& r, const Cgroup& c) {
-  const config::Match& m = r.workload->match;
-  if (r.selector == Selector::none || (m.has_tasks && c.nr_procs == 0)) return false;
-  if (!m.cgroup.empty() && !name_matches(m.cgroup, c.path)) return false;
-  if (!m.systemd_unit.empty() && !name_matches(m.systemd_unit, leaf(c.path))) return false;
-  if (!m.docker.empty() && !docker_matches(r, c.path)) return false;
-  if (!m.pod.empty() && !same_pod_uid(m.pod, kubepods_pod_uid(c.path))) return false;
-  if (!m.pid_file.empty() && r.pid_cgroup != c.path) return false;
+MatchRules::MatchRules(std::vector<NamedMatch> rules) {
+  for (auto& r : rules) {
+    Rule rule;
+    rule.selector = primary_selector(r.match);
+    rule.named = std::move(r);
+    rules_.push_back(std::move(rule));
+  }
+}
+
+// Docker's containers by id, each name re-read only when its config.v2.json changed.
+void MatchRules::read_containers(const SysRoots& roots) {
+  const auto dir = roots.docker_state / "containers";
+  std::error_code ec;
+  std::map<std::string, Container> seen;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::string id = it->path().filename().string();
+    if (!is_container_id(id)) continue;
+    const auto file = it->path() / "config.v2.json";
+    struct stat st;
+    if (::stat(file.c_str(), &st) != 0) continue;  // removed meanwhile, or being created
+    Container c{st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_size, st.st_ino, {}};
+    auto old = containers_.find(id);
+    if (old != containers_.end() && old->second.mtime_ns == c.mtime_ns && old->second.size == c.size &&
+        old->second.inode == c.inode) {
+      c.name = old->second.name;
+    } else {
+      auto json = read_file(file);
+      if (!json) continue;
+      c.name = std::string(container_name(*json));
+    }
+    seen.emplace(std::move(id), std::move(c));
+  }
+  containers_ = std::move(seen);
+  containers_error_ = ec ? dir.string() + ": " + ec.message() : "";
+}
+
+void MatchRules::resolve_docker(Rule& r, const SysRoots& roots) const {
+  std::string_view wanted = r.named.match.docker;
+  if (wanted.starts_with('/')) wanted.remove_prefix(1);
+  if (wanted.size() >= 12 && wanted.size() <= 64 &&
+      std::ranges::all_of(wanted, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    r.docker_prefix = wanted;
+  for (const auto& [id, c] : containers_)
+    if (c.name == wanted) r.docker_ids.push_back(id);
+  if (!r.docker_ids.empty() || !r.docker_prefix.empty()) return;
+  r.note = !containers_error_.empty()
+               ? "docker '" + std::string(wanted) + "': cannot list containers: " + containers_error_
+               : "docker '" + std::string(wanted) + "': no container by that name in " +
+                     (roots.docker_state / "containers").string();
+}
+
+void MatchRules::resolve_pid_file(Rule& r, const CgroupHierarchy& hierarchy, const SysRoots& roots) const {
+  const std::filesystem::path& file = r.named.match.pid_file;
+  auto text = read_line(file);
+  if (!text) {
+    r.note = "pid file " + text.error().message();
+    return;
+  }
+  pid_t pid = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), pid);
+  if (ec != std::errc() || end != text->data() + text->size() || pid <= 0) {
+    r.note = "pid file " + file.string() + ": not a pid: '" + *text + "'";
+    return;
+  }
+  auto path = process_cgroup_path(roots, pid, hierarchy);
+  if (path) {
+    r.pid_cgroup = std::move(*path);
+  } else if (path.error().err == ENOENT) {
+    r.note = "pid " + std::to_string(pid) + " from " + file.string() + " is not running";
+  } else {
+    r.note = "pid " + std::to_string(pid) + " from " + file.string() + ": " + path.error().message();
+  }
+}
+
+void MatchRules::resolve(const CgroupHierarchy& hierarchy, const SysRoots& roots) {
+  bool docker = std::ranges::any_of(rules_, [](const Rule& r) { return !r.named.match.docker.empty(); });
+  if (docker) read_containers(roots);  // only when a rule names a container
+  for (Rule& r : rules_) {
+    Rule now;
+    now.named = r.named;
+    now.selector = r.selector;
+    if (!now.named.match.docker.empty()) resolve_docker(now, roots);
+    if (!now.named.match.pid_file.empty()) resolve_pid_file(now, hierarchy, roots);
+    if (now.selector == Selector::none) now.note = "no match rule";
+    bool same = now.docker_ids == r.docker_ids && now.docker_prefix == r.docker_prefix &&
+                now.pid_cgroup == r.pid_cgroup && r.resolved;
+    now.generation = same ? r.generation : r.generation + 1;
+    now.resolved = true;
+    r = std::move(now);
+  }
+}
+
+bool MatchRules::selects(size_t i, std::string_view path) const {
+  const Rule& r = rules_[i];
+  const config::Match& m = r.named.match;
+  if (r.selector == Selector::none) return false;
+  if (!m.cgroup.empty() && !name_matches(m.cgroup, path)) return false;
+  if (!m.systemd_unit.empty() && !name_matches(m.systemd_unit, leaf(path))) return false;
+  if (!m.docker.empty()) {
+    std::string_view id = docker_container_id(path);
+    if (id.empty()) return false;
+    bool by_prefix = !r.docker_prefix.empty() && id.starts_with(r.docker_prefix);
+    if (!by_prefix && std::ranges::find(r.docker_ids, id) == r.docker_ids.end()) return false;
+  }
+  if (!m.pod.empty() && !same_pod_uid(m.pod, kubepods_pod_uid(path))) return false;
+  if (!m.pid_file.empty() && r.pid_cgroup != path) return false;
   return true;
 }
 
-std::string instance_name(const config::Workload& w, std::string_view path) {
-  if (!w.match.each || path == "/") return w.name;
-  return w.name + "/" + std::string(leaf(path));
+std::string MatchRules::instance_name(size_t i, std::string_view path) const {
+  const NamedMatch& r = rules_[i].named;
+  if (!r.match.each || path == "/") return r.name;
+  return r.name + "/" + std::string(leaf(path));
 }
-
-}  // namespace
 
 WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
                                 const CgroupHierarchy& hierarchy, const std::vector<Cgroup>& cgroups,
                                 const SysRoots& roots) {
-  std::vector<Rule> rules = resolve_rules(workloads, hierarchy, roots);
+  MatchRules rules(named_matches(workloads));
+  rules.resolve(hierarchy, roots);
   WorkloadMatches out;
-  for (const Rule& r : rules) out.workloads.push_back({r.workload->name, 0, 0, r.note});
+  for (size_t i = 0; i < rules.size(); ++i)
+    out.workloads.push_back({rules.rule(i).name, 0, 0, rules.note(i)});
   out.cgroups.reserve(cgroups.size());
   for (const Cgroup& c : cgroups) {
     WorkloadMatch& row =
         out.cgroups.emplace_back(WorkloadMatch{c.path, c.id, c.nr_procs, {}, {}, Selector::none});
-    auto rule = std::ranges::find_if(rules, [&](const Rule& r) { return rule_matches(r, c); });
-    if (rule == rules.end()) continue;
-    row.workload = rule->workload->name;
-    row.instance = instance_name(*rule->workload, c.path);
-    row.selector = rule->selector;
-    WorkloadSummary& sum = out.workloads[static_cast<size_t>(rule - rules.begin())];
-    sum.cgroups++;
-    sum.procs += c.nr_procs;
+    for (size_t i = 0; i < rules.size(); ++i) {
+      if (!rules.selects(i, c.path) || (rules.needs_tasks(i) && c.nr_procs == 0)) continue;
+      row.workload = rules.rule(i).name;
+      row.instance = rules.instance_name(i, c.path);
+      row.selector = rules.selector(i);
+      out.workloads[i].cgroups++;
+      out.workloads[i].procs += c.nr_procs;
+      break;
+    }
   }
   return out;
 }
