@@ -167,20 +167,36 @@ Result<CgroupDir> CgroupDir::child(std::string_view name) const {
   return CgroupDir(h_, std::move(path), std::move(fd), CgroupId{h_->id, static_cast<uint64_t>(st.st_ino)});
 }
 
-std::filesystem::path CgroupDir::file_path(CgroupFile f) const {
+std::filesystem::path CgroupDir::file_path(CgroupFile f, std::string_view below) const {
   std::filesystem::path dir = path_ == "/" ? h_->mount : h_->mount / path_.substr(1);
+  if (!below.empty()) dir /= below;
   std::string_view n = name(f);
   return n.empty() ? dir : dir / n;
 }
 
-long CgroupDir::read_into(CgroupFile f, char* buf, size_t cap) const {
+namespace {
+
+// "NAME" or "BELOW/NAME" into `out` (NUL-terminated); false when it does not fit.
+bool relative_name(std::string_view below, std::string_view n, char* out, size_t cap) {
+  size_t len = below.empty() ? 0 : below.size() + 1;
+  if (len + n.size() >= cap) return false;
+  if (!below.empty()) {
+    std::copy(below.begin(), below.end(), out);
+    out[below.size()] = '/';
+  }
+  std::copy(n.begin(), n.end(), out + len);
+  out[len + n.size()] = '\0';
+  return true;
+}
+
+}  // namespace
+
+long CgroupDir::read_into(CgroupFile f, char* buf, size_t cap, std::string_view below) const {
   std::string_view n = name(f);
   if (n.empty()) return -ENOENT;
-  char name_z[64];
-  if (n.size() >= sizeof name_z) return -ENAMETOOLONG;
-  std::copy(n.begin(), n.end(), name_z);
-  name_z[n.size()] = '\0';
-  int fd = ::openat(fd_.get(), name_z, O_RDONLY | O_CLOEXEC);
+  char rel[4096];
+  if (!relative_name(below, n, rel, sizeof rel)) return -ENAMETOOLONG;
+  int fd = ::openat(fd_.get(), rel, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   size_t got = 0;
   while (got < cap) {
@@ -198,33 +214,36 @@ long CgroupDir::read_into(CgroupFile f, char* buf, size_t cap) const {
   return static_cast<long>(got);
 }
 
-Result<std::string> CgroupDir::read(CgroupFile f) const {
+Result<std::string> CgroupDir::read(CgroupFile f, std::string_view below) const {
   std::string_view n = name(f);
   if (n.empty())
     return fail("cgroup " + std::string(h_->unified ? "v2" : "v1") + " has no such file",
-                file_path(f).string(), ENOENT);
-  Fd fd(::openat(fd_.get(), std::string(n).c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return fail_errno("cannot open", file_path(f).string());
+                file_path(f, below).string(), ENOENT);
+  char rel[4096];
+  if (!relative_name(below, n, rel, sizeof rel))
+    return fail("path too long", file_path(f, below).string(), ENAMETOOLONG);
+  Fd fd(::openat(fd_.get(), rel, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return fail_errno("cannot open", file_path(f, below).string());
   std::string out;
   char buf[4096];
   for (;;) {
     ssize_t r = ::read(fd.get(), buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return fail_errno("cannot read", file_path(f).string());
+    if (r < 0) return fail_errno("cannot read", file_path(f, below).string());
     if (r == 0) break;
     out.append(buf, static_cast<size_t>(r));
   }
   return out;
 }
 
-Result<uint64_t> CgroupDir::read_u64(CgroupFile f) const {
+Result<uint64_t> CgroupDir::read_u64(CgroupFile f, std::string_view below) const {
   char buf[64];
-  long n = read_into(f, buf, sizeof buf);
-  if (n < 0) return fail("cannot read", file_path(f).string(), static_cast<int>(-n));
+  long n = read_into(f, buf, sizeof buf, below);
+  if (n < 0) return fail("cannot read", file_path(f, below).string(), static_cast<int>(-n));
   auto v = parse_integer(std::string_view(buf, static_cast<size_t>(n)));
   if (!v || *v < 0)
     return fail("not a number: '" + std::string(trim(std::string_view(buf, static_cast<size_t>(n)))) + "'",
-                file_path(f).string());
+                file_path(f, below).string());
   return static_cast<uint64_t>(*v);
 }
 

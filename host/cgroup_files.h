@@ -94,11 +94,12 @@ class CgroupDir {
 
   std::string_view name(CgroupFile f) const { return cgroup_file_name(f, *h_); }
   // Where the file is (for messages): MOUNT/PATH/NAME.
-  std::filesystem::path file_path(CgroupFile f) const;
+  std::filesystem::path file_path(CgroupFile f, std::string_view below = {}) const;
   // The whole file. ENOENT when the version has no such file or the cgroup lacks it; ENODEV when the
-  // cgroup was removed since it was opened.
-  Result<std::string> read(CgroupFile f) const;
-  Result<uint64_t> read_u64(CgroupFile f) const;  // a single-number file ("-1" is not one)
+  // cgroup was removed since it was opened. `below` reads it of a descendant instead, by its path
+  // relative to this cgroup ("a/b"), through this one's directory.
+  Result<std::string> read(CgroupFile f, std::string_view below = {}) const;
+  Result<uint64_t> read_u64(CgroupFile f, std::string_view below = {}) const;  // one number ("-1" is not)
   // One write(2) of `bytes`, as kernel files expect.
   Result<void> write(CgroupFile f, std::string_view bytes) const;
   // Whether the cgroup (only it) has a task now.
@@ -108,7 +109,7 @@ class CgroupDir {
   CgroupDir(std::shared_ptr<const CgroupHierarchy> h, std::string path, Fd fd, CgroupId id)
       : h_(std::move(h)), path_(std::move(path)), fd_(std::move(fd)), id_(id) {}
   // Up to `cap` bytes of the file into `buf`; the length read, or -errno.
-  long read_into(CgroupFile f, char* buf, size_t cap) const;
+  long read_into(CgroupFile f, char* buf, size_t cap, std::string_view below = {}) const;
   std::shared_ptr<const CgroupHierarchy> h_;
   std::string path_;
   Fd fd_;

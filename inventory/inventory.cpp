@@ -1,0 +1,381 @@
+#include "inventory/inventory.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <unordered_set>
+
+#include "inventory/workloads.h"
+
+namespace keel::inv {
+
+namespace {
+
+constexpr uint32_t kWatchMask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR;
+
+std::string_view leaf_of(std::string_view path) { return path.substr(path.rfind('/') + 1); }
+
+std::string child_path(const std::string& parent, std::string_view name) {
+  std::string p = parent == "/" ? std::string() : parent;
+  p += '/';
+  p += name;
+  return p;
+}
+
+struct Entry {
+  std::string name;
+  uint64_t inode = 0;
+};
+
+// The subdirectories of the directory `fd` (its cgroups), with their inodes, from one listing.
+Result<std::vector<Entry>> list_dirs(int fd, const std::string& where) {
+  std::vector<Entry> out;
+  if (::lseek(fd, 0, SEEK_SET) < 0) return fail_errno("cannot list cgroup", where);
+  alignas(struct dirent64) char buf[16384];
+  for (;;) {
+    ssize_t n = ::getdents64(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == ENOENT || errno == ENODEV)) return out;  // removed while listed
+    if (n < 0) return fail_errno("cannot list cgroup", where);
+    if (n == 0) return out;
+    for (ssize_t off = 0; off < n;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
+      off += d->d_reclen;
+      std::string_view name = d->d_name;
+      if (name == "." || name == "..") continue;
+      bool dir = d->d_type == DT_DIR;
+      if (d->d_type == DT_UNKNOWN) {
+        struct stat st;
+        dir = ::fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+      }
+      if (dir) out.push_back({std::string(name), static_cast<uint64_t>(d->d_ino)});
+    }
+  }
+}
+
+}  // namespace
+
+Inventory::Inventory(Inventory&&) noexcept = default;
+Inventory& Inventory::operator=(Inventory&&) noexcept = default;
+Inventory::~Inventory() = default;
+
+Result<Inventory> Inventory::open(const config::Spec& spec, const SysRoots& roots, Options options) {
+  Inventory inv;
+  inv.roots_ = roots;
+  inv.spec_ = &spec;
+  inv.options_ = options;
+  inv.options_.refresh_ticks = std::max(1u, options.refresh_ticks);
+  inv.options_.resync_ticks = std::max(1u, options.resync_ticks);
+  auto layout = discover(roots);
+  if (!layout) return std::unexpected(layout.error());
+  inv.layout_ = std::move(*layout);
+  auto defining = choose_hierarchy(inv.layout_, spec.hierarchy);
+  if (!defining) return std::unexpected(defining.error());
+  inv.defining_ = std::make_shared<const CgroupHierarchy>(std::move(*defining));
+  if (inv.defining_->unified)
+    inv.cpuset_ = inv.defining_->has("cpuset") ? inv.defining_.get() : nullptr;
+  else
+    inv.cpuset_ = inv.defining_->has("cpuset") ? inv.defining_.get() : inv.layout_.v1_with("cpuset");
+  // The roots of the other v1 hierarchies keel reads (cpu, cpuacct, cpuset), held open.
+  if (!inv.defining_->unified) {
+    for (const char* c : {"cpu", "cpuacct", "cpuset"}) {
+      const CgroupHierarchy* h = inv.layout_.v1_with(c);
+      if (h == nullptr || h->id == inv.defining_->id || inv.root_of(*h)) continue;
+      auto r = CgroupDir::open(*h, "/");
+      if (!r) return std::unexpected(r.error());
+      inv.roots_held_.push_back(std::make_unique<CgroupDir>(std::move(*r)));
+    }
+  }
+  std::vector<NamedMatch> named;
+  for (const auto& w : spec.workloads) named.push_back({w.name, w.match});
+  inv.rules_ = MatchRules(std::move(named));
+  inv.generations_.assign(inv.rules_.size(), UINT64_MAX);
+
+  auto root = CgroupDir::open(inv.defining_, "/");
+  if (!root) return fail("cannot open cgroup hierarchy root", inv.defining_->mount.string(), root.error().err);
+  if (options.inotify) {
+    inv.inotify_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    inv.watching_ = inv.inotify_.valid() ? "inotify"
+                                         : std::string("no inotify (") + std::strerror(errno) +
+                                               "): every cgroup directory is re-listed each tick";
+  } else {
+    inv.watching_ = "every cgroup directory re-listed each tick";
+  }
+  inv.root_ = inv.add(nullptr, std::move(*root));
+  if (auto r = inv.relist(inv.root_, /*deep=*/true); !r) return std::unexpected(r.error());
+  inv.removed_.clear();
+  return inv;
+}
+
+const CgroupDir* Inventory::root_of(const CgroupHierarchy& h) const {
+  if (h.unified == defining_->unified && h.id == defining_->id) return root_ ? &root_->dir : nullptr;
+  for (const auto& r : roots_held_)
+    if (r->hierarchy().id == h.id && r->hierarchy().unified == h.unified) return r.get();
+  return nullptr;
+}
+
+const Node* Inventory::find(CgroupId id) const {
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+std::vector<CgroupId> Inventory::take_removed() { return std::exchange(removed_, {}); }
+
+bool Inventory::due(uint64_t last, CgroupId id) const {
+  const unsigned k = options_.refresh_ticks;
+  return tick_ > last && (tick_ - last >= k || (tick_ + id.inode) % k == 0);
+}
+
+// ---- The tree ----
+
+Node* Inventory::add(Node* parent, CgroupDir dir) {
+  const CgroupId id = dir.id();
+  if (auto old = nodes_.find(id); old != nodes_.end()) remove(&old->second);  // moved: known again below
+  if (auto old = by_path_.find(dir.path()); old != by_path_.end()) remove(old->second);
+  Node& n = nodes_.emplace(id, Node(std::move(dir))).first->second;
+  n.parent = parent;
+  if (parent != nullptr) parent->children.push_back(&n);
+  by_path_.emplace(n.dir.path(), &n);
+  watch(&n);
+  return &n;
+}
+
+void Inventory::watch(Node* n) {
+  if (!inotify_.valid()) return;
+  std::filesystem::path dir = n->dir.path() == "/" ? defining_->mount : defining_->mount / n->dir.path().substr(1);
+  int wd = ::inotify_add_watch(inotify_.get(), dir.c_str(), kWatchMask);
+  if (wd >= 0) {
+    n->watch = wd;
+    by_watch_[wd] = n;
+    return;
+  }
+  if (errno == ENOSPC || errno == ENOMEM) {
+    // Out of watches (fs.inotify.max_user_watches): every directory is listed each tick instead.
+    watching_ = "inotify watches ran out (fs.inotify.max_user_watches): every cgroup directory is re-listed each tick";
+    for (auto& [w, node] : by_watch_) node->watch = -1;
+    by_watch_.clear();
+    inotify_.reset();
+  }
+}
+
+void Inventory::remove(Node* top) {
+  std::vector<Node*> order{top};  // the subtree, parents before children
+  for (size_t i = 0; i < order.size(); ++i)
+    for (Node* c : order[i]->children) order.push_back(c);
+  if (top->parent != nullptr) std::erase(top->parent->children, top);
+  if (top == root_) root_ = nullptr;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* n = *it;
+    if (n->watch >= 0) {
+      if (inotify_.valid()) (void)::inotify_rm_watch(inotify_.get(), n->watch);
+      by_watch_.erase(n->watch);
+    }
+    if (auto p = by_path_.find(n->dir.path()); p != by_path_.end() && p->second == n) by_path_.erase(p);
+    removed_.push_back(n->dir.id());
+    nodes_.erase(n->dir.id());
+  }
+}
+
+// Brings `n`'s children in line with its directory: new ones added (and listed in turn), gone ones
+// removed, one made again under a name replaced. `deep`: every known descendant is listed again too.
+Result<void> Inventory::relist(Node* top, bool deep) {
+  std::vector<CgroupId> todo{top->dir.id()};  // ids: a node listed later may be gone by then
+  const CgroupId top_id = top->dir.id();
+  while (!todo.empty()) {
+    auto found = nodes_.find(todo.back());
+    todo.pop_back();
+    if (found == nodes_.end()) continue;
+    Node* n = &found->second;
+    ++listings_;
+    auto entries = list_dirs(n->dir.fd(), n->dir.file_path(CgroupFile::procs).parent_path().string());
+    if (!entries) {
+      if (n->dir.id() == top_id) return std::unexpected(entries.error());
+      continue;
+    }
+    std::unordered_set<std::string_view> listed;
+    for (const auto& e : *entries) listed.insert(e.name);
+    std::vector<Node*> gone;
+    for (Node* c : n->children)
+      if (!listed.contains(leaf_of(c->dir.path()))) gone.push_back(c);
+    for (Node* c : gone) remove(c);
+    for (const auto& e : *entries) {
+      auto known = by_path_.find(child_path(n->dir.path(), e.name));
+      if (known != by_path_.end() && known->second->dir.id().inode == e.inode) {
+        if (deep) todo.push_back(known->second->dir.id());
+        continue;
+      }
+      if (known != by_path_.end()) remove(known->second);  // made again under its name
+      auto child = n->dir.child(e.name);
+      if (!child) {  // gone since the listing, or not to be held
+        if (child.error().err == EMFILE || child.error().err == ENFILE) ++unheld_;
+        continue;
+      }
+      todo.push_back(add(n, std::move(*child))->dir.id());
+    }
+  }
+  return {};
+}
+
+bool Inventory::drain_events() {
+  alignas(struct inotify_event) char buf[65536];
+  for (;;) {
+    ssize_t len = ::read(inotify_.get(), buf, sizeof buf);
+    if (len < 0 && errno == EINTR) continue;
+    if (len <= 0) return true;  // EAGAIN: nothing more
+    for (ssize_t off = 0; off < len;) {
+      const auto* ev = reinterpret_cast<const struct inotify_event*>(buf + off);
+      off += static_cast<ssize_t>(sizeof(struct inotify_event) + ev->len);
+      if (ev->mask & IN_Q_OVERFLOW) return false;
+      auto w = by_watch_.find(ev->wd);
+      if (w == by_watch_.end()) continue;
+      Node* parent = w->second;
+      if (ev->mask & IN_IGNORED) {  // the directory itself went
+        by_watch_.erase(w);
+        parent->watch = -1;
+        if (parent != root_) remove(parent);
+        continue;
+      }
+      if (!(ev->mask & IN_ISDIR) || ev->len == 0) continue;
+      const std::string path = child_path(parent->dir.path(), ev->name);
+      auto known = by_path_.find(path);
+      if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
+        if (known != by_path_.end()) remove(known->second);
+        continue;
+      }
+      auto child = parent->dir.child(ev->name);  // IN_CREATE, IN_MOVED_TO
+      if (!child) {
+        if (child.error().err == EMFILE || child.error().err == ENFILE) ++unheld_;
+        if (known != by_path_.end()) remove(known->second);
+        continue;
+      }
+      if (known != by_path_.end() && known->second->dir.id() == child->id()) continue;
+      Node* n = add(parent, std::move(*child));
+      (void)relist(n, /*deep=*/true);  // what it holds already (made before its watch)
+    }
+  }
+}
+
+Result<void> Inventory::refresh_tree() {
+  if (root_ == nullptr) return fail("the cgroup hierarchy's root is gone", defining_->mount.string(), ENOENT);
+  ++tick_;
+  bool resync = !inotify_.valid() || tick_ - synced_ >= options_.resync_ticks;
+  if (inotify_.valid() && !drain_events()) resync = true;  // events were lost: look at everything
+  if (resync) {
+    if (auto r = relist(root_, /*deep=*/true); !r) {
+      --tick_;
+      return r;
+    }
+    synced_ = tick_;
+  }
+  return {};
+}
+
+// ---- Matching ----
+
+bool Inventory::holds_tasks(Node& n, const std::function<bool(CgroupId)>& ran) {
+  if (ran && ran(n.dir.id())) {
+    n.tasks = 1;
+    return true;
+  }
+  if (n.tasks < 0 || due(n.tasks_tick, n.dir.id())) {
+    auto r = n.dir.has_tasks();
+    n.tasks = r && *r ? 1 : 0;
+    n.tasks_tick = tick_;
+  }
+  return n.tasks == 1;
+}
+
+void Inventory::match(const std::function<bool(CgroupId)>& ran) {
+  rules_.resolve(*defining_, roots_);
+  std::vector<uint16_t> changed;
+  for (size_t i = 0; i < rules_.size(); ++i)
+    if (rules_.generation(i) != generations_[i]) changed.push_back(static_cast<uint16_t>(i));
+  for (size_t i : changed) generations_[i] = rules_.generation(i);
+
+  instances_.clear();
+  std::unordered_map<std::string_view, size_t> at;
+  for (auto& [id, n] : nodes_) {
+    const std::string& path = n.dir.path();
+    if (!n.evaluated) {
+      n.candidates.clear();
+      for (size_t i = 0; i < rules_.size(); ++i)
+        if (rules_.selects(i, path)) n.candidates.push_back(static_cast<uint16_t>(i));
+      n.evaluated = true;
+    } else {
+      for (uint16_t i : changed) {
+        auto it = std::lower_bound(n.candidates.begin(), n.candidates.end(), i);
+        bool has = it != n.candidates.end() && *it == i;
+        bool now = rules_.selects(i, path);
+        if (has && !now) n.candidates.erase(it);
+        if (!has && now) n.candidates.insert(it, i);
+      }
+    }
+    int pick = -1;
+    for (uint16_t i : n.candidates)
+      if (!rules_.needs_tasks(i) || holds_tasks(n, ran)) {
+        pick = i;
+        break;
+      }
+    if (pick != n.rule) {
+      n.rule = pick;
+      n.instance = pick >= 0 ? rules_.instance_name(static_cast<size_t>(pick), path) : std::string();
+      n.joined = tick_;
+    }
+    if (pick < 0) continue;
+    auto [it, added] = at.try_emplace(n.instance, instances_.size());
+    if (added) instances_.push_back({n.instance, &spec_->workloads[static_cast<size_t>(pick)], {}, true});
+    Instance& ins = instances_[it->second];
+    ins.cgroups.push_back(&n);
+    ins.fresh = ins.fresh && n.joined == tick_;
+  }
+  std::sort(instances_.begin(), instances_.end(), [](const Instance& a, const Instance& b) { return a.name < b.name; });
+  for (auto& ins : instances_)
+    std::sort(ins.cgroups.begin(), ins.cgroups.end(),
+              [](const Node* a, const Node* b) { return a->dir.path() < b->dir.path(); });
+}
+
+// ---- Where files are ----
+
+std::optional<Inventory::Place> Inventory::place(const Node& n, CgroupFile f) const {
+  const CgroupHierarchy* h = hierarchy_for(layout_, *defining_, f);
+  if (h == nullptr) return std::nullopt;
+  if (h == defining_.get() || (h->unified == defining_->unified && h->id == defining_->id)) return Place{&n.dir, {}};
+  const CgroupDir* root = root_of(*h);
+  if (root == nullptr) return std::nullopt;
+  return Place{root, std::string_view(n.dir.path()).substr(1)};
+}
+
+std::optional<std::string> Inventory::cpuset_cgroup(const Node& n) const {
+  if (cpuset_ == nullptr) return std::nullopt;
+  const std::string& path = n.dir.path();
+  if (cpuset_ == defining_.get()) return path == "/" ? std::nullopt : std::optional<std::string>(path);
+  if (n.cpuset < 0 || due(n.cpuset_tick, n.dir.id())) {
+    n.cpuset = 0;
+    n.cpuset_tick = tick_;
+    const CgroupDir* root = root_of(*cpuset_);
+    struct stat st;
+    if (path != "/" && root != nullptr && ::fstatat(root->fd(), path.c_str() + 1, &st, 0) == 0 && S_ISDIR(st.st_mode)) {
+      n.cpuset = 1;
+    } else if (auto procs = n.dir.read(CgroupFile::procs)) {
+      // Not laid out alike (only some hierarchies have the cgroup): the cpuset of its first task.
+      pid_t pid = 0;
+      std::from_chars(procs->data(), procs->data() + procs->size(), pid);
+      if (pid > 0)
+        if (auto p = process_cgroup_path(roots_, pid, *cpuset_); p && *p != "/") {
+          n.cpuset = 2;
+          n.cpuset_path = std::move(*p);
+        }
+    }
+  }
+  if (n.cpuset == 1) return path;
+  if (n.cpuset == 2) return n.cpuset_path;
+  return std::nullopt;
+}
+
+}  // namespace keel::inv

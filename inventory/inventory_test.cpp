@@ -1,0 +1,293 @@
+// The inventory over temporary trees with the kernel's file layout (cgroup v1 with cpu, cpuacct and
+// cpuset mounted apart, as on this machine; and cgroup v2): the tree kept by inotify (a tree that did
+// not change is not listed again) or by re-listing, cgroups matched to instances, a cgroup made again
+// under its name a new one, where each file is read, and the cpuset cgroup that governs a cgroup.
+#include "inventory/inventory.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "config/config.h"
+#include "tests/support/tmp_tree.h"
+
+namespace keel::inv {
+namespace {
+
+namespace fs = std::filesystem;
+using ::keel::testing::make_tree;
+using ::keel::testing::TempDir;
+using ::testing::ElementsAre;
+
+constexpr const char* kMountinfo =
+    "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+    "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+    "33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct\n"
+    "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n"
+    "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+
+// A v1 host like this machine: cpu (hierarchy 1), cpuacct (2) and cpuset (3) apart.
+SysRoots v1_host(const TempDir& tmp) {
+  make_tree(tmp.path(), {{"proc/self/mountinfo", kMountinfo},
+                         {"proc/cgroups",
+                          "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\ncpu\t1\t3\t1\n"
+                          "cpuacct\t2\t1\t1\n"},
+                         {"proc/4242/cgroup", "3:cpuset:/pinned\n2:cpuacct:/svc/web\n1:cpu:/svc/web\n"},
+                         {"sys/fs/cgroup/cpu/cgroup.procs", "1\n"},
+                         {"sys/fs/cgroup/cpu/svc/cgroup.procs", ""},
+                         {"sys/fs/cgroup/cpu/svc/redis/cgroup.procs", "10\n"},
+                         {"sys/fs/cgroup/cpu/svc/web/cgroup.procs", "4242\n"},
+                         {"sys/fs/cgroup/cpu/svc/idle/cgroup.procs", ""},
+                         {"sys/fs/cgroup/cpuacct/cgroup.procs", "1\n"},
+                         {"sys/fs/cgroup/cpuacct/svc/redis/cpuacct.usage", "1000\n"},
+                         {"sys/fs/cgroup/cpuset/cgroup.procs", "1\n"},
+                         {"sys/fs/cgroup/cpuset/svc/redis/cpuset.cpus", "0-1\n"},
+                         {"sys/fs/cgroup/cpuset/pinned/cpuset.cpus", "1\n"},
+                         {"sys/fs/cgroup/unified/cgroup.procs", "1\n"},
+                         {"sys/fs/cgroup/unified/cgroup.controllers", ""}});
+  return SysRoots::under(tmp.path());
+}
+
+config::Spec spec_of(const std::string& toml) {
+  auto cfg = config::load_string(toml, "test.toml", {});
+  EXPECT_TRUE(cfg) << (cfg ? "" : cfg.error().front().str());
+  return config::compile(*cfg, CpuSet::range(0, 3));
+}
+
+constexpr const char* kEachWithTasks = R"(
+[[workload]]
+name = "redis"
+match = { cgroup = "/svc/redis" }
+class = "critical"
+slo = { runqueue_p99 = "200us" }
+[[workload]]
+name = "svc"
+match = { cgroup = "/svc/*", has_tasks = true, each = true }
+)";
+
+std::vector<std::string> names(const Inventory& inv) {
+  std::vector<std::string> out;
+  for (const auto& i : inv.instances()) out.push_back(i.name + (i.fresh ? "*" : ""));
+  return out;
+}
+
+TEST(InventoryTempTree, MatchesEveryCgroupToItsInstanceFirstRuleWins) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  const config::Spec spec = spec_of(kEachWithTasks);
+  auto inv = Inventory::open(spec, roots);
+  ASSERT_TRUE(inv) << inv.error().message();
+  EXPECT_EQ(inv->cgroups(), 5u);  // /, /svc, /svc/redis, /svc/web, /svc/idle
+  EXPECT_EQ(inv->defining().id, 1u);
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  EXPECT_THAT(names(*inv), ElementsAre("redis*", "svc/web*"));  // idle holds no task; fresh: first sight
+  const Instance& redis = inv->instances()[0];
+  EXPECT_EQ(redis.spec->name, "redis");
+  EXPECT_TRUE(redis.spec->critical);
+  ASSERT_EQ(redis.cgroups.size(), 1u);
+  EXPECT_EQ(redis.cgroups[0]->dir.path(), "/svc/redis");
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  EXPECT_THAT(names(*inv), ElementsAre("redis", "svc/web"));  // no longer fresh
+}
+
+// inotify: an unchanged tree is not listed again; a new cgroup is found from its event, with what it
+// holds; a removed one goes, and its id is reported for the sensor to drop.
+TEST(InventoryTempTree, InotifyFindsChangesWithoutListingAnUnchangedTree) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  const config::Spec spec = spec_of(kEachWithTasks);
+  auto inv = Inventory::open(spec, roots);
+  ASSERT_TRUE(inv);
+  ASSERT_EQ(inv->watching(), "inotify");
+  const size_t after_open = inv->listings();
+  ASSERT_TRUE(inv->refresh_tree());
+  ASSERT_TRUE(inv->refresh_tree());
+  EXPECT_EQ(inv->listings(), after_open);  // nothing changed: nothing listed or read
+
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/new/cgroup.procs", "77\n"},
+                         {"sys/fs/cgroup/cpu/svc/new/deep/cgroup.procs", ""}});
+  ASSERT_TRUE(inv->refresh_tree());
+  EXPECT_EQ(inv->cgroups(), 7u);
+  EXPECT_LE(inv->listings(), after_open + 3);  // the new cgroup and what it holds, not the whole tree
+  inv->match({});
+  EXPECT_THAT(names(*inv), ElementsAre("redis*", "svc/new*", "svc/web*"));
+
+  const CgroupId web = inv->instances()[2].cgroups[0]->dir.id();
+  fs::remove_all(tmp.path() / "sys/fs/cgroup/cpu/svc/web");
+  ASSERT_TRUE(inv->refresh_tree());
+  EXPECT_EQ(inv->cgroups(), 6u);
+  EXPECT_EQ(inv->find(web), nullptr);
+  auto removed = inv->take_removed();
+  EXPECT_THAT(removed, ::testing::Contains(web));
+  inv->match({});
+  EXPECT_THAT(names(*inv), ElementsAre("redis", "svc/new"));
+}
+
+TEST(InventoryTempTree, WithoutInotifyEveryDirectoryIsListedEachTick) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  const config::Spec spec = spec_of(kEachWithTasks);
+  auto inv = Inventory::open(spec, roots, {.refresh_ticks = 8, .resync_ticks = 64, .inotify = false});
+  ASSERT_TRUE(inv);
+  EXPECT_NE(inv->watching(), "inotify");
+  size_t before = inv->listings();
+  ASSERT_TRUE(inv->refresh_tree());
+  EXPECT_EQ(inv->listings(), before + 5);
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/new/cgroup.procs", "77\n"}});
+  fs::remove_all(tmp.path() / "sys/fs/cgroup/cpu/svc/web");
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  EXPECT_THAT(names(*inv), ElementsAre("redis*", "svc/new*"));
+}
+
+// Identity is the id: a cgroup removed and made again under its name is a new cgroup, and the
+// instance it makes up is fresh (nothing decided for the old one carries over).
+TEST(InventoryTempTree, ACgroupMadeAgainUnderItsNameIsANewCgroupAndItsInstanceFresh) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  const config::Spec spec = spec_of(kEachWithTasks);
+  for (bool inotify : {true, false}) {
+    auto inv = Inventory::open(spec, roots, {.refresh_ticks = 8, .resync_ticks = 64, .inotify = inotify});
+    ASSERT_TRUE(inv);
+    ASSERT_TRUE(inv->refresh_tree());
+    inv->match({});
+    ASSERT_TRUE(inv->refresh_tree());
+    inv->match({});
+    const CgroupId old = inv->instances()[0].cgroups[0]->dir.id();
+    ASSERT_FALSE(inv->instances()[0].fresh);
+    // Made again before the old directory goes, so the temp file system cannot reuse its inode.
+    fs::rename(tmp.path() / "sys/fs/cgroup/cpu/svc/redis", tmp.path() / "sys/fs/cgroup/cpu/old-redis");
+    make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/redis/cgroup.procs", "11\n"}});
+    fs::remove_all(tmp.path() / "sys/fs/cgroup/cpu/old-redis");
+    ASSERT_TRUE(inv->refresh_tree());
+    inv->match({});
+    ASSERT_EQ(inv->instances()[0].name, "redis");
+    EXPECT_TRUE(inv->instances()[0].fresh) << "inotify " << inotify;
+    EXPECT_NE(inv->instances()[0].cgroups[0]->dir.id(), old);
+    EXPECT_EQ(inv->find(old), nullptr);
+  }
+}
+
+// has_tasks: a cgroup whose tasks ran holds tasks without a read; one that emptied stops matching
+// within refresh_ticks ticks; one that filled starts.
+TEST(InventoryTempTree, HasTasksIsReadAgainEveryFewTicksUnlessItsTasksRan) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  const config::Spec spec = spec_of(kEachWithTasks);
+  auto inv = Inventory::open(spec, roots, {.refresh_ticks = 4, .resync_ticks = 64, .inotify = true});
+  ASSERT_TRUE(inv);
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  EXPECT_THAT(names(*inv), ElementsAre("redis*", "svc/web*"));
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/web/cgroup.procs", ""},
+                         {"sys/fs/cgroup/cpu/svc/idle/cgroup.procs", "5\n"}});
+  unsigned ticks = 0, web_gone = 0, idle_came = 0;
+  for (; ticks < 8 && !(web_gone && idle_came); ++ticks) {
+    ASSERT_TRUE(inv->refresh_tree());
+    inv->match({});
+    auto now = names(*inv);
+    if (!web_gone && std::ranges::find(now, "svc/web") == now.end()) web_gone = ticks + 1;
+    if (!idle_came && std::ranges::find(now, "svc/idle*") != now.end()) idle_came = ticks + 1;
+  }
+  EXPECT_GE(web_gone, 1u);
+  EXPECT_LE(web_gone, 4u);
+  EXPECT_GE(idle_came, 1u);
+  EXPECT_LE(idle_came, 4u);
+  // Its tasks ran (the sensor saw them): it holds tasks, whatever cgroup.procs said last.
+  const Node* web = nullptr;
+  inv->for_each_cgroup([&](const Node& n) {
+    if (n.dir.path() == "/svc/web") web = &n;
+  });
+  ASSERT_NE(web, nullptr);
+  const CgroupId id = web->dir.id();
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match([&](CgroupId c) { return c == id; });
+  auto now = names(*inv);
+  EXPECT_NE(std::ranges::find(now, "svc/web*"), now.end());
+}
+
+TEST(InventoryTempTree, WhereEachFileIsReadAndTheCpusetThatGovernsACgroup) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  const config::Spec spec = spec_of(kEachWithTasks);
+  auto inv = Inventory::open(spec, roots);
+  ASSERT_TRUE(inv);
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  const Node& redis = *inv->instances()[0].cgroups[0];
+  const Node& web = *inv->instances()[1].cgroups[0];
+  auto procs = inv->place(redis, CgroupFile::procs);
+  ASSERT_TRUE(procs);
+  EXPECT_EQ(procs->dir, &redis.dir);  // the defining hierarchy: the cgroup itself
+  auto usage = inv->place(redis, CgroupFile::usage);
+  ASSERT_TRUE(usage);
+  EXPECT_EQ(usage->dir->hierarchy().id, 2u);  // cpuacct, at the same path
+  EXPECT_EQ(usage->below, "svc/redis");
+  EXPECT_EQ(usage->dir->read_u64(CgroupFile::usage, usage->below), 1000u);
+  EXPECT_FALSE(inv->place(redis, CgroupFile::cpu_max));  // v2 only
+  ASSERT_NE(inv->cpuset_hierarchy(), nullptr);
+  EXPECT_EQ(inv->cpuset_hierarchy()->id, 3u);
+  EXPECT_EQ(inv->cpuset_cgroup(redis), "/svc/redis");  // laid out alike
+  EXPECT_EQ(inv->cpuset_cgroup(web), "/pinned");        // not: its first task's
+  const Node* svc = inv->find(redis.parent->dir.id());
+  ASSERT_NE(svc, nullptr);
+  EXPECT_EQ(inv->cpuset_cgroup(*svc), "/svc");
+  const Node* root = inv->find(svc->parent->dir.id());
+  ASSERT_NE(root, nullptr);
+  EXPECT_EQ(root->dir.path(), "/");
+  EXPECT_EQ(inv->cpuset_cgroup(*root), std::nullopt);  // the host's, never a workload's
+}
+
+TEST(InventoryTempTree, V2EveryFileIsTheCgroupsOwn) {
+  TempDir tmp;
+  make_tree(tmp.path(), {{"proc/self/mountinfo", "41 23 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"},
+                         {"proc/cgroups", "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t0\t3\t1\n"},
+                         {"sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n"},
+                         {"sys/fs/cgroup/cgroup.procs", "1\n"},
+                         {"sys/fs/cgroup/app/cgroup.procs", "3\n"},
+                         {"sys/fs/cgroup/app/cpu.stat", "usage_usec 5\n"}});
+  const config::Spec spec = spec_of("[[workload]]\nname = \"app\"\nmatch = { cgroup = \"/app\" }\n");
+  auto inv = Inventory::open(spec, SysRoots::under(tmp.path()));
+  ASSERT_TRUE(inv) << inv.error().message();
+  EXPECT_TRUE(inv->defining().unified);
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  ASSERT_EQ(inv->instances().size(), 1u);
+  const Node& app = *inv->instances()[0].cgroups[0];
+  for (CgroupFile f : {CgroupFile::cpu_stat, CgroupFile::weight, CgroupFile::cpus}) {
+    auto p = inv->place(app, f);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->dir, &app.dir);
+    EXPECT_EQ(p->below, "");
+  }
+  EXPECT_FALSE(inv->place(app, CgroupFile::usage));
+  EXPECT_EQ(inv->cpuset_cgroup(app), "/app");
+}
+
+// A pid file rule follows its process: when the process moves to another cgroup the rule's generation
+// changes and the cgroups are matched again.
+TEST(InventoryTempTree, ARuleWhoseResolutionChangesIsMatchedAgain) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  make_tree(tmp.path(), {{"run/app.pid", "4242\n"}});
+  const config::Spec spec =
+      spec_of("[[workload]]\nname = \"app\"\nmatch = { pid_file = \"" + (tmp.path() / "run/app.pid").string() + "\" }\n");
+  auto inv = Inventory::open(spec, roots);
+  ASSERT_TRUE(inv);
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  ASSERT_EQ(inv->instances().size(), 1u);
+  EXPECT_EQ(inv->instances()[0].cgroups[0]->dir.path(), "/svc/web");
+  make_tree(tmp.path(), {{"proc/4242/cgroup", "3:cpuset:/pinned\n2:cpuacct:/svc/redis\n1:cpu:/svc/redis\n"}});
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  ASSERT_EQ(inv->instances().size(), 1u);
+  EXPECT_EQ(inv->instances()[0].cgroups[0]->dir.path(), "/svc/redis");
+  EXPECT_TRUE(inv->instances()[0].fresh);
+}
+
+}  // namespace
+}  // namespace keel::inv
