@@ -131,9 +131,13 @@ std::vector<unsigned> unique_sorted(std::vector<unsigned> v) {
   return v;
 }
 
-KnobPath affinity_knob(unsigned irq) {
+}  // namespace
+
+KnobPath irq_affinity_knob(unsigned irq) {
   return {Root::proc, fs::path("irq") / std::to_string(irq) / "smp_affinity_list"};
 }
+
+namespace {
 
 Result<void> check_dev(std::string_view dev) {
   if (dev.empty() || dev == "." || dev == ".." || dev.find('/') != std::string_view::npos)
@@ -149,7 +153,7 @@ template <class Target>
 Result<IrqReport> move_irqs(KnobWriter& w, const std::vector<unsigned>& irqs, const Target& target) {
   std::vector<Planned> plan;
   for (unsigned irq : unique_sorted(irqs)) {
-    KnobPath k = affinity_knob(irq);
+    KnobPath k = irq_affinity_knob(irq);
     auto cur = read_affinity(w.roots(), k, irq);
     if (!cur) return std::unexpected(cur.error());
     auto to = target(irq, k, *cur);

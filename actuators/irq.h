@@ -33,6 +33,8 @@ struct Interrupts {
 
 Result<Interrupts> parse_interrupts(std::string_view text);
 Result<Interrupts> read_interrupts(const SysRoots& roots);  // <proc>/interrupts
+// An IRQ's affinity: <proc>/irq/<n>/smp_affinity_list, a CPU list.
+KnobPath irq_affinity_knob(unsigned irq);
 
 // Shell glob (*, ?, [...]) on a whole device name: "virtio*-input.*", "mlx5_comp*".
 bool glob_match(std::string_view pattern, std::string_view name);

@@ -12,28 +12,26 @@
 
 #include "bpf/libbpf_log.h"
 #include "bpf/probe_shared.h"
+#include "bpf/skeleton.h"
 #include "probe.skel.h"
 
 namespace keel::bpf {
 
 namespace {
 
-Result<keel_probe*> load_attached(AttachKind kind) {
-  install_log();
-  keel_probe* skel = keel_probe__open();
-  if (skel == nullptr) return fail("cannot open the probe BPF object", "", errno);
+constexpr SkeletonOps<keel_probe> kProbe{keel_probe__open, keel_probe__load, keel_probe__attach,
+                                         keel_probe__destroy};
+
+Result<Skeleton<keel_probe>> load_attached(AttachKind kind) {
+  auto skel = Skeleton<keel_probe>::open(kProbe, "probe");
+  if (!skel) return std::unexpected(skel.error());
   bool btf = kind == AttachKind::tp_btf;
-  bpf_program__set_autoload(skel->progs.keel_probe_switch_btf, btf);
-  bpf_program__set_autoload(skel->progs.keel_probe_switch_raw, !btf);
-  int err = keel_probe__load(skel);
-  if (err == 0) err = keel_probe__attach(skel);
-  if (err != 0) {
-    std::string why = last_log_line();
-    keel_probe__destroy(skel);
-    return fail(std::string("cannot load/attach ") + to_string(kind) + " sched_switch program" +
-                    (why.empty() ? "" : " (" + why + ")"),
-                "", -err);
-  }
+  bpf_program__set_autoload((*skel)->progs.keel_probe_switch_btf, btf);
+  bpf_program__set_autoload((*skel)->progs.keel_probe_switch_raw, !btf);
+  if (auto r = skel->load_and_attach(std::string(to_string(kind)) + " sched_switch program"); !r)
+    return std::unexpected(r.error());
+  if (auto r = check_map_sizes((*skel)->maps.counts, sizeof(uint32_t), sizeof(uint64_t)); !r)
+    return std::unexpected(r.error());
   return skel;
 }
 
@@ -68,10 +66,7 @@ KernelFeatures probe_features(const SysRoots& roots) {
     bool& ok = kind == AttachKind::tp_btf ? f.tp_btf : f.raw_tp;
     std::string& why = kind == AttachKind::tp_btf ? f.tp_btf_error : f.raw_tp_error;
     ok = skel.has_value();
-    if (skel)
-      keel_probe__destroy(*skel);
-    else
-      why = skel.error().message();
+    if (!skel) why = skel.error().message();
   }
   if (auto r = hw_pmu_available(); r)
     f.hw_pmu = true;
@@ -88,34 +83,16 @@ Result<SwitchCounter> SwitchCounter::open(AttachChoice choice) {
   if (choice == AttachChoice::raw_tp) {
     auto s = load_attached(AttachKind::raw_tp);
     if (!s) return std::unexpected(s.error());
-    return SwitchCounter(*s, AttachKind::raw_tp);
+    return SwitchCounter(std::move(*s), AttachKind::raw_tp);
   }
   auto s = load_attached(AttachKind::tp_btf);
-  if (s) return SwitchCounter(*s, AttachKind::tp_btf);
+  if (s) return SwitchCounter(std::move(*s), AttachKind::tp_btf);
   if (choice == AttachChoice::tp_btf) return std::unexpected(s.error());
   auto r = load_attached(AttachKind::raw_tp);  // older kernel or no BTF: the raw_tp fallback
   if (!r)
     return fail("neither tp_btf (" + s.error().message() + ") nor raw_tp (" + r.error().message() +
                 ") loads");
-  return SwitchCounter(*r, AttachKind::raw_tp);
-}
-
-SwitchCounter::SwitchCounter(SwitchCounter&& o) noexcept : skel_(o.skel_), kind_(o.kind_) {
-  o.skel_ = nullptr;
-}
-
-SwitchCounter& SwitchCounter::operator=(SwitchCounter&& o) noexcept {
-  if (this != &o) {
-    if (skel_ != nullptr) keel_probe__destroy(skel_);
-    skel_ = o.skel_;
-    kind_ = o.kind_;
-    o.skel_ = nullptr;
-  }
-  return *this;
-}
-
-SwitchCounter::~SwitchCounter() {
-  if (skel_ != nullptr) keel_probe__destroy(skel_);
+  return SwitchCounter(std::move(*r), AttachKind::raw_tp);
 }
 
 Result<uint64_t> SwitchCounter::switches() const {

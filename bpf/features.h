@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "bpf/skeleton.h"
 #include "host/error.h"
 #include "host/sys_roots.h"
 
@@ -32,23 +33,18 @@ KernelFeatures probe_features(const SysRoots& roots);
 // Only the PMU part of probe_features: opens (and closes) a hardware cache-miss counter.
 Result<void> hw_pmu_available();
 
-// The probe program, loaded: counts sched_switch events on every CPU. RAII over the skeleton.
+// The probe program, loaded: counts sched_switch events on every CPU.
 class SwitchCounter {
  public:
   static Result<SwitchCounter> open(AttachChoice choice = AttachChoice::automatic);
-  SwitchCounter(SwitchCounter&& o) noexcept;
-  SwitchCounter& operator=(SwitchCounter&& o) noexcept;
-  SwitchCounter(const SwitchCounter&) = delete;
-  SwitchCounter& operator=(const SwitchCounter&) = delete;
-  ~SwitchCounter();
 
   AttachKind kind() const { return kind_; }
   // Context switches counted on all CPUs since attach.
   Result<uint64_t> switches() const;
 
  private:
-  SwitchCounter(keel_probe* skel, AttachKind kind) : skel_(skel), kind_(kind) {}
-  keel_probe* skel_ = nullptr;
+  SwitchCounter(Skeleton<keel_probe> skel, AttachKind kind) : skel_(std::move(skel)), kind_(kind) {}
+  Skeleton<keel_probe> skel_;
   AttachKind kind_ = AttachKind::tp_btf;
 };
 

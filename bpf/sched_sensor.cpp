@@ -30,10 +30,13 @@ int v1_controller_of(const CgroupHierarchy& h) {
   return -1;
 }
 
-Result<keel_sched*> load(const SchedConfig& cfg, AttachKind kind) {
-  install_log();
-  keel_sched* skel = keel_sched__open();
-  if (skel == nullptr) return fail("cannot open the sched BPF object", "", errno);
+constexpr SkeletonOps<keel_sched> kSched{keel_sched__open, keel_sched__load, keel_sched__attach,
+                                         keel_sched__destroy};
+
+Result<Skeleton<keel_sched>> load(const SchedConfig& cfg, AttachKind kind) {
+  auto opened = Skeleton<keel_sched>::open(kSched, "sched");
+  if (!opened) return std::unexpected(opened.error());
+  keel_sched* skel = opened->get();
   int ctl = v1_controller_of(cfg.hierarchy);
   skel->rodata->hierarchy_id = cfg.hierarchy.id;
   skel->rodata->v1_controller = ctl;
@@ -55,16 +58,14 @@ Result<keel_sched*> load(const SchedConfig& cfg, AttachKind kind) {
       static_cast<uint32_t>(std::max(1, libbpf_num_possible_cpus()) * KEEL_MAX_COUNTERS));
   bpf_map__set_autocreate(skel->maps.task_stamps, btf);
   bpf_map__set_autocreate(skel->maps.pid_stamps, !btf);
-  int err = keel_sched__load(skel);
-  if (err == 0) err = keel_sched__attach(skel);
-  if (err != 0) {
-    std::string why = last_log_line();
-    keel_sched__destroy(skel);
-    return fail(std::string("cannot load/attach the ") + to_string(kind) + " sched programs" +
-                    (why.empty() ? "" : " (" + why + ")"),
-                "", -err);
-  }
-  return skel;
+  if (auto r = opened->load_and_attach(std::string("the ") + to_string(kind) + " sched programs"); !r)
+    return std::unexpected(r.error());
+  // What user space reads must be what the object was compiled with.
+  for (auto r : {check_map_sizes(skel->maps.cg_stats, sizeof(keel_cg_key), sizeof(keel_cg_stats)),
+                 check_map_sizes(skel->maps.errors, sizeof(uint32_t), sizeof(uint64_t)),
+                 check_map_sizes(skel->maps.counter_events, sizeof(uint32_t), sizeof(uint32_t))})
+    if (!r) return std::unexpected(r.error());
+  return opened;
 }
 
 uint64_t sum_percpu(bpf_map* map, uint32_t slot) {
@@ -130,12 +131,9 @@ namespace {
 
 // One counting perf event per (possible CPU, counter), all tasks on that CPU, in the program's
 // array at cpu * KEEL_MAX_COUNTERS + counter.
-Result<std::vector<int>> open_counters(keel_sched* skel, const std::vector<PerfCounter>& counters) {
-  std::vector<int> fds;
-  auto give_up = [&fds](Error e) {
-    for (int f : fds) ::close(f);
-    return std::unexpected(std::move(e));
-  };
+Result<std::vector<Fd>> open_counters(keel_sched* skel, const std::vector<PerfCounter>& counters) {
+  std::vector<Fd> fds;
+  auto give_up = [](Error e) { return std::unexpected(std::move(e)); };
   int ncpu = libbpf_num_possible_cpus();
   int map_fd = bpf_map__fd(skel->maps.counter_events);
   for (int cpu = 0; cpu < ncpu; ++cpu) {
@@ -153,7 +151,7 @@ Result<std::vector<int>> open_counters(keel_sched* skel, const std::vector<PerfC
                              std::string("perf_event_open(") + c.name + ", type " + std::to_string(c.type) +
                                  ", config " + std::to_string(c.config) + ") on CPU " + std::to_string(cpu)});
       }
-      fds.push_back(static_cast<int>(fd));
+      fds.emplace_back(static_cast<int>(fd));
       uint32_t key = static_cast<uint32_t>(cpu * KEEL_MAX_COUNTERS) + static_cast<uint32_t>(k);
       int v = static_cast<int>(fd);
       if (int rc = bpf_map_update_elem(map_fd, &key, &v, BPF_ANY); rc != 0)
@@ -166,13 +164,6 @@ Result<std::vector<int>> open_counters(keel_sched* skel, const std::vector<PerfC
 }
 
 }  // namespace
-
-void SchedSensor::close_fds() {
-  for (int f : counter_fds_) ::close(f);
-  counter_fds_.clear();
-  if (stats_fd_ >= 0) ::close(stats_fd_);
-  stats_fd_ = -1;
-}
 
 std::vector<PerfCounter> hardware_counters() {
   return {{PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES, "cache-misses"},
@@ -188,7 +179,7 @@ Result<SchedSensor> SchedSensor::open(const SchedConfig& cfg) {
   auto sensor = open_programs(cfg);
   if (!sensor) return sensor;
   if (!cfg.counters.empty()) {
-    auto fds = open_counters(sensor->skel_, cfg.counters);
+    auto fds = open_counters(sensor->skel_.get(), cfg.counters);
     if (!fds) return std::unexpected(fds.error());
     sensor->counter_fds_ = std::move(*fds);
   }
@@ -200,7 +191,7 @@ Result<SchedSensor> SchedSensor::open(const SchedConfig& cfg) {
 // decides whether stats stay on for the next interval.
 void SchedSensor::update_stats() {
   auto now = std::chrono::steady_clock::now();
-  if (stats_fd_ >= 0) {
+  if (stats_fd_.valid()) {
     uint64_t run_ns = 0, runs = 0;
     for (const auto& p : prog_stats()) {
       run_ns += p.run_time_ns;
@@ -211,15 +202,14 @@ void SchedSensor::update_stats() {
       cost_ = BpfCost{static_cast<double>(run_ns - win_run_ns_) / static_cast<double>(runs - win_runs_),
                       static_cast<double>(runs - win_runs_) / secs};
     if (stats_ == BpfStats::sampled) {
-      ::close(stats_fd_);
-      stats_fd_ = -1;
+      stats_fd_.reset();
     }
   } else if (stats_ == BpfStats::always ||
              (stats_ == BpfStats::sampled && reads_ % stats_every_ == 1 % stats_every_)) {
     // Sampled: the second interval (the first is often a partial one) and every `stats_every` after.
-    stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);  // -1 (no stats) on kernels without it
+    stats_fd_.reset(bpf_enable_stats(BPF_STATS_RUN_TIME));  // -1 (no stats) on kernels without it
   }
-  if (stats_fd_ >= 0) {
+  if (stats_fd_.valid()) {
     win_run_ns_ = win_runs_ = 0;
     for (const auto& p : prog_stats()) {
       win_run_ns_ += p.run_time_ns;
@@ -234,12 +224,12 @@ Result<SchedSensor> SchedSensor::open_programs(const SchedConfig& cfg) {
     return fail("hierarchy " + cfg.hierarchy.name() + " has none of cpu, cpuset, cpuacct: cannot key by it");
   if (cfg.attach != AttachChoice::raw_tp) {
     auto s = load(cfg, AttachKind::tp_btf);
-    if (s) return SchedSensor(*s, AttachKind::tp_btf, cfg);
+    if (s) return SchedSensor(std::move(*s), AttachKind::tp_btf, cfg);
     if (cfg.attach == AttachChoice::tp_btf) return std::unexpected(s.error());
   }
   auto r = load(cfg, AttachKind::raw_tp);
   if (!r) return std::unexpected(r.error());
-  return SchedSensor(*r, AttachKind::raw_tp, cfg);
+  return SchedSensor(std::move(*r), AttachKind::raw_tp, cfg);
 }
 
 std::vector<ProgStats> SchedSensor::prog_stats() const {
@@ -259,37 +249,6 @@ std::vector<ProgStats> SchedSensor::prog_stats() const {
     out.push_back(ps);
   }
   return out;
-}
-
-SchedSensor::SchedSensor(SchedSensor&& o) noexcept { *this = std::move(o); }
-
-SchedSensor& SchedSensor::operator=(SchedSensor&& o) noexcept {
-  if (this != &o) {
-    if (skel_ != nullptr) keel_sched__destroy(skel_);
-    close_fds();
-    skel_ = std::exchange(o.skel_, nullptr);
-    kind_ = o.kind_;
-    hierarchy_ = o.hierarchy_;
-    last_ = std::move(o.last_);
-    last_map_full_ = o.last_map_full_;
-    last_stamp_full_ = o.last_stamp_full_;
-    stats_ = o.stats_;
-    capacity_ = o.capacity_;
-    stats_every_ = o.stats_every_;
-    reads_ = o.reads_;
-    stats_fd_ = std::exchange(o.stats_fd_, -1);
-    win_run_ns_ = o.win_run_ns_;
-    win_runs_ = o.win_runs_;
-    win_start_ = o.win_start_;
-    cost_ = o.cost_;
-    counter_fds_ = std::exchange(o.counter_fds_, {});
-  }
-  return *this;
-}
-
-SchedSensor::~SchedSensor() {
-  if (skel_ != nullptr) keel_sched__destroy(skel_);
-  close_fds();
 }
 
 Result<SchedDelta> SchedSensor::read() {
@@ -341,12 +300,11 @@ Result<SchedDelta> SchedSensor::read() {
   return out;
 }
 
-size_t SchedSensor::reclaim(const std::vector<CgroupId>& live) {
-  std::set<CgroupId> keep(live.begin(), live.end());
+size_t SchedSensor::reclaim(const std::function<bool(CgroupId)>& live) {
   int fd = bpf_map__fd(skel_->maps.cg_stats);
   size_t n = 0;
   for (auto it = last_.begin(); it != last_.end();) {
-    if (keep.contains(it->first)) {
+    if (live(it->first)) {
       ++it;
       continue;
     }

@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -12,8 +13,10 @@
 
 #include "bpf/features.h"
 #include "bpf/sched_shared.h"
+#include "bpf/skeleton.h"
 #include "host/cgroup.h"
 #include "host/error.h"
+#include "host/fd.h"
 #include "host/topology.h"
 
 struct keel_sched;  // bpftool skeleton
@@ -33,6 +36,12 @@ struct RqHistogram {
   double quantile_us(double q) const;
   RqHistogram& operator+=(const RqHistogram& o);
 };
+
+// Where each of hardware_counters() is counted, in CgroupSched::counters.
+enum class Counter : unsigned { cache_misses = 0, cache_references = 1, instructions = 2, cycles = 3 };
+inline uint64_t count_of(const std::array<uint64_t, KEEL_MAX_COUNTERS>& counters, Counter c) {
+  return counters[static_cast<size_t>(c)];
+}
 
 struct CgroupSched {
   CgroupId id;
@@ -94,37 +103,32 @@ struct SchedConfig {
 class SchedSensor {
  public:
   static Result<SchedSensor> open(const SchedConfig& cfg);
-  SchedSensor(SchedSensor&& o) noexcept;
-  SchedSensor& operator=(SchedSensor&& o) noexcept;
-  SchedSensor(const SchedSensor&) = delete;
-  SchedSensor& operator=(const SchedSensor&) = delete;
-  ~SchedSensor();
 
   AttachKind kind() const { return kind_; }
   // Everything counted since the previous read (the first: since attach). Counters in the kernel
   // only grow, so a count is never lost or seen twice.
   Result<SchedDelta> read();
-  // Drops the entries of cgroups that are gone (not in `live`); returns how many.
-  size_t reclaim(const std::vector<CgroupId>& live);
+  // Drops the entries of cgroups that are gone (`live` says no); returns how many.
+  size_t reclaim(const std::function<bool(CgroupId)>& live);
   size_t entries() const { return last_.size(); }
   size_t capacity() const { return capacity_; }  // entries the per-cgroup map holds
   // Run time and count of each attached program, cumulative (grows only while stats are on).
   std::vector<ProgStats> prog_stats() const;
-  bool stats_enabled() const { return stats_fd_ >= 0; }
+  bool stats_enabled() const { return stats_fd_.valid(); }
   // keel's cost over the latest read interval that had BPF stats on throughout; none before one.
   std::optional<BpfCost> cost() const { return cost_; }
 
  private:
   static Result<SchedSensor> open_programs(const SchedConfig& cfg);
-  SchedSensor(keel_sched* skel, AttachKind kind, const SchedConfig& cfg)
-      : skel_(skel),
+  SchedSensor(Skeleton<keel_sched> skel, AttachKind kind, const SchedConfig& cfg)
+      : skel_(std::move(skel)),
         kind_(kind),
         hierarchy_(cfg.hierarchy.id),
         stats_(cfg.stats),
         stats_every_(std::max(1u, cfg.stats_every)),
         capacity_(cfg.max_cgroups) {}
   void update_stats();
-  keel_sched* skel_ = nullptr;
+  Skeleton<keel_sched> skel_;
   AttachKind kind_ = AttachKind::tp_btf;
   uint32_t hierarchy_ = 0;
   std::map<CgroupId, CgroupSched> last_;  // cumulative values at the previous read
@@ -133,13 +137,12 @@ class SchedSensor {
   unsigned stats_every_ = 10;
   size_t capacity_ = 0;
   uint64_t reads_ = 0;
-  int stats_fd_ = -1;  // bpf_enable_stats(): stats stay on only while this fd is open
+  Fd stats_fd_;  // bpf_enable_stats(): stats stay on only while this fd is open
   // Totals and time when stats were turned on (or at the previous read while they stayed on).
   uint64_t win_run_ns_ = 0, win_runs_ = 0;
   std::chrono::steady_clock::time_point win_start_{};
   std::optional<BpfCost> cost_;
-  std::vector<int> counter_fds_;  // one perf event per (CPU, counter), closed with the sensor
-  void close_fds();
+  std::vector<Fd> counter_fds_;  // one perf event per (CPU, counter), closed with the sensor
 };
 
 // The sensor as keel's commands open it: CPU-to-LLC/NUMA tables from `topo`, and the four

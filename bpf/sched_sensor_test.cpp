@@ -516,7 +516,7 @@ TEST_F(CpuCgroups, VanishedCgroupsAreReclaimed) {
   kill(p, SIGKILL);
   waitpid(p, nullptr, 0);
   pids_.erase(std::find(pids_.begin(), pids_.end(), p));
-  EXPECT_EQ(sensor->reclaim({}), before);  // nothing is live: every entry goes
+  EXPECT_EQ(sensor->reclaim([](CgroupId) { return false; }), before);  // nothing is live: every entry goes
   EXPECT_EQ(sensor->entries(), 0u);
   (void)id;
 }

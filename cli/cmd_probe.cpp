@@ -48,30 +48,24 @@ int cmd_probe(const std::vector<std::string>& argv) {
         std::string(steal->state == act::FeatureState::on ? "on" : "off") + " (" + steal->file.str() + ")";
 
   if (args->has("json")) {
-    JsonWriter j;
-    j.begin_object()
-        .field("btf", f.btf)
-        .field("tp_btf", f.tp_btf)
-        .field("raw_tp", f.raw_tp)
-        .field("hw_pmu", f.hw_pmu)
-        .field("sw_events", f.sw_events);
+    Json j = {{"btf", f.btf},
+              {"tp_btf", f.tp_btf},
+              {"raw_tp", f.raw_tp},
+              {"hw_pmu", f.hw_pmu},
+              {"sw_events", f.sw_events}};
     if (layout) {
-      j.field("cgroup_mode", to_string(layout->mode)).key("hierarchies").begin_array();
+      j["cgroup_mode"] = to_string(layout->mode);
+      Json hs = Json::array();
       for (const auto& h : layout->hierarchies)
-        j.begin_object()
-            .field("id", h.id)
-            .field("name", h.name())
-            .field("mount", h.mount.string())
-            .end_object();
-      j.end_array();
+        hs.push_back({{"id", h.id}, {"name", h.name()}, {"mount", h.mount.string()}});
+      j["hierarchies"] = std::move(hs);
     }
-    j.field("resctrl", resctrl && resctrl->has_value());
-    j.field("steal_task", !steal                                           ? "error"
-                          : steal->state == act::FeatureState::unsupported ? "unsupported"
-                          : steal->state == act::FeatureState::on          ? "on"
-                                                                           : "off");
-    j.end_object();
-    std::puts(j.str().c_str());
+    j["resctrl"] = resctrl && resctrl->has_value();
+    j["steal_task"] = !steal                                           ? "error"
+                      : steal->state == act::FeatureState::unsupported ? "unsupported"
+                      : steal->state == act::FeatureState::on          ? "on"
+                                                                       : "off";
+    std::puts(json_text(j).c_str());
     return kExitOk;
   }
 

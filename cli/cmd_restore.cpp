@@ -42,19 +42,12 @@ int cmd_restore(const std::vector<std::string>& argv) {
   size_t entries = journal->entries().size();
   auto rep = act::restore(roots, *journal);
   if (args->has("json")) {
-    JsonWriter j;
-    j.begin_object()
-        .field("state", state.string())
-        .field("entries", static_cast<uint64_t>(entries))
-        .field("restored", static_cast<uint64_t>(rep.restored))
-        .field("unchanged", static_cast<uint64_t>(rep.unchanged))
-        .field("gone", static_cast<uint64_t>(rep.gone))
-        .field("kept", static_cast<uint64_t>(rep.kept))
-        .key("failed")
-        .begin_array();
-    for (const auto& e : rep.failed) j.value(e.message());
-    j.end_array().end_object();
-    std::printf("%s\n", j.str().c_str());
+    Json failed = Json::array();
+    for (const auto& e : rep.failed) failed.push_back(e.message());
+    Json j = {{"state", state.string()},    {"entries", entries}, {"restored", rep.restored},
+              {"unchanged", rep.unchanged}, {"gone", rep.gone},   {"kept", rep.kept},
+              {"failed", std::move(failed)}};
+    std::printf("%s\n", json_text(j).c_str());
   } else if (entries == 0) {
     std::printf("keel restore: nothing to restore (no journal in %s)\n", state.string().c_str());
   } else {

@@ -70,6 +70,7 @@ struct Match {
   std::filesystem::path pid_file;  // a file holding a pid; its cgroup is matched
   bool has_tasks = false;          // only cgroups that hold tasks right now
   bool each = false;               // every matched cgroup is its own instance ("name/<leaf>")
+  bool by_path = false;  // (never from a file) each matched cgroup its own instance, named by its path
   Pos pos;
   Pos selector_pos;  // the value of the one selector
   // The selector keys the file wrote, in the order cgroup, systemd_unit, docker, pod, pid_file

@@ -1,132 +1,71 @@
 #include "host/json.h"
 
-#include <cmath>
-#include <cstdio>
-
 namespace keel {
 
-void JsonWriter::comma() {
-  if (after_key_) {
-    after_key_ = false;
-    return;
+namespace {
+
+// The length of the valid UTF-8 sequence at the start of `s`, or 0 when it does not start with one
+// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
+size_t utf8_sequence(std::string_view s) {
+  auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  auto cont = [&](size_t i) { return i < s.size() && (b(i) & 0xC0) == 0x80; };
+  unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
+    if (c == 0xED && b(1) > 0x9F) return 0;  // a surrogate
+    return 3;
   }
-  if (!first_.empty()) {
-    if (!first_.back()) out_ += ',';
-    first_.back() = false;
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
+    if (c == 0xF4 && b(1) > 0x8F) return 0;  // above U+10FFFF
+    return 4;
   }
+  return 0;
 }
 
-JsonWriter& JsonWriter::begin_object() {
-  comma();
-  out_ += '{';
-  first_.push_back(true);
-  return *this;
-}
-JsonWriter& JsonWriter::end_object() {
-  out_ += '}';
-  first_.pop_back();
-  return *this;
-}
-JsonWriter& JsonWriter::begin_array() {
-  comma();
-  out_ += '[';
-  first_.push_back(true);
-  return *this;
-}
-JsonWriter& JsonWriter::end_array() {
-  out_ += ']';
-  first_.pop_back();
-  return *this;
-}
-
-JsonWriter& JsonWriter::key(std::string_view k) {
-  comma();
-  out_ += escape(k);
-  out_ += ':';
-  after_key_ = true;
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(std::string_view s) {
-  comma();
-  out_ += escape(s);
-  return *this;
-}
-JsonWriter& JsonWriter::value(long long v) {
-  comma();
-  out_ += std::to_string(v);
-  return *this;
-}
-JsonWriter& JsonWriter::value(unsigned long long v) {
-  comma();
-  out_ += std::to_string(v);
-  return *this;
-}
-JsonWriter& JsonWriter::value(bool v) {
-  comma();
-  out_ += v ? "true" : "false";
-  return *this;
-}
-JsonWriter& JsonWriter::null() {
-  comma();
-  out_ += "null";
-  return *this;
-}
-
-JsonWriter& JsonWriter::precise(double v) {
-  comma();
-  if (!std::isfinite(v)) {
-    out_ += "null";
-    return *this;
+Json safe(const Json& j) {
+  if (j.is_string()) return utf8_safe(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    Json out = Json::array();
+    for (const auto& v : j) out.push_back(safe(v));
+    return out;
   }
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  out_ += buf;
-  return *this;
-}
-
-JsonWriter& JsonWriter::value(double v) {
-  comma();
-  if (!std::isfinite(v)) {
-    out_ += "null";
-    return *this;
+  if (j.is_object()) {
+    Json out = Json::object();
+    for (const auto& [k, v] : j.items()) out[utf8_safe(k)] = safe(v);
+    return out;
   }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  out_ += buf;
-  return *this;
+  return j;
 }
 
-std::string JsonWriter::escape(std::string_view s) {
-  std::string o = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        o += "\\\"";
-        break;
-      case '\\':
-        o += "\\\\";
-        break;
-      case '\n':
-        o += "\\n";
-        break;
-      case '\t':
-        o += "\\t";
-        break;
-      case '\r':
-        o += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          o += buf;
-        } else {
-          o += c;
-        }
+}  // namespace
+
+std::string utf8_safe(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    size_t n = utf8_sequence(s);
+    if (n == 0) {
+      auto c = static_cast<unsigned char>(s[0]);
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+      n = 1;
+    } else {
+      out.append(s.substr(0, n));
     }
+    s.remove_prefix(n);
   }
-  return o + "\"";
+  return out;
+}
+
+std::string json_text(const Json& j, int indent) {
+  return safe(j).dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
 }  // namespace keel

@@ -1,46 +1,21 @@
-// A tiny streaming JSON writer for keel's --json outputs (no parsing; keel emits, scripts read).
+// keel's JSON, for --json outputs and recorded traces: nlohmann::ordered_json (keys in the order they
+// are written). Cgroup and container names are whatever bytes their makers chose, so every string is
+// made valid UTF-8 before it is written: an invalid byte becomes the text \xNN (a backslash, 'x' and
+// two hex digits), never raw bytes in the output.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace keel {
 
-class JsonWriter {
- public:
-  JsonWriter& begin_object();
-  JsonWriter& end_object();
-  JsonWriter& begin_array();
-  JsonWriter& end_array();
-  JsonWriter& key(std::string_view k);  // inside an object, before each value
-  JsonWriter& value(std::string_view s);
-  JsonWriter& value(const char* s) { return value(std::string_view(s)); }
-  JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
-  JsonWriter& value(long long v);
-  JsonWriter& value(unsigned long long v);
-  JsonWriter& value(int v) { return value(static_cast<long long>(v)); }
-  JsonWriter& value(unsigned v) { return value(static_cast<unsigned long long>(v)); }
-  JsonWriter& value(unsigned long v) { return value(static_cast<unsigned long long>(v)); }
-  JsonWriter& value(long v) { return value(static_cast<long long>(v)); }
-  JsonWriter& value(double v);    // 6 significant digits: for people
-  JsonWriter& precise(double v);  // round-trips exactly (%.17g): for traces read back
-  JsonWriter& value(bool v);
-  JsonWriter& null();
-  template <class T>
-  JsonWriter& field(std::string_view k, const T& v) {
-    key(k);
-    return value(v);
-  }
+using Json = nlohmann::ordered_json;
 
-  const std::string& str() const { return out_; }
-  static std::string escape(std::string_view s);
-
- private:
-  void comma();
-  std::string out_;
-  std::vector<bool> first_;  // per open container: no element written yet
-  bool after_key_ = false;
-};
+// `s` with each byte that is not part of valid UTF-8 written as \xNN.
+std::string utf8_safe(std::string_view s);
+// `j` as text (one line, or indented by `indent`), every string and key through utf8_safe; numbers
+// round-trip exactly, and a number that is not finite is null.
+std::string json_text(const Json& j, int indent = -1);
 
 }  // namespace keel

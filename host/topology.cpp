@@ -525,64 +525,47 @@ std::string format_text(const Topology& topo) {
 
 namespace {
 
-template <class Domain>
-void write_domains(JsonWriter& w, std::string_view key, const std::vector<Domain>& domains,
-                   void (*extra)(JsonWriter&, const Domain&)) {
-  w.key(key).begin_array();
-  for (const Domain& d : domains) {
-    w.begin_object().field("id", d.id).field("cpus", d.cpus.to_list());
-    if (extra) extra(w, d);
-    w.key("cores").begin_array();
-    for (unsigned c : d.cores) w.value(c);
-    w.end_array().end_object();
+template <class Domain, class Extra>
+Json domains(const std::vector<Domain>& list, Extra extra) {
+  Json out = Json::array();
+  for (const Domain& d : list) {
+    Json o = {{"id", d.id}, {"cpus", d.cpus.to_list()}};
+    extra(o, d);
+    o["cores"] = d.cores;
+    out.push_back(std::move(o));
   }
-  w.end_array();
+  return out;
 }
 
 }  // namespace
 
 std::string format_json(const Topology& topo) {
-  JsonWriter w;
-  w.begin_object();
-  w.key("summary")
-      .begin_object()
-      .field("pus", topo.pus().size())
-      .field("cores", topo.cores().size())
-      .field("numa_nodes", topo.numa_nodes().size())
-      .field("l3_domains", topo.l3_domains().size())
-      .field("packages", topo.packages().size())
-      .field("smt", topo.smt_width())
-      .end_object();
-  w.field("online", topo.online().to_list());
-  write_domains<Package>(w, "packages", topo.packages(), nullptr);
-  write_domains<NumaNode>(w, "numa_nodes", topo.numa_nodes(), [](JsonWriter& jw, const NumaNode& n) {
-    jw.field("os_index", n.os_index).field("memory_bytes", static_cast<unsigned long long>(n.memory_bytes));
+  Json j;
+  j["summary"] = {{"pus", topo.pus().size()},
+                  {"cores", topo.cores().size()},
+                  {"numa_nodes", topo.numa_nodes().size()},
+                  {"l3_domains", topo.l3_domains().size()},
+                  {"packages", topo.packages().size()},
+                  {"smt", topo.smt_width()}};
+  j["online"] = topo.online().to_list();
+  j["packages"] = domains(topo.packages(), [](Json&, const Package&) {});
+  j["numa_nodes"] = domains(topo.numa_nodes(), [](Json& o, const NumaNode& n) {
+    o["os_index"] = n.os_index;
+    o["memory_bytes"] = static_cast<unsigned long long>(n.memory_bytes);
   });
-  write_domains<L3Domain>(w, "l3_domains", topo.l3_domains(), [](JsonWriter& jw, const L3Domain& l3) {
-    jw.field("size_bytes", static_cast<unsigned long long>(l3.size_bytes));
+  j["l3_domains"] = domains(topo.l3_domains(), [](Json& o, const L3Domain& l3) {
+    o["size_bytes"] = static_cast<unsigned long long>(l3.size_bytes);
   });
-  w.key("cores").begin_array();
+  Json cores = Json::array();
   for (const Core& c : topo.cores())
-    w.begin_object()
-        .field("id", c.id)
-        .field("cpus", c.cpus.to_list())
-        .field("l3", c.l3)
-        .field("numa", c.numa)
-        .field("package", c.package)
-        .end_object();
-  w.end_array();
-  w.key("pus").begin_array();
+    cores.push_back(
+        {{"id", c.id}, {"cpus", c.cpus.to_list()}, {"l3", c.l3}, {"numa", c.numa}, {"package", c.package}});
+  j["cores"] = std::move(cores);
+  Json pus = Json::array();
   for (const Pu& p : topo.pus())
-    w.begin_object()
-        .field("os", p.os)
-        .field("core", p.core)
-        .field("l3", p.l3)
-        .field("numa", p.numa)
-        .field("package", p.package)
-        .end_object();
-  w.end_array();
-  w.end_object();
-  return w.str();
+    pus.push_back({{"os", p.os}, {"core", p.core}, {"l3", p.l3}, {"numa", p.numa}, {"package", p.package}});
+  j["pus"] = std::move(pus);
+  return json_text(j);
 }
 
 }  // namespace keel

@@ -98,7 +98,8 @@ Result<Inventory> Inventory::open(const config::Spec& spec, const SysRoots& root
   inv.generations_.assign(inv.rules_.size(), UINT64_MAX);
 
   auto root = CgroupDir::open(inv.defining_, "/");
-  if (!root) return fail("cannot open cgroup hierarchy root", inv.defining_->mount.string(), root.error().err);
+  if (!root)
+    return fail("cannot open cgroup hierarchy root", inv.defining_->mount.string(), root.error().err);
   if (options.inotify) {
     inv.inotify_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
     inv.watching_ = inv.inotify_.valid() ? "inotify"
@@ -148,7 +149,8 @@ Node* Inventory::add(Node* parent, CgroupDir dir) {
 
 void Inventory::watch(Node* n) {
   if (!inotify_.valid()) return;
-  std::filesystem::path dir = n->dir.path() == "/" ? defining_->mount : defining_->mount / n->dir.path().substr(1);
+  std::filesystem::path dir =
+      n->dir.path() == "/" ? defining_->mount : defining_->mount / n->dir.path().substr(1);
   int wd = ::inotify_add_watch(inotify_.get(), dir.c_str(), kWatchMask);
   if (wd >= 0) {
     n->watch = wd;
@@ -157,7 +159,9 @@ void Inventory::watch(Node* n) {
   }
   if (errno == ENOSPC || errno == ENOMEM) {
     // Out of watches (fs.inotify.max_user_watches): every directory is listed each tick instead.
-    watching_ = "inotify watches ran out (fs.inotify.max_user_watches): every cgroup directory is re-listed each tick";
+    watching_ =
+        "inotify watches ran out (fs.inotify.max_user_watches): every cgroup directory is re-listed each "
+        "tick";
     for (auto& [w, node] : by_watch_) node->watch = -1;
     by_watch_.clear();
     inotify_.reset();
@@ -334,7 +338,8 @@ void Inventory::match(const std::function<bool(CgroupId)>& ran) {
     ins.cgroups.push_back(&n);
     ins.fresh = ins.fresh && n.joined == tick_;
   }
-  std::sort(instances_.begin(), instances_.end(), [](const Instance& a, const Instance& b) { return a.name < b.name; });
+  std::sort(instances_.begin(), instances_.end(),
+            [](const Instance& a, const Instance& b) { return a.name < b.name; });
   for (auto& ins : instances_)
     std::sort(ins.cgroups.begin(), ins.cgroups.end(),
               [](const Node* a, const Node* b) { return a->dir.path() < b->dir.path(); });
@@ -345,22 +350,51 @@ void Inventory::match(const std::function<bool(CgroupId)>& ran) {
 std::optional<Inventory::Place> Inventory::place(const Node& n, CgroupFile f) const {
   const CgroupHierarchy* h = hierarchy_for(layout_, *defining_, f);
   if (h == nullptr) return std::nullopt;
-  if (h == defining_.get() || (h->unified == defining_->unified && h->id == defining_->id)) return Place{&n.dir, {}};
+  if (is_defining(*h)) return Place{&n.dir, {}};
   const CgroupDir* root = root_of(*h);
   if (root == nullptr) return std::nullopt;
   return Place{root, std::string_view(n.dir.path()).substr(1)};
 }
 
+const CgroupDir* Inventory::hold(const Node& n, const CgroupHierarchy& h, const std::string& path) const {
+  for (const auto& d : n.held)
+    if (d->hierarchy().id == h.id && d->hierarchy().unified == h.unified && d->path() == path) return d.get();
+  std::erase_if(n.held, [&](const auto& d) {
+    return d->hierarchy().id == h.id && d->hierarchy().unified == h.unified;
+  });
+  const CgroupDir* root = root_of(h);
+  if (root == nullptr) return nullptr;
+  auto d = CgroupDir::open(root->hierarchy_ptr(), path);
+  if (!d) return nullptr;
+  n.held.push_back(std::make_unique<CgroupDir>(std::move(*d)));
+  return n.held.back().get();
+}
+
+const CgroupDir* Inventory::held(const Node& n, CgroupFile f) const {
+  const CgroupHierarchy* h = hierarchy_for(layout_, *defining_, f);
+  if (h == nullptr) return nullptr;
+  if (is_defining(*h)) return &n.dir;
+  return hold(n, *h, n.dir.path());
+}
+
+const CgroupDir* Inventory::cpuset_dir(const Node& n) const {
+  auto path = cpuset_cgroup(n);
+  if (!path) return nullptr;
+  if (is_defining(*cpuset_)) return &n.dir;
+  return hold(n, *cpuset_, *path);
+}
+
 std::optional<std::string> Inventory::cpuset_cgroup(const Node& n) const {
   if (cpuset_ == nullptr) return std::nullopt;
   const std::string& path = n.dir.path();
-  if (cpuset_ == defining_.get()) return path == "/" ? std::nullopt : std::optional<std::string>(path);
+  if (is_defining(*cpuset_)) return path == "/" ? std::nullopt : std::optional<std::string>(path);
   if (n.cpuset < 0 || due(n.cpuset_tick, n.dir.id())) {
     n.cpuset = 0;
     n.cpuset_tick = tick_;
     const CgroupDir* root = root_of(*cpuset_);
     struct stat st;
-    if (path != "/" && root != nullptr && ::fstatat(root->fd(), path.c_str() + 1, &st, 0) == 0 && S_ISDIR(st.st_mode)) {
+    if (path != "/" && root != nullptr && ::fstatat(root->fd(), path.c_str() + 1, &st, 0) == 0 &&
+        S_ISDIR(st.st_mode)) {
       n.cpuset = 1;
     } else if (auto procs = n.dir.read(CgroupFile::procs)) {
       // Not laid out alike (only some hierarchies have the cgroup): the cpuset of its first task.

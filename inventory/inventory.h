@@ -46,17 +46,21 @@ struct Node {
   mutable int8_t cpuset = -1;  // -1 not known, 0 none (the root's), 1 the same path, 2 `cpuset_path`
   mutable std::string cpuset_path;
   mutable uint64_t cpuset_tick = 0;
+  // Its cgroups in other hierarchies keel writes (v1 cpuset, cpu), held open once keel writes them.
+  mutable std::vector<std::unique_ptr<CgroupDir>> held;
 };
 
 struct Instance {
-  std::string name;                       // "redis", or "batch/job-1" for an `each` workload's
+  std::string name;  // "redis", or "batch/job-1" for an `each` workload's
   const config::WorkloadSpec* spec = nullptr;
-  std::vector<const Node*> cgroups;       // by path
-  bool fresh = false;                     // none of its cgroups was in it the tick before
+  std::vector<const Node*> cgroups;  // by path
+  bool fresh = false;                // none of its cgroups was in it the tick before
 };
 
 struct IdHash {
-  size_t operator()(const CgroupId& id) const { return std::hash<uint64_t>{}(id.inode * 1000003u + id.hierarchy); }
+  size_t operator()(const CgroupId& id) const {
+    return std::hash<uint64_t>{}(id.inode * 1000003u + id.hierarchy);
+  }
 };
 
 class Inventory {
@@ -68,7 +72,9 @@ class Inventory {
   };
   // The hierarchy that defines the spec's workloads, walked once. `spec` must outlive the inventory.
   static Result<Inventory> open(const config::Spec& spec, const SysRoots& roots, Options options);
-  static Result<Inventory> open(const config::Spec& spec, const SysRoots& roots) { return open(spec, roots, Options{}); }
+  static Result<Inventory> open(const config::Spec& spec, const SysRoots& roots) {
+    return open(spec, roots, Options{});
+  }
   Inventory(Inventory&&) noexcept;
   Inventory& operator=(Inventory&&) noexcept;
   ~Inventory();
@@ -115,6 +121,12 @@ class Inventory {
   // never a workload's).
   const CgroupHierarchy* cpuset_hierarchy() const { return cpuset_; }
   std::optional<std::string> cpuset_cgroup(const Node& n) const;
+  // For writing, held open: the cgroup's directory in the hierarchy of `f` (its own, or on v1 the same
+  // path in f's hierarchy, opened when first asked for and kept with the node), and the cpuset cgroup
+  // that governs it. None where there is none. forget_held() drops them (a write found them gone).
+  const CgroupDir* held(const Node& n, CgroupFile f) const;
+  const CgroupDir* cpuset_dir(const Node& n) const;
+  void forget_held(const Node& n) const { n.held.clear(); }
   // The root of a hierarchy keel reads, held open.
   const CgroupDir* root_of(const CgroupHierarchy& h) const;
   // Whether a fact read at `last` is due to be read again now (every refresh_ticks, staggered by id).
@@ -128,6 +140,10 @@ class Inventory {
   void watch(Node* n);
   bool drain_events();  // false: the queue overflowed
   bool holds_tasks(Node& n, const std::function<bool(CgroupId)>& ran);
+  const CgroupDir* hold(const Node& n, const CgroupHierarchy& h, const std::string& path) const;
+  bool is_defining(const CgroupHierarchy& h) const {
+    return h.unified == defining_->unified && h.id == defining_->id;
+  }
 
   SysRoots roots_;
   const config::Spec* spec_ = nullptr;
@@ -135,7 +151,8 @@ class Inventory {
   CgroupLayout layout_;
   std::shared_ptr<const CgroupHierarchy> defining_;
   const CgroupHierarchy* cpuset_ = nullptr;
-  std::vector<std::unique_ptr<CgroupDir>> roots_held_;  // of the hierarchies keel reads besides the defining one
+  std::vector<std::unique_ptr<CgroupDir>>
+      roots_held_;  // of the hierarchies keel reads besides the defining one
   std::unordered_map<CgroupId, Node, IdHash> nodes_;
   std::unordered_map<std::string_view, Node*> by_path_;  // views of the nodes' paths
   std::unordered_map<int, Node*> by_watch_;

@@ -231,7 +231,7 @@ TEST(InventoryTempTree, WhereEachFileIsReadAndTheCpusetThatGovernsACgroup) {
   ASSERT_NE(inv->cpuset_hierarchy(), nullptr);
   EXPECT_EQ(inv->cpuset_hierarchy()->id, 3u);
   EXPECT_EQ(inv->cpuset_cgroup(redis), "/svc/redis");  // laid out alike
-  EXPECT_EQ(inv->cpuset_cgroup(web), "/pinned");        // not: its first task's
+  EXPECT_EQ(inv->cpuset_cgroup(web), "/pinned");       // not: its first task's
   const Node* svc = inv->find(redis.parent->dir.id());
   ASSERT_NE(svc, nullptr);
   EXPECT_EQ(inv->cpuset_cgroup(*svc), "/svc");
@@ -273,8 +273,8 @@ TEST(InventoryTempTree, ARuleWhoseResolutionChangesIsMatchedAgain) {
   TempDir tmp;
   const SysRoots roots = v1_host(tmp);
   make_tree(tmp.path(), {{"run/app.pid", "4242\n"}});
-  const config::Spec spec =
-      spec_of("[[workload]]\nname = \"app\"\nmatch = { pid_file = \"" + (tmp.path() / "run/app.pid").string() + "\" }\n");
+  const config::Spec spec = spec_of("[[workload]]\nname = \"app\"\nmatch = { pid_file = \"" +
+                                    (tmp.path() / "run/app.pid").string() + "\" }\n");
   auto inv = Inventory::open(spec, roots);
   ASSERT_TRUE(inv);
   ASSERT_TRUE(inv->refresh_tree());

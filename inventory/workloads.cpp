@@ -395,6 +395,7 @@ bool MatchRules::selects(size_t i, std::string_view path) const {
 
 std::string MatchRules::instance_name(size_t i, std::string_view path) const {
   const NamedMatch& r = rules_[i].named;
+  if (r.match.by_path) return std::string(path);
   if (!r.match.each || path == "/") return r.name;
   return r.name + "/" + std::string(leaf(path));
 }
@@ -508,38 +509,34 @@ std::string format_workloads_text(const WorkloadReport& report) {
 
 std::string format_workloads_json(const WorkloadReport& report) {
   const CgroupHierarchy& h = report.hierarchy;
-  JsonWriter j;
-  j.begin_object().field("mode", to_string(report.mode));
-  j.key("hierarchy").begin_object();
-  j.field("name", h.name()).field("id", h.id).field("unified", h.unified).field("mount", h.mount.string());
-  j.key("controllers").begin_array();
-  for (const std::string& c : h.controllers) j.value(c);
-  j.end_array().end_object();
-  j.key("cgroups").begin_array();
+  Json j;
+  j["mode"] = to_string(report.mode);
+  j["hierarchy"] = {{"name", h.name()},
+                    {"id", h.id},
+                    {"unified", h.unified},
+                    {"mount", h.mount.string()},
+                    {"controllers", h.controllers}};
+  Json cgroups = Json::array();
   for (const WorkloadMatch& r : report.matches.cgroups) {
-    j.begin_object().field("path", r.path).field("id", r.id.str());
-    j.field("hierarchy", r.id.hierarchy).field("inode", static_cast<unsigned long long>(r.id.inode));
-    j.field("procs", r.nr_procs);
-    if (r.workload.empty()) {
-      j.key("workload").null().key("instance").null().key("selector").null();
-    } else {
-      j.field("workload", r.workload).field("instance", r.instance).field("selector", to_string(r.selector));
-    }
-    j.end_object();
+    Json c = {{"path", r.path},
+              {"id", r.id.str()},
+              {"hierarchy", r.id.hierarchy},
+              {"inode", r.id.inode},
+              {"procs", r.nr_procs}};
+    c["workload"] = r.workload.empty() ? Json(nullptr) : Json(r.workload);
+    c["instance"] = r.workload.empty() ? Json(nullptr) : Json(r.instance);
+    c["selector"] = r.workload.empty() ? Json(nullptr) : Json(to_string(r.selector));
+    cgroups.push_back(std::move(c));
   }
-  j.end_array();
-  j.key("workloads").begin_array();
-  for (const WorkloadSummary& w : report.matches.workloads) {
-    j.begin_object().field("name", w.name).field("cgroups", w.cgroups).field("procs", w.procs);
-    if (w.note.empty()) {
-      j.key("note").null();
-    } else {
-      j.field("note", w.note);
-    }
-    j.end_object();
-  }
-  j.end_array().end_object();
-  return j.str();
+  j["cgroups"] = std::move(cgroups);
+  Json workloads = Json::array();
+  for (const WorkloadSummary& w : report.matches.workloads)
+    workloads.push_back({{"name", w.name},
+                         {"cgroups", w.cgroups},
+                         {"procs", w.procs},
+                         {"note", w.note.empty() ? Json(nullptr) : Json(w.note)}});
+  j["workloads"] = std::move(workloads);
+  return json_text(j);
 }
 
 }  // namespace keel

@@ -2,15 +2,21 @@
 // controllers): a plan's desired values are written through the journaled writer, knobs the plan stops
 // setting go back to the values found, an instance that vanished gets its knobs back, and observe mode
 // changes no byte.
-#include "controller/reconciler.h"
+#include "loop/reconciler.h"
 
 #include <gtest/gtest.h>
 
 #include "actuators/journal.h"
+#include "config/config.h"
 #include "host/fileio.h"
 #include "tests/support/tmp_tree.h"
 
-namespace keel::ctl {
+namespace keel::loop {
+
+using ctl::KnobState;
+using ctl::Plan;
+using ctl::Snapshot;
+using ctl::WorkloadSignals;
 namespace {
 
 using testing::slurp;
@@ -22,6 +28,8 @@ class ReconcilerV2Tree : public ::testing::Test {
   void SetUp() override {
     std::vector<std::pair<std::string, std::string>> files = {
         {"proc/sys/kernel/random/boot_id", "11111111-2222\n"},
+        {"proc/self/mountinfo", "41 23 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"},
+        {"proc/cgroups", "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t0\t3\t1\n"},
         {"sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n"},
         {"sys/fs/cgroup/cgroup.procs", "1\n"},
         {"sys/fs/cgroup/cpuset.cpus.effective", "0-7\n"},
@@ -47,6 +55,16 @@ class ReconcilerV2Tree : public ::testing::Test {
     ASSERT_TRUE(topo) << topo.error().message();
     topo_ = *topo;
     cfg_.actuators.cpuset = cfg_.actuators.cpu_weight = true;
+    for (const char* name : {"crit", "batch"}) {
+      config::Workload w;
+      w.name = name;
+      w.klass =
+          std::string(name) == "crit" ? config::WorkloadClass::critical : config::WorkloadClass::best_effort;
+      w.match.cgroup = std::string("/svc/") + name;
+      cfg_.workloads.push_back(w);
+    }
+    spec_ = config::compile(cfg_, topo_.online());
+    inv_ = inventory(spec_);
     snap_.tick = 1;
     snap_.workloads = {signals("crit", true, "/svc/crit"), signals("batch", false, "/svc/batch")};
   }
@@ -59,6 +77,14 @@ class ReconcilerV2Tree : public ::testing::Test {
     return w;
   }
   std::string file(const std::string& rel) { return slurp(roots_.cgroup / rel); }
+  // The inventory of `spec`'s workloads over the tree, matched as a tick matches it.
+  std::unique_ptr<inv::Inventory> inventory(const config::Spec& spec) {
+    auto inv = inv::Inventory::open(spec, roots_);
+    EXPECT_TRUE(inv) << inv.error().message();
+    EXPECT_TRUE(inv->refresh_tree());
+    inv->match({});
+    return std::make_unique<inv::Inventory>(std::move(*inv));
+  }
   // The plan of a victim given CPUs 0-1 and double weight, best-effort work moved to the rest.
   static Plan acting() {
     Plan p;
@@ -73,6 +99,8 @@ class ReconcilerV2Tree : public ::testing::Test {
   CgroupLayout layout_;
   Topology topo_;
   config::Config cfg_;
+  config::Spec spec_;
+  std::unique_ptr<inv::Inventory> inv_;
   Snapshot snap_;
 };
 
@@ -80,8 +108,8 @@ TEST_F(ReconcilerV2Tree, WritesThePlanThenGivesBackWhatThePlanNoLongerSets) {
   auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
   ASSERT_TRUE(j) << j.error().message();
   act::KnobWriter w(roots_, act::Mode::enforce, &*j);
-  Reconciler r(cfg_, layout_, h_, topo_, w);
-  auto done = r.apply(acting(), snap_);
+  Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
+  auto done = r.apply(acting(), snap_, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "2-7");
@@ -90,19 +118,19 @@ TEST_F(ReconcilerV2Tree, WritesThePlanThenGivesBackWhatThePlanNoLongerSets) {
   EXPECT_EQ(done.changes.size(), 4u);
   EXPECT_EQ(j->entries().size(), 4u);  // each original journaled before its write
   // The same plan again writes nothing.
-  EXPECT_TRUE(r.apply(acting(), snap_).changes.empty());
+  EXPECT_TRUE(r.apply(acting(), snap_, *inv_).changes.empty());
 
   // The victim's weight is given back; its CPUs stay.
   Plan p = acting();
   p.desired["crit"].shares.reset();
-  auto back = r.apply(p, snap_);
+  auto back = r.apply(p, snap_, *inv_);
   ASSERT_EQ(back.changes.size(), 1u);
   EXPECT_EQ(back.changes[0].path.str(), "cgroup:svc/crit/cpu.weight");
   EXPECT_EQ(file("svc/crit/cpu.weight"), "100");
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
 
   // Nothing desired: every knob as found, with the host running on (the journal stays for exit).
-  auto none = r.apply(Plan{}, snap_);
+  auto none = r.apply(Plan{}, snap_, *inv_);
   EXPECT_TRUE(none.errors.empty()) << none.errors.front();
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-7");
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");
@@ -114,15 +142,19 @@ TEST_F(ReconcilerV2Tree, AVanishedInstancesKnobsGoBackWhileItsCgroupRemains) {
   auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
   ASSERT_TRUE(j);
   act::KnobWriter w(roots_, act::Mode::enforce, &*j);
-  Reconciler r(cfg_, layout_, h_, topo_, w);
-  ASSERT_TRUE(r.apply(acting(), snap_).errors.empty());
+  Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
+  ASSERT_TRUE(r.apply(acting(), snap_, *inv_).errors.empty());
   // batch no longer matches (its config rule changed, or it is between containers): the plan and the
   // snapshot lose it, its cgroup is still there.
   Snapshot s = snap_;
   s.workloads.pop_back();
   Plan p = acting();
   p.desired.erase("batch");
-  auto done = r.apply(p, s);
+  config::Config only_crit = cfg_;
+  only_crit.workloads.pop_back();
+  const config::Spec spec = config::compile(only_crit, topo_.online());
+  auto without_batch = inventory(spec);
+  auto done = r.apply(p, s, *without_batch);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");
   EXPECT_EQ(file("svc/batch/cpu.weight"), "100");
@@ -132,8 +164,8 @@ TEST_F(ReconcilerV2Tree, AVanishedInstancesKnobsGoBackWhileItsCgroupRemains) {
 TEST_F(ReconcilerV2Tree, ObserveComputesTheWritesAndChangesNoByte) {
   auto before = testing::tree_files(t_.path());
   act::KnobWriter w(roots_, act::Mode::observe, nullptr);
-  Reconciler r(cfg_, layout_, h_, topo_, w);
-  auto done = r.apply(acting(), snap_);
+  Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
+  auto done = r.apply(acting(), snap_, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   ASSERT_EQ(done.changes.size(), 4u);
   for (const auto& c : done.changes) EXPECT_FALSE(c.written) << c.path.str();
@@ -144,10 +176,10 @@ TEST_F(ReconcilerV2Tree, AnInvalidPlanIsReportedAndWritesNoCpuset) {
   auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
   ASSERT_TRUE(j);
   act::KnobWriter w(roots_, act::Mode::enforce, &*j);
-  Reconciler r(cfg_, layout_, h_, topo_, w);
+  Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
   Plan p = acting();
   p.desired["batch"].cpus = CpuSet();  // empty for a cgroup with tasks: refused before any write
-  auto done = r.apply(p, snap_);
+  auto done = r.apply(p, snap_, *inv_);
   ASSERT_FALSE(done.errors.empty());
   EXPECT_NE(done.errors.front().find("cpusets"), std::string::npos) << done.errors.front();
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-7\n");
@@ -182,8 +214,8 @@ TEST_F(ReconcilerV2Tree, NamedIrqsLeaveCriticalCpusAndComeBack) {
   auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
   ASSERT_TRUE(j);
   act::KnobWriter w(roots_, act::Mode::enforce, &*j);
-  Reconciler r(cfg_, layout_, h_, topo_, w);
-  auto done = r.apply(acting(), snap_);  // crit holds 0-1
+  Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
+  auto done = r.apply(acting(), snap_, *inv_);  // crit holds 0-1
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   auto irq = [&](int n) {
     return std::string(trim(slurp(roots_.proc / "irq" / std::to_string(n) / "smp_affinity_list")));
@@ -192,11 +224,11 @@ TEST_F(ReconcilerV2Tree, NamedIrqsLeaveCriticalCpusAndComeBack) {
   EXPECT_EQ(irq(26), "2-7");  // only critical CPUs left: every other CPU
   EXPECT_EQ(irq(24), "0-7");  // not named
   EXPECT_EQ(irq(27), "0-7");
-  auto back = r.apply(Plan{}, snap_);
+  auto back = r.apply(Plan{}, snap_, *inv_);
   EXPECT_TRUE(back.errors.empty()) << back.errors.front();
   EXPECT_EQ(irq(25), "0-3");
   EXPECT_EQ(irq(26), "1");
 }
 
 }  // namespace
-}  // namespace keel::ctl
+}  // namespace keel::loop

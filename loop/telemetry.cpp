@@ -1,4 +1,4 @@
-#include "controller/telemetry.h"
+#include "loop/telemetry.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,10 @@
 
 #include "host/fileio.h"
 
-namespace keel::ctl {
+namespace keel::loop {
+
+using ctl::Action;
+using ctl::Knob;
 
 namespace {
 
@@ -18,9 +21,9 @@ void fill_counts(metrics::WorkloadReport& r, const SensedCounts::Counts& c, bool
   r.migrations = c.migrations;
   r.cross_llc = c.cross_llc;
   r.cross_numa = c.cross_numa;
-  if (pmu) {  // hardware_counters(): cache misses, references, instructions, cycles
-    r.cache_misses = c.counters[0];
-    r.instructions = c.counters[2];
+  if (pmu) {
+    r.cache_misses = bpf::count_of(c.counters, bpf::Counter::cache_misses);
+    r.instructions = bpf::count_of(c.counters, bpf::Counter::instructions);
   }
 }
 
@@ -39,7 +42,8 @@ const char* direction(Action::Kind k) {
 }  // namespace
 
 SensorView sensor_view(const Sensing& sensing) {
-  return SensorView{sensing.counts(), sensing.pmu(), sensing.prog_stats(), sensing.cost()};
+  return SensorView{sensing.counts(), sensing.sensor().pmu(), sensing.sensor().prog_stats(),
+                    sensing.sensor().cost()};
 }
 
 metrics::Setup metrics_setup(const config::Spec& spec, bool observe, bool pmu, std::string version) {
@@ -61,8 +65,8 @@ metrics::Setup metrics_setup(const config::Spec& spec, bool observe, bool pmu, s
   return s;
 }
 
-metrics::TickReport tick_report(const config::Spec& spec, const Snapshot& snap, const SensorView& sensor,
-                                const Plan& plan, const Reconciled& done, const TickMeta& meta) {
+metrics::TickReport tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
+                                const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta) {
   metrics::TickReport t;
   const SensedCounts& counts = sensor.counts;
   for (const auto& w : snap.workloads) {
@@ -157,4 +161,4 @@ std::optional<ProcessUsage> process_usage(const SysRoots& roots) {
   return ProcessUsage{(*utime + *stime) / hz, resident * page};
 }
 
-}  // namespace keel::ctl
+}  // namespace keel::loop

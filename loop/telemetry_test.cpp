@@ -2,14 +2,23 @@
 // CPU usage to CPU-seconds), which workloads get SLO gauges, knob values in effect (nothing keel did
 // not set in observe mode), counts per instance and for unmatched cgroups, action names; and keel's
 // own CPU and memory from proc files in the kernel's format, malformed ones refused.
-#include "controller/telemetry.h"
+#include "loop/telemetry.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include "tests/support/tmp_tree.h"
 
-namespace keel::ctl {
+namespace keel::loop {
+
+using ctl::Action;
+using ctl::Interference;
+using ctl::Knob;
+using ctl::KnobState;
+using ctl::Plan;
+using ctl::Snapshot;
+using ctl::WorkloadSignals;
+using ctl::WorkloadView;
 namespace {
 
 using namespace std::chrono_literals;
@@ -196,4 +205,4 @@ TEST(ProcessUsageTree, ReadsCpuTimeAndResidentMemoryAndRefusesMalformedFiles) {
 }
 
 }  // namespace
-}  // namespace keel::ctl
+}  // namespace keel::loop

@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "config/spec.h"
 #include "controller/controller.h"
-#include "controller/reconciler.h"
-#include "controller/sensing.h"
 #include "controller/snapshot.h"
 #include "host/sys_roots.h"
+#include "loop/reconciler.h"
+#include "loop/sensing.h"
 #include "metrics/metrics.h"
 
-namespace keel::ctl {
+namespace keel::loop {
 
 // What the sensor adds to a Snapshot for the metrics (the counts by reference: the latest sample's).
 struct SensorView {
@@ -46,7 +46,7 @@ struct TickMeta {
 
 // Knob values are what is in effect: cpus and shares as sensed; L3 ways, bandwidth and steal_task as
 // keel set them (enforce mode only: in observe mode keel set nothing and does not read them).
-metrics::TickReport tick_report(const config::Spec& spec, const Snapshot& snap, const SensorView& sensor,
-                                const Plan& plan, const Reconciled& done, const TickMeta& meta);
+metrics::TickReport tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
+                                const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta);
 
-}  // namespace keel::ctl
+}  // namespace keel::loop

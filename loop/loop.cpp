@@ -1,0 +1,257 @@
+#include "loop/loop.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "actuators/journal.h"
+#include "actuators/sched_features.h"
+#include "actuators/session.h"
+#include "controller/trace.h"
+#include "host/resctrl_info.h"
+#include "loop/telemetry.h"
+
+namespace keel::loop {
+
+namespace {
+
+void log(const std::string& line) {
+  std::fprintf(stderr, "keel: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string status_line(const ctl::Plan& plan, const ctl::Snapshot& snap) {
+  std::string out;
+  for (const auto& w : snap.workloads) {
+    if (!w.critical) continue;
+    auto v = plan.workloads.find(w.instance);
+    if (v == plan.workloads.end()) continue;
+    char b[160];
+    std::snprintf(b, sizeof b, "%s%s p99 %.0f us (tick %.0f us, %llu waits) slack %.2f rung %u%s",
+                  out.empty() ? "" : "; ", w.instance.c_str(), v->second.p99_us, w.rq_p99_us,
+                  static_cast<unsigned long long>(w.rq_waits), v->second.slack, v->second.rung,
+                  v->second.violated ? " VIOLATED" : "");
+    out += b;
+  }
+  if (out.empty()) {  // no critical workload: the busiest waiters, for a first look
+    std::vector<const ctl::WorkloadSignals*> order;
+    for (const auto& w : snap.workloads) order.push_back(&w);
+    std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->rq_p99_us > b->rq_p99_us; });
+    for (size_t i = 0; i < order.size() && i < 5; ++i) {
+      char b[160];
+      std::snprintf(b, sizeof b, "%s%s p99 %.0f us (%llu waits)", i ? "; " : "", order[i]->instance.c_str(),
+                    order[i]->rq_p99_us, static_cast<unsigned long long>(order[i]->rq_waits));
+      out += b;
+    }
+    if (out.empty()) out = "no workload matched";
+  }
+  return out;
+}
+
+}  // namespace
+
+void drop_missing(config::Config& cfg, const SysRoots& roots, const std::function<void(const std::string&)>& say) {
+  if (cfg.actuators.resctrl) {
+    auto info = read_resctrl_info(roots.resctrl);
+    if (!info || !info->has_value()) {
+      say("resctrl is not mounted at " + roots.resctrl.string() +
+          ": the L3-ways and memory-bandwidth steps are off");
+      cfg.actuators.resctrl = false;
+    }
+  }
+  if (cfg.actuators.steal_task) {
+    auto p = act::probe_sched_feature(roots, act::kSteal);
+    if (!p || p->state == act::FeatureState::unsupported) {
+      say("steal_task is unavailable (" + (p ? p->why : p.error().message()) + "): the steal_task step is off");
+      cfg.actuators.steal_task = false;
+    }
+  }
+}
+
+void raise_open_files_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
+// ---- The loop ----
+
+Loop::Loop(Parts parts)
+    : p_(std::move(parts)), controller_(p_.spec, p_.topo), reconciler_(p_.spec, p_.topo, *p_.writer) {}
+
+void Loop::run(Events& events, bool once) {
+  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(p_.spec.period);
+  auto next = std::chrono::steady_clock::now() + period;
+  for (uint64_t n = 1;; ++n) {
+    if (events.wait_until(next) == Events::Wake::stop) break;
+    next += period;
+    if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now() + period;  // fell behind
+    tick(n);
+    if (once) break;
+  }
+}
+
+void Loop::tick(uint64_t n) {
+  const char* mode = p_.observe ? "observe" : "enforce";
+  const std::string head = "tick " + std::to_string(n) + " ";
+  const auto started = std::chrono::steady_clock::now();
+  // Sense.
+  auto snap = p_.sensing->sample(n);
+  if (!snap) {
+    log(head + "sensing failed: " + snap.error().message());
+    p_.metrics->sensing_failed(seconds_since(started), unix_now());
+    return;
+  }
+  // Decide, act.
+  ctl::Plan plan = controller_.step(*snap);
+  auto done = reconciler_.apply(plan, *snap, p_.sensing->inventory());
+  p_.sensing->touched(done.touched);
+  // Publish: status when a critical workload's state turns (or every tick with --verbose), then the
+  // decisions, then what was written (or would be); the metrics.
+  bool turned = false;
+  for (const auto& [inst, v] : plan.workloads) {
+    auto [it, added] = violated_.try_emplace(inst, false);
+    if (it->second != v.violated) turned = true;
+    it->second = v.violated;
+  }
+  std::erase_if(violated_, [&](const auto& e) { return !plan.workloads.contains(e.first); });
+  if (turned || p_.verbose) log(head + mode + " status " + status_line(plan, *snap));
+  std::string decisions = ctl::format_actions(plan, mode);
+  for (size_t i = 0; i < decisions.size();) {
+    size_t e = decisions.find('\n', i);
+    log(decisions.substr(i, e - i));
+    i = e + 1;
+  }
+  for (const auto& c : done.changes)
+    log(head + mode + (p_.observe ? " would write " : " wrote ") + c.path.str() + ": " +
+        (c.from.empty() ? "\"\"" : c.from) + " -> " + c.to);
+  for (const auto& note : done.notes) log(head + "note: " + note);
+  for (const auto& e : done.errors) log(head + "error: " + e);
+  p_.metrics->publish(tick_report(p_.spec, *snap, sensor_view(*p_.sensing), plan, done,
+                                  {p_.observe, seconds_since(started), unix_now(), process_usage(p_.roots)}));
+  // Record.
+  if (p_.record != nullptr && p_.record->is_open()) {
+    *p_.record << ctl::to_json_line(*snap) << '\n';
+    p_.record->flush();
+  }
+}
+
+// ---- keel run ----
+
+int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
+  constexpr int kOk = 0, kFailure = 1;
+  // Before any thread starts: stop signals become events.
+  auto events = Events::open();
+  if (!events) {
+    log("run: " + events.error().message());
+    return kFailure;
+  }
+  const bool observe = o.observe || cfg.daemon.mode == config::Mode::observe;
+  const char* mode = observe ? "observe" : "enforce";
+  const std::filesystem::path state = o.state.value_or(cfg.daemon.state_dir);
+  auto topo = Topology::detect(roots);
+  if (!topo) {
+    log("run: " + topo.error().message());
+    return kFailure;
+  }
+  drop_missing(cfg, roots, log);
+
+  // The metrics endpoint before anything else: a taken port stops keel before it changes a thing
+  // (or truncates a trace). Only a journal a crashed keel left is still restored (enforce mode).
+  const std::string listen = o.metrics_listen.value_or(cfg.daemon.metrics_listen);
+  const std::string listen_source = o.metrics_listen ? "--metrics-listen " + *o.metrics_listen
+                                                     : "daemon.metrics_listen = \"" + cfg.daemon.metrics_listen + "\"";
+  std::unique_ptr<metrics::Endpoint> endpoint;
+  if (listen != "off") {
+    auto e = metrics::Endpoint::listen(listen);
+    if (!e) {
+      log("run: metrics: " + listen_source + ": " + e.error().message());
+      if (!observe && act::journal_exists(state)) {
+        auto s = act::Session::start(roots, state, act::Mode::enforce);
+        if (s) {
+          s->finish();
+          log("run: restored what a previous keel left changed (" + std::to_string(s->recovered().restored) +
+              " knobs) before stopping");
+        } else {
+          log("run: " + s.error().message());
+        }
+      }
+      return kFailure;
+    }
+    endpoint = std::move(*e);
+  }
+
+  std::ofstream record;
+  if (o.record) {
+    record.open(*o.record, std::ios::trunc);
+    if (!record) {
+      log("run: cannot write the trace " + *o.record);
+      return kFailure;
+    }
+  }
+  // The session first: a journal a crashed keel left behind is restored before anything is sensed.
+  auto session = act::Session::start(roots, state, observe ? act::Mode::observe : act::Mode::enforce);
+  if (!session) {
+    log("run: " + session.error().message());
+    return kFailure;
+  }
+  if (session->recovered_entries() > 0) {
+    const auto& r = session->recovered();
+    log("restored what a previous keel left changed: " + std::to_string(r.restored) + " restored, " +
+        std::to_string(r.unchanged) + " unchanged, " + std::to_string(r.gone) + " gone, " +
+        std::to_string(r.failed.size()) + " failed");
+    for (const auto& e : r.failed) log("restore: " + e.message());
+    if (!r.failed.empty()) {
+      log("run: not starting while knobs of a previous run could not be restored (see above; keel restore "
+          "retries)");
+      return kFailure;
+    }
+  }
+  raise_open_files_limit();
+  config::Spec spec = config::compile(cfg, topo->online());
+  auto sensing = Sensing::open(spec, roots, *topo, o.stats);
+  if (!sensing) {
+    log("run: " + sensing.error().message());
+    return kFailure;
+  }
+  metrics::Metrics metrics(metrics_setup(spec, observe, sensing->sensor().pmu(), o.version));
+  if (endpoint) endpoint->serve(metrics);
+  size_t critical = 0;
+  for (const auto& w : spec.workloads) critical += w.critical;
+  log(std::string("run: ") + mode + ", period " + config::format_duration(spec.period) + ", " +
+      std::to_string(spec.workloads.size()) + " workloads (" + std::to_string(critical) + " critical), hierarchy " +
+      sensing->inventory().defining().name() + " (" + std::to_string(sensing->inventory().cgroups()) +
+      " cgroups, " + sensing->inventory().watching() + "), sensors " + bpf::to_string(sensing->sensor().attach()) +
+      ", cache counters " + sensing->sensor().counters_note() + ", state " + state.string() +
+      (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
+
+  Loop loop({spec, observe, o.verbose, *topo, &*sensing, &session->writer(), &metrics, &record, roots});
+  loop.run(*events, o.once);
+
+  int rc = kOk;
+  auto back = session->finish();
+  if (!observe || back.restored + back.failed.size() > 0)
+    log("run: stopped; " + std::to_string(back.restored) + " knobs restored, " + std::to_string(back.unchanged) +
+        " already at their original value, " + std::to_string(back.gone) + " gone, " + std::to_string(back.kept) +
+        " kept, " + std::to_string(back.failed.size()) + " failed");
+  for (const auto& e : back.failed) log("restore: " + e.message());
+  if (!back.failed.empty()) {
+    log("run: the failed knobs stay journaled in " + state.string() + "; run keel restore");
+    rc = kFailure;
+  }
+  return rc;
+}
+
+}  // namespace keel::loop

@@ -1,0 +1,359 @@
+#include "loop/reconciler.h"
+
+#include <algorithm>
+
+#include "actuators/cgroup_knobs.h"
+#include "actuators/irq.h"
+#include "actuators/sched_features.h"
+#include "host/fileio.h"
+
+namespace keel::loop {
+
+namespace {
+
+using ctl::Plan;
+using ctl::Snapshot;
+
+const ctl::WorkloadSignals* find(const Snapshot& s, const std::string& inst) {
+  for (const auto& w : s.workloads)
+    if (w.instance == inst) return &w;
+  return nullptr;
+}
+
+// The cgroups of an instance, from this tick's inventory (whose instances are in name order).
+const std::vector<const inv::Node*>& nodes_of(const inv::Inventory& inv, const std::string& instance) {
+  static const std::vector<const inv::Node*> kNone;
+  const auto& all = inv.instances();
+  auto it = std::lower_bound(all.begin(), all.end(), instance,
+                             [](const inv::Instance& i, const std::string& name) { return i.name < name; });
+  return it != all.end() && it->name == instance ? it->cgroups : kNone;
+}
+
+// "batch/job-1" -> "keel-batch-job-1": a resctrl group name (one directory level).
+std::string group_name(const std::string& inst) {
+  std::string g = "keel-" + inst;
+  std::replace(g.begin(), g.end(), '/', '-');
+  return g;
+}
+
+// The cgroup at `path` of `h` if it still is the one with `id` (else it is gone, or another one came
+// under its name: not keel's to give anything back to).
+std::optional<CgroupDir> same_cgroup(const CgroupHierarchy& h, const std::string& path, CgroupId id) {
+  auto d = CgroupDir::open(h, path);
+  if (!d || d->id() != id) return std::nullopt;
+  return std::move(*d);
+}
+
+}  // namespace
+
+Reconciler::Reconciler(config::Spec spec, Topology topo, act::KnobWriter& w)
+    : spec_(std::move(spec)), topo_(std::move(topo)), w_(&w) {}
+
+void Reconciler::note(Reconciled& out, const std::string& n) {
+  if (std::find(said_.begin(), said_.end(), n) != said_.end()) return;
+  said_.push_back(n);
+  out.notes.push_back(n);
+}
+
+Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::Inventory& inv) {
+  Reconciled out;
+  if (spec_.actuators.cpuset) cpus(plan, inv, out);
+  if (spec_.actuators.cpu_weight) weights(plan, inv, out);
+  if (spec_.actuators.resctrl) resctrl(plan, snap, inv, out);
+  if (spec_.actuators.steal_task) steal(plan, out);
+  if (spec_.actuators.irq_affinity) irqs(plan, snap, out);
+  out.changes = w_->take_changes();
+  return out;
+}
+
+// Every managed cgroup's cpuset in one ordered set of writes: the plan's CPUs, or as found for a
+// cgroup keel changed before and the plan no longer sets.
+void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& out) {
+  const CgroupHierarchy* cs = inv.cpuset_hierarchy();
+  if (cs == nullptr) {
+    bool wanted = std::any_of(plan.desired.begin(), plan.desired.end(),
+                              [](const auto& d) { return d.second.cpus.has_value(); });
+    if (wanted)
+      note(out, "no cpuset controller on " + inv.defining().name() + ": CPU placement is not applied");
+    return;
+  }
+  std::vector<act::CpusetTarget> targets;
+  std::vector<CgroupId> ids;     // targets[i]'s cpuset cgroup
+  std::vector<CgroupId> owners;  // and the inventory's cgroup it is for
+  std::vector<CgroupId> given_back;
+  std::map<CgroupId, bool> seen;
+  std::vector<CgroupDir> reopened;  // cgroups of vanished instances, held for this apply
+  reopened.reserve(found_cpus_.size());
+  for (const inv::Instance& ins : inv.instances()) {
+    auto d = plan.desired.find(ins.name);
+    std::optional<CpuSet> want = d != plan.desired.end() ? d->second.cpus : std::nullopt;
+    if (!want && found_cpus_.empty()) continue;
+    for (const inv::Node* n : ins.cgroups) {
+      const CgroupDir* dir = inv.cpuset_dir(*n);
+      if (dir == nullptr) {
+        if (want)
+          note(out, "no cpuset cgroup of its own for " + ins.name + " (" + n->dir.path() +
+                        "): its CPUs are not changed");
+        continue;
+      }
+      const CgroupId id = dir->id();
+      if (seen[id]) continue;  // two workload cgroups in one cpuset cgroup: the first one's wish
+      seen[id] = true;
+      if (want) {
+        if (!found_cpus_.contains(id)) {
+          auto cur = dir->read(CgroupFile::cpus);
+          if (!cur) {
+            out.errors.push_back("cpus of " + ins.name + ": " + cur.error().message());
+            inv.forget_held(*n);
+            continue;
+          }
+          found_cpus_[id] = {dir->path(), std::string(trim(*cur))};
+        }
+        targets.push_back({dir->path(), *want, std::nullopt, dir});
+        ids.push_back(id);
+        owners.push_back(n->dir.id());
+      } else if (auto f = found_cpus_.find(id); f != found_cpus_.end()) {
+        auto set = CpuSet::parse_list(f->second.value);
+        if (set && !set->empty()) {
+          targets.push_back({dir->path(), *set, std::nullopt, dir});
+          ids.push_back(id);
+          owners.push_back(n->dir.id());
+        }
+        given_back.push_back(id);  // found empty: left to `keel restore` (it had no tasks then)
+      }
+    }
+  }
+  // Cgroups keel changed whose instance is gone: their cpusets go back too, if they are still there.
+  for (const auto& [id, f] : found_cpus_) {
+    if (seen.contains(id)) continue;
+    given_back.push_back(id);
+    auto dir = same_cgroup(*cs, f.path, id);
+    auto set = CpuSet::parse_list(f.value);
+    if (!dir || !set || set->empty()) continue;
+    reopened.push_back(std::move(*dir));
+    targets.push_back({f.path, *set, std::nullopt, &reopened.back()});
+    ids.push_back(id);
+    owners.push_back(CgroupId{});
+  }
+  auto forget = [&] {
+    for (const CgroupId& g : given_back) found_cpus_.erase(g);
+  };
+  if (targets.empty()) return forget();
+  auto r = act::apply_cpusets(*w_, *cs, targets, topo_.online());
+  if (!r) {
+    out.errors.push_back("cpusets: " + r.error().message());
+    return;
+  }
+  for (size_t i = 0; i < r->size() && i < owners.size(); ++i)
+    if ((*r)[i].changed && owners[i] != CgroupId{}) out.touched.push_back(owners[i]);
+  forget();
+}
+
+void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled& out) {
+  const CgroupHierarchy* cpu = hierarchy_for(inv.layout(), inv.defining(), CgroupFile::weight);
+  if (cpu == nullptr || !cpu->has("cpu")) {
+    bool wanted = std::any_of(plan.desired.begin(), plan.desired.end(),
+                              [](const auto& d) { return d.second.shares.has_value(); });
+    if (wanted) note(out, "no cpu controller on " + inv.defining().name() + ": CPU weights are not applied");
+    return;
+  }
+  const auto mapping = spec_.actuators.weight_mapping;
+  std::map<CgroupId, bool> seen;
+  for (const inv::Instance& ins : inv.instances()) {
+    auto d = plan.desired.find(ins.name);
+    // Plain values: g++ 12 sees a maybe-uninitialized optional here (a false positive at -O2).
+    const bool want = d != plan.desired.end() && d->second.shares.has_value();
+    const uint64_t shares = want ? *d->second.shares : 0;
+    if (!want && found_weight_.empty()) continue;
+    for (const inv::Node* n : ins.cgroups) {
+      if (n->dir.path() == "/") continue;
+      const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
+      if (dir == nullptr) {
+        if (want)
+          note(out, "no " + std::string(cgroup_file_name(CgroupFile::weight, *cpu)) + " for " + ins.name +
+                        " (" + n->dir.path() + "): its weight is not changed");
+        continue;
+      }
+      const CgroupId id = dir->id();
+      seen[id] = true;
+      if (want) {
+        if (!found_weight_.contains(id)) {
+          auto cur = dir->read(CgroupFile::weight);
+          if (!cur) {
+            note(out, "no " + std::string(dir->name(CgroupFile::weight)) + " for " + ins.name + " (" +
+                          n->dir.path() + "): its weight is not changed");
+            inv.forget_held(*n);
+            continue;
+          }
+          found_weight_[id] = {dir->path(), std::string(trim(*cur))};
+        }
+        auto r = act::set_cpu_weight(*w_, *dir, shares, mapping);
+        if (!r)
+          out.errors.push_back("weight of " + ins.name + ": " + r.error().message());
+        else if (*r)
+          out.touched.push_back(n->dir.id());
+      } else if (auto f = found_weight_.find(id); f != found_weight_.end()) {
+        auto r = w_->set(*dir, CgroupFile::weight, f->second.value);
+        if (!r) {
+          out.errors.push_back("weight of " + ins.name + " back to " + f->second.value + ": " +
+                               r.error().message());
+        } else {
+          if (*r) out.touched.push_back(n->dir.id());
+          found_weight_.erase(f);
+        }
+      }
+    }
+  }
+  for (auto it = found_weight_.begin(); it != found_weight_.end();) {
+    if (seen.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    // Its instance is gone: put the weight back if the cgroup is still there (the same one).
+    if (auto dir = same_cgroup(*cpu, it->second.path, it->first))
+      if (auto r = w_->set(*dir, CgroupFile::weight, it->second.value); !r)
+        out.errors.push_back("weight of " + it->second.path + ": " + r.error().message());
+    it = found_weight_.erase(it);
+  }
+}
+
+void Reconciler::resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv,
+                         Reconciled& out) {
+  if (!resctrl_opened_) {
+    resctrl_opened_ = true;
+    auto r = act::Resctrl::open(*w_);
+    if (!r)
+      out.errors.push_back("resctrl: " + r.error().message());
+    else if (!*r)
+      note(out, "resctrl is not mounted: L3 ways and memory bandwidth are not applied");
+    else
+      resctrl_.emplace(std::move(**r));
+  }
+  if (!resctrl_) return;
+  for (const auto& w : snap.workloads) {
+    auto d = plan.desired.find(w.instance);
+    if (d == plan.desired.end() || (!d->second.l3_ways && !d->second.mba_percent)) continue;
+    act::ResctrlGroupSpec spec;
+    spec.name = group_name(w.instance);
+    spec.l3_ways = d->second.l3_ways;
+    if (d->second.mba_percent) {
+      if (resctrl_->info().mba_mbps)
+        note(out, "resctrl is mounted with mba_MBps: MBA percentages are not applied");
+      else
+        spec.mb_percent = d->second.mba_percent;
+    }
+    auto applied = resctrl_->apply(spec);
+    if (!applied) {
+      out.errors.push_back("resctrl group " + spec.name + ": " + applied.error().message());
+      continue;
+    }
+    groups_[w.instance] = spec.name;
+    std::vector<int> tids;
+    for (const inv::Node* n : nodes_of(inv, w.instance)) {
+      auto text = n->dir.read(CgroupFile::threads);
+      if (!text) continue;
+      for (size_t i = 0; i < text->size();) {
+        size_t e = text->find('\n', i);
+        if (e == std::string::npos) e = text->size();
+        if (e > i) tids.push_back(std::atoi(text->substr(i, e - i).c_str()));
+        i = e + 1;
+      }
+    }
+    if (auto s = resctrl_->sync_tasks(spec.name, tids); !s)
+      out.errors.push_back("resctrl group " + spec.name + " tasks: " + s.error().message());
+  }
+  // Groups no longer wanted (given back, or their instance gone): removed, their tasks and ways go back.
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    auto d = plan.desired.find(it->first);
+    bool wanted =
+        d != plan.desired.end() && (d->second.l3_ways || d->second.mba_percent) && find(snap, it->first);
+    if (wanted) {
+      ++it;
+      continue;
+    }
+    if (auto r = resctrl_->release(it->second); !r) {
+      out.errors.push_back("resctrl group " + it->second + ": " + r.error().message());
+      ++it;
+    } else {
+      it = groups_.erase(it);
+    }
+  }
+}
+
+void Reconciler::steal(const ctl::Plan& plan, Reconciled& out) {
+  if (plan.steal == steal_) return;
+  if (!steal_probed_) {
+    steal_probed_ = true;
+    auto p = act::probe_sched_feature(w_->roots(), act::kSteal);
+    steal_found_on_ = p && p->state == act::FeatureState::on;
+  }
+  // Already on when keel came: keel neither turns it off nor needs to turn it on.
+  if (steal_found_on_) {
+    steal_ = plan.steal;
+    return;
+  }
+  auto r = act::set_sched_feature(*w_, act::kSteal, plan.steal);
+  if (!r) {
+    out.errors.push_back("steal_task: " + r.error().message());
+    return;
+  }
+  if (*r == act::FeatureChange::unsupported)
+    note(out, "steal_task is not supported by this kernel: not applied");
+  steal_ = plan.steal;
+}
+
+// The IRQs named by actuators.irq_names stay off the CPUs critical instances hold (as the seeds bind
+// NIC queues by hand): each IRQ's affinity as found minus those CPUs (or every other CPU when that
+// leaves none), and as found again when no critical instance holds CPUs.
+void Reconciler::irqs(const ctl::Plan& plan, const ctl::Snapshot& snap, Reconciled& out) {
+  CpuSet critical;
+  for (const auto& w : snap.workloads)
+    if (auto d = plan.desired.find(w.instance); w.critical && d != plan.desired.end() && d->second.cpus)
+      critical |= *d->second.cpus;
+  auto knob = act::irq_affinity_knob;
+  if (critical.empty()) {
+    for (auto it = found_irqs_.begin(); it != found_irqs_.end();) {
+      auto r = w_->set(knob(it->first), it->second, ValueKind::cpu_list);
+      if (!r && r.error().err != ENOENT) {
+        out.errors.push_back("IRQ " + std::to_string(it->first) + " back to " + it->second + ": " +
+                             r.error().message());
+        ++it;
+      } else {
+        it = found_irqs_.erase(it);
+      }
+    }
+    return;
+  }
+  auto table = act::read_interrupts(w_->roots());
+  if (!table) {
+    note(out, "IRQ affinity is not applied: " + table.error().message());
+    return;
+  }
+  auto ids = act::match_irqs(*table, spec_.actuators.irq_names);
+  if (ids.empty()) {
+    note(out, "no IRQ in /proc/interrupts matches actuators.irq_names: nothing to keep off critical CPUs");
+    return;
+  }
+  const CpuSet host = topo_.online();
+  for (unsigned irq : ids) {
+    if (!found_irqs_.contains(irq)) {
+      auto cur = read_file(knob(irq).abs(w_->roots()));
+      if (!cur) continue;  // gone since /proc/interrupts was read
+      found_irqs_[irq] = std::string(trim(*cur));
+    }
+    auto found = CpuSet::parse_list(found_irqs_[irq]);
+    CpuSet want = (found ? *found & host : host) - critical;
+    if (want.empty()) want = host - critical;
+    if (want.empty()) {
+      note(out, "IRQ " + std::to_string(irq) + " stays where it is: critical instances hold every CPU");
+      continue;
+    }
+    auto r = act::move_irqs_onto(*w_, {irq}, want, host);
+    if (!r)
+      out.errors.push_back("IRQ " + std::to_string(irq) + ": " + r.error().message());
+    else if (!r->warning.empty())
+      note(out, r->warning);
+  }
+}
+
+}  // namespace keel::loop

@@ -1,0 +1,67 @@
+// Makes the host match a Plan: each managed instance's desired knobs (cpusets, CPU weight, resctrl
+// ways and bandwidth, steal_task; with actuators.irq_affinity, the named IRQs kept off the CPUs
+// critical instances hold) are written through the session's KnobWriter and the inventory's held
+// cgroups, so every first change is journaled, observe mode writes nothing, and a cgroup made again
+// under the same name is never written for the old one. A knob keel changed that the plan no longer
+// sets goes back to the value keel found (give-back), so best-effort work regains what it lent; the
+// values found are kept by cgroup id, so a new cgroup's are read afresh. Only the differences are
+// written; a refused write is an error with path, value and reason, and the rest of the tick applies.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actuators/resctrl.h"
+#include "actuators/writer.h"
+#include "config/spec.h"
+#include "controller/controller.h"
+#include "controller/snapshot.h"
+#include "host/cgroup.h"
+#include "host/topology.h"
+#include "inventory/inventory.h"
+
+namespace keel::loop {
+
+struct Reconciled {
+  std::vector<act::Change> changes;  // made this tick (observe: would be made)
+  std::vector<std::string> errors;   // writes the kernel or the validation refused
+  std::vector<std::string> notes;    // knobs keel cannot act on here, each said once
+  std::vector<CgroupId> touched;     // cgroups (of the inventory) whose cpuset or weight was written
+};
+
+class Reconciler {
+ public:
+  Reconciler(config::Spec spec, Topology topo, act::KnobWriter& w);
+  // `inv` is this tick's inventory, the one `snap` was sensed from.
+  Reconciled apply(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv);
+
+ private:
+  void cpus(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
+  void weights(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
+  void resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv, Reconciled& out);
+  void steal(const ctl::Plan& plan, Reconciled& out);
+  void irqs(const ctl::Plan& plan, const ctl::Snapshot& snap, Reconciled& out);
+  void note(Reconciled& out, const std::string& n);
+  config::Spec spec_;
+  Topology topo_;
+  act::KnobWriter* w_;
+  // A value as keel found it, by the id of the cgroup it was found in (and that cgroup's path, to give
+  // it back once its instance is gone: only if the cgroup there still has that id).
+  struct Found {
+    std::string path;
+    std::string value;
+  };
+  std::map<CgroupId, Found> found_cpus_;    // cpuset cgroup -> cpuset.cpus as found
+  std::map<CgroupId, Found> found_weight_;  // cgroup -> cpu.shares / cpu.weight as found
+  std::optional<act::Resctrl> resctrl_;
+  bool resctrl_opened_ = false;
+  std::map<std::string, std::string> groups_;   // instance -> keel's resctrl group
+  std::map<unsigned, std::string> found_irqs_;  // IRQ -> smp_affinity_list as found
+  bool steal_ = false;
+  bool steal_probed_ = false, steal_found_on_ = false;
+  std::vector<std::string> said_;
+};
+
+}  // namespace keel::loop

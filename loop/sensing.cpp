@@ -1,0 +1,245 @@
+#include "loop/sensing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+#include "host/cgroup_stats.h"
+#include "host/fileio.h"
+
+namespace keel::loop {
+
+namespace {
+
+// What sensing keeps of one cgroup between ticks.
+struct NodeState {
+  std::optional<uint64_t> usage_ns, nr_throttled;  // the cumulative counters at the last read
+  // Facts read every few ticks, and right after keel changed them.
+  CpuSet cpus;                     // where it may run: its cpuset's effective CPUs
+  std::optional<uint64_t> shares;  // its weight, as cpu.shares
+  bool limited = false;            // it has a CFS quota (only then can it be throttled)
+  bool facts = false, dirty = false;
+  uint64_t facts_tick = 0;
+};
+
+void add(SensedCounts::Counts& to, const bpf::CgroupSched& c) {
+  to.rq += c.rq;
+  to.migrations += c.migrations;
+  to.cross_llc += c.cross_llc;
+  to.cross_numa += c.cross_numa;
+  for (size_t k = 0; k < to.counters.size(); ++k) to.counters[k] += c.counters[k];
+}
+
+bool did_something(const bpf::CgroupSched& c) {
+  return c.rq.count > 0 || c.migrations > 0 ||
+         std::any_of(c.counters.begin(), c.counters.end(), [](uint64_t v) { return v != 0; });
+}
+
+}  // namespace
+
+struct Sensing::State {
+  config::Spec spec;
+  SysRoots roots;
+  Topology topo;
+  std::optional<inv::Inventory> inventory;
+  std::unique_ptr<Sensor> sensor;
+  std::unordered_map<CgroupId, NodeState, inv::IdHash> nodes;
+  std::chrono::steady_clock::time_point last;
+  SensedCounts counts;
+
+  void read_facts(const inv::Node& n, NodeState& ns);
+  void read_counters(const inv::Node& n, NodeState& ns, double& usage_s, bool& usage, double& throttled,
+                     bool& throttle);
+};
+
+Sensing::Sensing(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Sensing::Sensing(Sensing&&) noexcept = default;
+Sensing& Sensing::operator=(Sensing&&) noexcept = default;
+Sensing::~Sensing() = default;
+
+const SensedCounts& Sensing::counts() const { return s_->counts; }
+inv::Inventory& Sensing::inventory() { return *s_->inventory; }
+const inv::Inventory& Sensing::inventory() const { return *s_->inventory; }
+const Sensor& Sensing::sensor() const { return *s_->sensor; }
+const config::Spec& Sensing::spec() const { return s_->spec; }
+
+Result<Sensing> Sensing::open(config::Spec spec, const SysRoots& roots, const Topology& topo,
+                              std::unique_ptr<Sensor> sensor, inv::Inventory::Options options) {
+  auto st = std::make_unique<State>();
+  st->spec = std::move(spec);
+  st->roots = roots;
+  st->topo = topo;
+  auto inv = inv::Inventory::open(st->spec, roots, options);  // refers to st->spec: stays put on the heap
+  if (!inv) return std::unexpected(inv.error());
+  st->inventory.emplace(std::move(*inv));
+  st->sensor = std::move(sensor);
+  st->last = std::chrono::steady_clock::now();
+  Sensing s(std::move(st));
+  if (auto r = s.sample(0); !r) return std::unexpected(r.error());  // cgroupfs counters start now
+  return s;
+}
+
+Result<Sensing> Sensing::open(config::Spec spec, const SysRoots& roots, const Topology& topo,
+                              bpf::BpfStats stats) {
+  auto layout = discover(roots);
+  if (!layout) return std::unexpected(layout.error());
+  auto h = choose_hierarchy(*layout, spec.hierarchy);
+  if (!h) return std::unexpected(h.error());
+  auto sensor = open_bpf_sensor(*h, topo, stats);
+  if (!sensor) return std::unexpected(sensor.error());
+  return open(std::move(spec), roots, topo, std::move(*sensor));
+}
+
+void Sensing::touched(const std::vector<CgroupId>& cgroups) {
+  for (const CgroupId& id : cgroups)
+    if (auto it = s_->nodes.find(id); it != s_->nodes.end()) it->second.dirty = true;
+}
+
+// The cpuset's CPUs, the weight and whether a quota is set: facts that change when someone changes
+// them, read again every few ticks (staggered over the cgroups) and right after keel did.
+void Sensing::State::read_facts(const inv::Node& n, NodeState& ns) {
+  const inv::Inventory& inv = *inventory;
+  ns.cpus = topo.online();  // without a cpuset controller: the host's
+  if (auto cg = inv.cpuset_cgroup(n)) {
+    const CgroupHierarchy* cs = inv.cpuset_hierarchy();
+    const bool own = cs->unified == inv.defining().unified && cs->id == inv.defining().id;
+    const CgroupDir* dir = own ? &n.dir : inv.root_of(*cs);
+    std::string_view below = own ? std::string_view() : std::string_view(*cg).substr(1);
+    if (dir != nullptr)
+      if (auto text = dir->read(CgroupFile::effective_cpus, below))
+        if (auto set = CpuSet::parse_list(*text); set && !set->empty()) ns.cpus = *set;
+  }
+  ns.shares.reset();
+  if (auto p = inv.place(n, CgroupFile::weight))
+    if (auto v = p->dir->read_u64(CgroupFile::weight, p->below); v && *v > 0)
+      ns.shares = p->dir->hierarchy().unified ? weight_to_shares(*v, spec.actuators.weight_mapping) : *v;
+  ns.limited = false;
+  if (auto p = inv.place(n, CgroupFile::cfs_quota)) {
+    if (auto q = p->dir->read(CgroupFile::cfs_quota, p->below))
+      ns.limited = parse_integer(*q).value_or(-1) >= 0;
+  } else if (auto m = inv.place(n, CgroupFile::cpu_max)) {
+    if (auto q = m->dir->read(CgroupFile::cpu_max, m->below)) ns.limited = !trim(*q).starts_with("max");
+  }
+  ns.facts = true;
+  ns.dirty = false;
+  ns.facts_tick = inv.tick();
+}
+
+// CPU usage every tick; throttling only where a quota is set (nothing else is ever throttled). On v2
+// one cpu.stat holds both.
+void Sensing::State::read_counters(const inv::Node& n, NodeState& ns, double& usage_s, bool& usage,
+                                   double& throttled, bool& throttle) {
+  const inv::Inventory& inv = *inventory;
+  CgroupCpuStats cs;
+  if (inv.defining().unified) {
+    if (auto text = n.dir.read(CgroupFile::cpu_stat)) {
+      if (auto us = stat_field(*text, "usage_usec")) cs.usage_ns = *us * 1000;
+      cs.nr_throttled = stat_field(*text, "nr_throttled");
+    }
+  } else {
+    if (auto p = inv.place(n, CgroupFile::usage))
+      if (auto ns_used = p->dir->read_u64(CgroupFile::usage, p->below)) cs.usage_ns = *ns_used;
+    if (ns.limited) {
+      if (auto p = inv.place(n, CgroupFile::cpu_stat))
+        if (auto text = p->dir->read(CgroupFile::cpu_stat, p->below))
+          cs.nr_throttled = stat_field(*text, "nr_throttled");
+    } else if (inv.place(n, CgroupFile::cpu_stat)) {
+      throttle = true;  // no quota: not throttled, which is 0 (its counter is read once it has one)
+    }
+  }
+  if (cs.usage_ns && ns.usage_ns && *cs.usage_ns >= *ns.usage_ns) {
+    usage_s += static_cast<double>(*cs.usage_ns - *ns.usage_ns) / 1e9;
+    usage = true;
+  }
+  if (cs.nr_throttled && ns.nr_throttled && *cs.nr_throttled >= *ns.nr_throttled) {
+    throttled += static_cast<double>(*cs.nr_throttled - *ns.nr_throttled);
+    throttle = true;
+  }
+  ns.usage_ns = cs.usage_ns;
+  ns.nr_throttled = cs.nr_throttled;
+}
+
+Result<ctl::Snapshot> Sensing::sample(uint64_t tick) {
+  State& st = *s_;
+  inv::Inventory& inv = *st.inventory;
+  auto now = std::chrono::steady_clock::now();
+  // The cgroups first: when that fails the sensor's counts stay in the kernel for the next tick.
+  if (auto r = inv.refresh_tree(); !r) return std::unexpected(r.error());
+  auto delta = st.sensor->read();
+  if (!delta) return std::unexpected(delta.error());
+  double secs = std::max(1e-3, std::chrono::duration<double>(now - st.last).count());
+  st.last = now;
+
+  std::unordered_map<CgroupId, const bpf::CgroupSched*, inv::IdHash> ran;
+  ran.reserve(delta->cgroups.size());
+  for (const auto& c : delta->cgroups)
+    if (did_something(c)) ran.emplace(c.id, &c);
+  inv.match([&](CgroupId id) { return ran.contains(id); });
+  if (auto removed = inv.take_removed(); !removed.empty()) {
+    for (const CgroupId& id : removed)
+      if (inv.find(id) == nullptr) st.nodes.erase(id);
+    st.sensor->reclaim([&](CgroupId id) { return inv.find(id) != nullptr; });
+  }
+
+  SensedCounts counts;
+  counts.map_full = delta->map_full;
+  counts.stamp_full = delta->stamp_full;
+  counts.map_capacity = st.sensor->capacity();
+  counts.map_entries = st.sensor->entries();
+  for (const auto& c : delta->cgroups) {
+    const inv::Node* n = inv.find(c.id);
+    // Cgroups no workload matches (and ones gone since the read) count as "other".
+    if (n == nullptr || n->rule < 0)
+      add(counts.other, c);
+    else
+      add(counts.instances[n->instance], c);
+  }
+
+  const bool pmu = st.sensor->pmu();
+  ctl::Snapshot snap;
+  snap.tick = tick;
+  snap.period_s = secs;
+  snap.workloads.reserve(inv.instances().size());
+  for (const inv::Instance& ins : inv.instances()) {
+    ctl::WorkloadSignals& w = snap.workloads.emplace_back();
+    w.instance = ins.name;
+    w.workload = ins.spec->name;
+    w.critical = ins.spec->critical;
+    w.fresh = ins.fresh;
+    double usage_s = 0, throttled = 0;
+    bool usage = false, throttle = false;
+    for (const inv::Node* n : ins.cgroups) {
+      w.cgroups.push_back(n->dir.path());
+      NodeState& ns = st.nodes[n->dir.id()];
+      if (!ns.facts || ns.dirty || inv.due(ns.facts_tick, n->dir.id())) st.read_facts(*n, ns);
+      st.read_counters(*n, ns, usage_s, usage, throttled, throttle);
+      w.cpus |= ns.cpus;
+      if (!w.shares) w.shares = ns.shares;
+    }
+    if (auto c = counts.instances.find(ins.name); c != counts.instances.end()) {
+      const SensedCounts::Counts& k = c->second;
+      w.rq_waits = k.rq.count;
+      w.rq_p50_us = k.rq.quantile_us(0.5);
+      w.rq_p99_us = k.rq.quantile_us(0.99);
+      w.rq_wait_s_per_s = static_cast<double>(k.rq.sum_ns) / 1e9 / secs;
+      w.migrations_per_s = static_cast<double>(k.migrations) / secs;
+      w.cross_llc_per_s = static_cast<double>(k.cross_llc) / secs;
+      w.cross_numa_per_s = static_cast<double>(k.cross_numa) / secs;
+      if (pmu) {
+        const uint64_t misses = bpf::count_of(k.counters, bpf::Counter::cache_misses);
+        const uint64_t instructions = bpf::count_of(k.counters, bpf::Counter::instructions);
+        w.cache_misses_per_s = static_cast<double>(misses) / secs;
+        if (instructions > 0)
+          w.mpki = static_cast<double>(misses) * 1000.0 / static_cast<double>(instructions);
+      }
+    } else if (pmu) {
+      w.cache_misses_per_s = 0;
+    }
+    if (usage) w.cpu_usage = usage_s / secs;
+    if (throttle) w.throttled_per_s = throttled / secs;
+  }
+  st.counts = std::move(counts);
+  return snap;
+}
+
+}  // namespace keel::loop

@@ -1,0 +1,73 @@
+// One tick's Snapshot from the host: the inventory refreshed (which cgroups there are and the
+// instance each belongs to), the sensor's per-cgroup counts since the last tick, and cgroupfs (CPU
+// usage every tick, throttling where a quota is set, the cpuset and the weight every few ticks and
+// right after keel changed them), summed per workload instance. keel run, keel plan and keel top are
+// its clients; the controller decides from what it builds and `keel run --record` writes it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bpf/sched_sensor.h"
+#include "config/spec.h"
+#include "controller/snapshot.h"
+#include "host/error.h"
+#include "host/sys_roots.h"
+#include "host/topology.h"
+#include "inventory/inventory.h"
+#include "loop/sensor.h"
+
+namespace keel::loop {
+
+// One tick's raw counts for the metrics: per workload instance whose tasks did anything (an instance
+// missing here counted nothing), for the cgroups no workload matches (folded into one), and what the
+// sensor could not record.
+struct SensedCounts {
+  struct Counts {
+    bpf::RqHistogram rq;
+    uint64_t migrations = 0, cross_llc = 0, cross_numa = 0;
+    std::array<uint64_t, KEEL_MAX_COUNTERS> counters{};  // bpf::Counter order
+  };
+  std::map<std::string, Counts> instances;
+  Counts other;
+  uint64_t map_full = 0, stamp_full = 0;  // events dropped this tick
+  size_t map_entries = 0, map_capacity = 0;
+};
+
+class Sensing {
+ public:
+  // The inventory of the hierarchy that defines `spec`'s workloads and `sensor` on it; cgroupfs
+  // counters start now, like the sensor's.
+  static Result<Sensing> open(config::Spec spec, const SysRoots& roots, const Topology& topo,
+                              std::unique_ptr<Sensor> sensor, inv::Inventory::Options options = {});
+  // The same with keel's BPF sensor (root).
+  static Result<Sensing> open(config::Spec spec, const SysRoots& roots, const Topology& topo,
+                              bpf::BpfStats stats);
+  Sensing(Sensing&&) noexcept;
+  Sensing& operator=(Sensing&&) noexcept;
+  ~Sensing();
+
+  // The signals since the previous call (or since open), per configured workload instance, in name
+  // order. A failure (the hierarchy or the sensor unreadable) leaves the counts for the next call.
+  Result<ctl::Snapshot> sample(uint64_t tick);
+  // These cgroups' cpuset and weight are read again at the next sample (keel just changed them).
+  void touched(const std::vector<CgroupId>& cgroups);
+
+  const SensedCounts& counts() const;  // of the latest sample
+  inv::Inventory& inventory();
+  const inv::Inventory& inventory() const;
+  const Sensor& sensor() const;
+  const config::Spec& spec() const;
+
+ private:
+  struct State;
+  explicit Sensing(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace keel::loop

@@ -1,0 +1,348 @@
+// Sensing without root: a fake sensor (scripted per-cgroup counts) over temporary trees with the
+// kernel's file layout. The instances and their signals per tick; CPU usage from cgroupfs deltas,
+// throttling only where a quota is set; a cgroup made again under its name is fresh and starts from
+// its own counters. And the two bugs that came from knowing cgroup files in several places: a v1
+// cpuset hierarchy mounted with `noprefix` (sensing read every workload as spanning all CPUs and the
+// reconciler failed every cpuset write), and runc's weight mapping on v2 (the weight keel wrote read
+// back through systemd's inverse).
+#include "loop/sensing.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <deque>
+#include <filesystem>
+
+#include "actuators/journal.h"
+#include "actuators/writer.h"
+#include "config/config.h"
+#include "loop/reconciler.h"
+#include "loop/telemetry.h"
+#include "tests/support/tmp_tree.h"
+
+namespace keel::loop {
+namespace {
+
+namespace fs = std::filesystem;
+using ::keel::testing::make_tree;
+using ::keel::testing::slurp;
+using ::keel::testing::TempDir;
+
+CpuSet L(const char* s) { return *CpuSet::parse_list(s); }
+
+// Scripted counts: each read() returns the next delta (then empty ones).
+class FakeSensor final : public Sensor {
+ public:
+  std::deque<bpf::SchedDelta> deltas;
+  std::vector<std::function<bool(CgroupId)>> reclaims;
+  size_t live_after_reclaim = 0;
+  std::vector<CgroupId> known;  // what it holds counts of, for reclaim
+
+  Result<bpf::SchedDelta> read() override {
+    if (deltas.empty()) return bpf::SchedDelta{};
+    bpf::SchedDelta d = std::move(deltas.front());
+    deltas.pop_front();
+    for (const auto& c : d.cgroups) known.push_back(c.id);
+    return d;
+  }
+  void reclaim(const std::function<bool(CgroupId)>& live) override {
+    std::erase_if(known, [&](const CgroupId& id) { return !live(id); });
+    live_after_reclaim = known.size();
+    reclaims.push_back(live);
+  }
+  size_t entries() const override { return known.size(); }
+  size_t capacity() const override { return 4096; }
+  std::vector<bpf::ProgStats> prog_stats() const override { return {}; }
+  std::optional<bpf::BpfCost> cost() const override { return std::nullopt; }
+  bpf::AttachKind attach() const override { return bpf::AttachKind::tp_btf; }
+  bool pmu() const override { return false; }
+  std::string counters_note() const override { return "n/a (fake)"; }
+};
+
+// `waits` run-queue waits of 10 us each, charged to `id`.
+bpf::CgroupSched waited(CgroupId id, uint64_t waits) {
+  bpf::CgroupSched c;
+  c.id = id;
+  c.rq.buckets[bpf::RqHistogram::bucket_of_us(10)] = waits;
+  c.rq.count = waits;
+  c.rq.sum_ns = waits * 10'000;
+  return c;
+}
+
+CgroupId id_of(const fs::path& dir, uint32_t hierarchy) {
+  struct stat st {};
+  ::stat(dir.c_str(), &st);
+  return CgroupId{hierarchy, static_cast<uint64_t>(st.st_ino)};
+}
+
+config::Spec spec_of(const std::string& toml) {
+  auto cfg = config::load_string(toml, "test.toml", {});
+  EXPECT_TRUE(cfg) << (cfg ? "" : cfg.error().front().str());
+  return config::compile(*cfg, CpuSet::range(0, 3));
+}
+
+// This machine's layout (cpu 1, cpuacct 2 and cpuset 3 mounted apart), the cpuset one with noprefix
+// as older distributions mount it.
+constexpr const char* kV1Mountinfo =
+    "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+    "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+    "33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct\n"
+    "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,noprefix,cpuset\n";
+
+SysRoots v1_noprefix_host(const TempDir& tmp) {
+  make_tree(tmp.path(),
+            {{"proc/self/mountinfo", kV1Mountinfo},
+             {"proc/cgroups", "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\ncpu\t1\t3\t1\n"
+                              "cpuacct\t2\t1\t1\n"},
+             {"proc/sys/kernel/random/boot_id", "b\n"},
+             {"sys/fs/cgroup/cpu/cgroup.procs", "1\n"},
+             {"sys/fs/cgroup/cpu/cpu.shares", "1024\n"},
+             {"sys/fs/cgroup/cpuacct/cgroup.procs", "1\n"},
+             {"sys/fs/cgroup/cpuset/cgroup.procs", "1\n"},
+             {"sys/fs/cgroup/cpuset/tasks", "1\n"},
+             {"sys/fs/cgroup/cpuset/cpus", "0-3\n"},
+             {"sys/fs/cgroup/cpuset/mems", "0\n"},
+             {"sys/fs/cgroup/cpuset/effective_cpus", "0-3\n"}});
+  for (const std::string cg : {"svc", "svc/crit", "svc/batch"}) {
+    const bool leaf = cg != "svc";
+    const std::string procs = cg == "svc/crit" ? "100\n" : cg == "svc/batch" ? "200\n" : "";
+    make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/" + cg + "/cgroup.procs", procs},
+                           {"sys/fs/cgroup/cpu/" + cg + "/tasks", procs},
+                           {"sys/fs/cgroup/cpu/" + cg + "/cpu.shares", "1024\n"},
+                           {"sys/fs/cgroup/cpu/" + cg + "/cpu.cfs_quota_us", "-1\n"},
+                           {"sys/fs/cgroup/cpu/" + cg + "/cpu.stat", "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n"},
+                           {"sys/fs/cgroup/cpuacct/" + cg + "/cpuacct.usage", "0\n"},
+                           {"sys/fs/cgroup/cpuset/" + cg + "/cgroup.procs", procs},
+                           {"sys/fs/cgroup/cpuset/" + cg + "/tasks", procs},
+                           {"sys/fs/cgroup/cpuset/" + cg + "/cpus", leaf ? "2-3\n" : "0-3\n"},
+                           {"sys/fs/cgroup/cpuset/" + cg + "/mems", "0\n"},
+                           {"sys/fs/cgroup/cpuset/" + cg + "/effective_cpus", leaf ? "2-3\n" : "0-3\n"}});
+  }
+  return SysRoots::under(tmp.path());
+}
+
+constexpr const char* kCritAndBatch = R"(
+[daemon]
+hierarchy = "cpu"
+[[workload]]
+name = "crit"
+match = { cgroup = "/svc/crit" }
+class = "critical"
+slo = { runqueue_p99 = "200us" }
+[[workload]]
+name = "batch"
+match = { cgroup = "/svc/batch" }
+)";
+
+Topology four_cpus() { return *Topology::synthetic("pack:1 numa:1 l3:1 core:4 pu:1"); }
+
+struct Opened {
+  Sensing sensing;
+  FakeSensor* fake;
+};
+
+Opened open(const SysRoots& roots, const config::Spec& spec, bool inotify = true) {
+  auto fake = std::make_unique<FakeSensor>();
+  FakeSensor* f = fake.get();
+  auto s = Sensing::open(spec, roots, four_cpus(), std::move(fake), {.refresh_ticks = 8, .resync_ticks = 64, .inotify = inotify});
+  EXPECT_TRUE(s) << s.error().message();
+  return {std::move(*s), f};
+}
+
+const ctl::WorkloadSignals& signals(const ctl::Snapshot& s, const std::string& instance) {
+  for (const auto& w : s.workloads)
+    if (w.instance == instance) return w;
+  static ctl::WorkloadSignals none;
+  ADD_FAILURE() << "no instance " << instance;
+  return none;
+}
+
+TEST(SensingFakeSensor, InstancesCountsAndCpuUsagePerTick) {
+  TempDir tmp;
+  const SysRoots roots = v1_noprefix_host(tmp);
+  const config::Spec spec = spec_of(kCritAndBatch);
+  auto [sensing, fake] = open(roots, spec);
+  const CgroupId crit = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/crit", 1);
+  const CgroupId root = id_of(tmp.path() / "sys/fs/cgroup/cpu", 1);
+  fake->deltas.push_back({{waited(crit, 40), waited(root, 7)}, 3, 1});
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", "250000000\n"}});  // 0.25 CPU-s
+  auto snap = sensing.sample(1);
+  ASSERT_TRUE(snap) << snap.error().message();
+  ASSERT_EQ(snap->workloads.size(), 2u);
+  EXPECT_EQ(snap->workloads[0].instance, "batch");  // in name order
+  const auto& c = signals(*snap, "crit");
+  EXPECT_TRUE(c.critical);
+  EXPECT_EQ(c.cgroups, std::vector<std::string>{"/svc/crit"});
+  EXPECT_EQ(c.rq_waits, 40u);
+  EXPECT_NEAR(c.rq_p99_us, 10.5, 1.0);
+  ASSERT_TRUE(c.cpu_usage);
+  EXPECT_GT(*c.cpu_usage, 0.0);
+  EXPECT_NEAR(*c.cpu_usage * snap->period_s, 0.25, 1e-9);
+  ASSERT_TRUE(c.throttled_per_s);  // no quota: not throttled, which is 0, not unknown
+  EXPECT_EQ(*c.throttled_per_s, 0.0);
+  EXPECT_EQ(c.shares, 1024u);
+  EXPECT_FALSE(c.fresh);  // first seen by the baseline sample at open
+  const SensedCounts& k = sensing.counts();
+  ASSERT_TRUE(k.instances.contains("crit"));
+  EXPECT_FALSE(k.instances.contains("batch"));  // did nothing
+  EXPECT_EQ(k.other.rq.count, 7u);              // the root: no workload's
+  EXPECT_EQ(k.map_full, 3u);
+  EXPECT_EQ(k.stamp_full, 1u);
+  auto next = sensing.sample(2);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*signals(*next, "crit").cpu_usage, 0.0);  // nothing since
+}
+
+// Bug (1) of the issue: on a v1 cpuset hierarchy mounted with noprefix, sensing read
+// cpuset.effective_cpus (there is none) and saw every workload on all CPUs, and the reconciler read
+// cpuset.cpus and failed every cpuset write.
+TEST(SensingFakeSensor, V1NoprefixCpusetThroughSensingAndTheReconciler) {
+  TempDir tmp;
+  const SysRoots roots = v1_noprefix_host(tmp);
+  const config::Spec spec = spec_of(kCritAndBatch);
+  auto [sensing, fake] = open(roots, spec);
+  ASSERT_TRUE(sensing.inventory().cpuset_hierarchy());
+  EXPECT_TRUE(sensing.inventory().cpuset_hierarchy()->noprefix);
+  auto snap = sensing.sample(1);
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(signals(*snap, "crit").cpus, L("2-3"));  // its cpuset's, not the host's 0-3
+
+  auto j = act::Journal::open(tmp.path() / "state", "b");
+  ASSERT_TRUE(j);
+  act::KnobWriter w(roots, act::Mode::enforce, &*j);
+  Reconciler r(spec, four_cpus(), w);
+  ctl::Plan plan;
+  plan.desired["crit"] = {std::nullopt, L("3"), std::nullopt, std::nullopt};
+  plan.desired["batch"] = {std::nullopt, L("2"), std::nullopt, std::nullopt};
+  auto done = r.apply(plan, *snap, sensing.inventory());
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(slurp(tmp.path() / "sys/fs/cgroup/cpuset/svc/crit/cpus"), "3");
+  EXPECT_EQ(slurp(tmp.path() / "sys/fs/cgroup/cpuset/svc/batch/cpus"), "2");
+  ASSERT_EQ(j->entries().size(), 2u);
+  for (const auto& e : j->entries()) {
+    EXPECT_TRUE(e.path.str() == "cgroup:cpuset/svc/batch/cpus" || e.path.str() == "cgroup:cpuset/svc/crit/cpus")
+        << e.path.str();
+    EXPECT_EQ(e.value, ValueKind::cpuset_list);
+    EXPECT_EQ(e.original, "2-3");
+  }
+  // What keel wrote is what sensing reads next (the kernel's effective CPUs follow cpus).
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpuset/svc/crit/effective_cpus", "3\n"}});
+  sensing.touched(done.touched);
+  auto after = sensing.sample(2);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(signals(*after, "crit").cpus, L("3"));
+  // Given back: the values found.
+  auto back = r.apply(ctl::Plan{}, *after, sensing.inventory());
+  EXPECT_TRUE(back.errors.empty()) << back.errors.front();
+  EXPECT_EQ(slurp(tmp.path() / "sys/fs/cgroup/cpuset/svc/crit/cpus"), "2-3");
+}
+
+// Bug (2): with weight_mapping = "runc" on v2, keel wrote shares 8192 as weight 532 and sensing read
+// it back through systemd's inverse as 5447, which keel_knob_value{knob="shares"} then reported.
+TEST(SensingFakeSensor, RuncWeightMappingRoundTripsOverAV2Tree) {
+  TempDir tmp;
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"proc/self/mountinfo", "41 23 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"},
+      {"proc/cgroups", "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t0\t3\t1\n"},
+      {"proc/sys/kernel/random/boot_id", "b\n"},
+      {"sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n"},
+      {"sys/fs/cgroup/cgroup.procs", "1\n"},
+      {"sys/fs/cgroup/cpuset.cpus.effective", "0-3\n"},
+      {"sys/fs/cgroup/cpuset.mems.effective", "0\n"}};
+  for (const char* cg : {"svc", "svc/crit", "svc/batch"}) {
+    auto f = testing::cgroup_v2_files(std::string("sys/fs/cgroup/") + cg, std::string(cg) == "svc" ? "" : "7\n", "",
+                                      "0-3", "0");
+    files.insert(files.end(), f.begin(), f.end());
+    files.push_back({std::string("sys/fs/cgroup/") + cg + "/cpu.stat", "usage_usec 0\nnr_throttled 0\n"});
+  }
+  make_tree(tmp.path(), files);
+  const SysRoots roots = SysRoots::under(tmp.path());
+  const config::Spec spec = spec_of(std::string(kCritAndBatch).substr(std::string_view(kCritAndBatch).find("[[")) +
+                                    "[actuators]\nweight_mapping = \"runc\"\n");
+  ASSERT_EQ(spec.actuators.weight_mapping, WeightMapping::runc);
+  auto [sensing, fake] = open(roots, spec);
+  auto snap = sensing.sample(1);
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(signals(*snap, "crit").shares, 1024u);  // weight 100
+
+  auto j = act::Journal::open(tmp.path() / "state", "b");
+  ASSERT_TRUE(j);
+  act::KnobWriter w(roots, act::Mode::enforce, &*j);
+  Reconciler r(spec, four_cpus(), w);
+  ctl::Plan plan;
+  plan.desired["crit"] = {8192, std::nullopt, std::nullopt, std::nullopt};
+  auto done = r.apply(plan, *snap, sensing.inventory());
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(slurp(tmp.path() / "sys/fs/cgroup/svc/crit/cpu.weight"), "532");  // runc's weight for 8192
+  sensing.touched(done.touched);
+  auto after = sensing.sample(2);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(signals(*after, "crit").shares, 8192u);  // not 5447
+  // And that is the knob value the metrics report.
+  auto report = tick_report(spec, *after, sensor_view(sensing), plan, done, {false, 0.001, 0, std::nullopt});
+  for (const auto& wr : report.workloads) {
+    if (wr.workload != "crit") continue;
+    EXPECT_EQ(wr.knobs.at("shares"), 8192.0);
+  }
+}
+
+// A cgroup made again under its name is a new cgroup: its instance is fresh and its CPU usage counts
+// from its own counter (the old one's value is no baseline), and the sensor forgets the old one.
+TEST(SensingFakeSensor, ACgroupMadeAgainIsFreshAndCountsFromItsOwnCounters) {
+  TempDir tmp;
+  const SysRoots roots = v1_noprefix_host(tmp);
+  const config::Spec spec = spec_of(kCritAndBatch);
+  auto [sensing, fake] = open(roots, spec);
+  const CgroupId old_id = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/crit", 1);
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", "900000000\n"}});
+  fake->deltas.push_back({{waited(old_id, 5)}, 0, 0});
+  ASSERT_TRUE(sensing.sample(1));
+  // crit's container restarted: every hierarchy's cgroup made again, the new counter starts low.
+  for (const char* h : {"cpu", "cpuacct", "cpuset"}) {
+    fs::path dir = tmp.path() / "sys/fs/cgroup" / h / "svc/crit";
+    fs::rename(dir, dir.parent_path() / "crit.old");
+  }
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/crit/cgroup.procs", "300\n"},
+                         {"sys/fs/cgroup/cpu/svc/crit/cpu.shares", "2048\n"},
+                         {"sys/fs/cgroup/cpu/svc/crit/cpu.cfs_quota_us", "-1\n"},
+                         {"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", "100000000\n"},
+                         {"sys/fs/cgroup/cpuset/svc/crit/effective_cpus", "1\n"}});
+  for (const char* h : {"cpu", "cpuacct", "cpuset"}) fs::remove_all(tmp.path() / "sys/fs/cgroup" / h / "svc/crit.old");
+  auto snap = sensing.sample(2);
+  ASSERT_TRUE(snap);
+  const auto& c = signals(*snap, "crit");
+  EXPECT_TRUE(c.fresh);
+  EXPECT_FALSE(c.cpu_usage);            // its first read: no delta yet (not 0.1 - 0.9 s, nor 0.1 s)
+  EXPECT_EQ(c.shares, 2048u);          // read afresh
+  EXPECT_EQ(c.cpus, L("1"));
+  ASSERT_FALSE(fake->reclaims.empty());
+  EXPECT_FALSE(fake->reclaims.back()(old_id));  // the old cgroup's counts are dropped
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", "150000000\n"}});
+  auto third = sensing.sample(3);
+  ASSERT_TRUE(third);
+  ASSERT_TRUE(signals(*third, "crit").cpu_usage);
+  EXPECT_NEAR(*signals(*third, "crit").cpu_usage * third->period_s, 0.05, 1e-9);
+}
+
+// Throttling is read where a quota is set; a quota set since is seen within the refresh ticks.
+TEST(SensingFakeSensor, ThrottlingWhereAQuotaIsSet) {
+  TempDir tmp;
+  const SysRoots roots = v1_noprefix_host(tmp);
+  const config::Spec spec = spec_of(kCritAndBatch);
+  auto [sensing, fake] = open(roots, spec);
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/batch/cpu.cfs_quota_us", "50000\n"},
+                         {"sys/fs/cgroup/cpu/svc/batch/cpu.stat", "nr_periods 10\nnr_throttled 4\nthrottled_time 9\n"}});
+  double seen = 0;
+  for (uint64_t t = 1; t <= 12 && seen == 0; ++t) {
+    make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/batch/cpu.stat",
+                            "nr_periods 10\nnr_throttled " + std::to_string(4 + 3 * t) + "\nthrottled_time 9\n"}});
+    auto snap = sensing.sample(t);
+    ASSERT_TRUE(snap);
+    if (auto th = signals(*snap, "batch").throttled_per_s) seen = *th * snap->period_s;
+  }
+  EXPECT_EQ(seen, 3.0);  // 3 periods a tick, once the quota was seen
+}
+
+}  // namespace
+}  // namespace keel::loop

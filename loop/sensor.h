@@ -1,0 +1,39 @@
+// Where sensing reads the kernel's per-cgroup scheduling counts from: keel's BPF programs
+// (bpf/sched_sensor.h) in keel, a fake in tests (sensing then runs without root or BPF).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bpf/sched_sensor.h"
+#include "host/cgroup.h"
+#include "host/error.h"
+#include "host/topology.h"
+
+namespace keel::loop {
+
+class Sensor {
+ public:
+  virtual ~Sensor() = default;
+  // Everything counted since the previous read (the first: since the sensor started).
+  virtual Result<bpf::SchedDelta> read() = 0;
+  // Forgets the cgroups `live` says are gone.
+  virtual void reclaim(const std::function<bool(CgroupId)>& live) = 0;
+  virtual size_t entries() const = 0;   // cgroups it keeps counts of
+  virtual size_t capacity() const = 0;  // how many it can
+  virtual std::vector<bpf::ProgStats> prog_stats() const = 0;
+  virtual std::optional<bpf::BpfCost> cost() const = 0;
+  virtual bpf::AttachKind attach() const = 0;
+  virtual bool pmu() const = 0;                     // hardware counters are counted
+  virtual std::string counters_note() const = 0;    // "hardware counters" or "n/a (why)"
+};
+
+// keel's BPF programs on `hierarchy` (root): CPU-to-LLC/NUMA tables from `topo`, hardware counters
+// where there is a PMU.
+Result<std::unique_ptr<Sensor>> open_bpf_sensor(const CgroupHierarchy& hierarchy, const Topology& topo,
+                                                bpf::BpfStats stats);
+
+}  // namespace keel::loop
