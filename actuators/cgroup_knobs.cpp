@@ -78,8 +78,7 @@ Result<std::string> current_value(const KnobWriter& w, const Cg& cg, CgroupFile 
   if (w.mode() == Mode::observe) {
     auto k = knob_of(w, cg, f);
     if (!k) return std::unexpected(k.error());
-    for (auto it = w.changes().rbegin(); it != w.changes().rend(); ++it)
-      if (it->path == *k) return it->to;
+    if (const std::string* o = w.observed(*k)) return *o;
   }
   if (cg.dir() == nullptr) return fail("no such cgroup", cg.abs().string(), ENOENT);
   auto s = cg.dir()->read(f);

@@ -291,3 +291,33 @@ TEST_F(Tree, ACgroupMadeAgainUnderItsNameIsNotRestoredToTheOldOnesValue) {
 
 }  // namespace
 }  // namespace keel::act
+
+namespace keel::act {
+namespace {
+
+// Observe mode decides like enforce: what it would have written is what is there for it, so a knob
+// it would set again to the same value is no change (no "would write" every tick), and the changes it
+// reported are not kept once taken (a long observed run's memory and work do not grow).
+TEST_F(Tree, ObserveModeSeesItsOwnWritesAndKeepsNoHistory) {
+  KnobWriter w(roots_, Mode::observe, nullptr);
+  for (int tick = 0; tick < 1000; ++tick) {
+    auto r = w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(*r, tick == 0) << tick;
+    auto taken = w.take_changes();
+    EXPECT_EQ(taken.size(), tick == 0 ? 1u : 0u);
+    EXPECT_TRUE(w.changes().empty());
+  }
+  ASSERT_NE(w.observed({Root::cgroup, "kubepods/be/cpu.weight"}), nullptr);
+  EXPECT_EQ(*w.observed({Root::cgroup, "kubepods/be/cpu.weight"}), "10");
+  // Back to what the file holds: a change again, from the value it would have left.
+  auto back = w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "100");
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(*back);
+  ASSERT_EQ(w.changes().size(), 1u);
+  EXPECT_EQ(w.changes()[0].from, "10");
+  EXPECT_EQ(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight"), "100\n");  // never written
+}
+
+}  // namespace
+}  // namespace keel::act

@@ -24,14 +24,20 @@ std::string resctrl_status(const SysRoots& roots) {
   return t == "ok" ? std::string() : t;
 }
 
+const std::string* KnobWriter::observed(const KnobPath& k) const {
+  auto it = observed_.find(k);
+  return it == observed_.end() ? nullptr : &it->second;
+}
+
+std::string& KnobWriter::observe_current(const KnobPath& k, std::string& current) {
+  if (const std::string* o = observed(k)) current = *o;
+  return current;
+}
+
 KnobWriter::KnobWriter(const SysRoots& roots, Mode mode, Journal* journal, DirOps dirs)
     : roots_(roots), mode_(mode), journal_(journal), dirs_(std::move(dirs)) {}
 
-std::vector<Change> KnobWriter::take_changes() {
-  std::vector<Change> out(changes_.begin() + static_cast<std::ptrdiff_t>(taken_), changes_.end());
-  taken_ = changes_.size();
-  return out;
-}
+std::vector<Change> KnobWriter::take_changes() { return std::exchange(changes_, {}); }
 
 // What goes to the kernel: an empty value as a lone newline (a 0-byte write is ignored), and a resctrl
 // value newline-terminated (schemata refuses input without it).
@@ -74,9 +80,11 @@ Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, std::opt
     return std::unexpected(cur.error());  // observe: a file in a group not yet made reads as ""
   }
   std::string want(trim(value));
+  if (mode_ == Mode::observe) observe_current(k, current);
   if (same_value(kind.value_or(ValueKind::text), current, want)) return false;
   if (mode_ == Mode::observe) {
     changes_.push_back({k, current, want, false});
+    observed_[k] = want;
     return true;
   }
   JournalEntry original{EntryKind::file, k, current, kind.value_or(ValueKind::text), 0};
@@ -98,9 +106,11 @@ Result<bool> KnobWriter::set(const CgroupDir& dir, CgroupFile f, std::string_vie
     return std::unexpected(cur.error());
   }
   std::string want(trim(value));
+  if (mode_ == Mode::observe) observe_current(*k, current);
   if (same_value(kind, current, want)) return false;
   if (mode_ == Mode::observe) {
     changes_.push_back({*k, current, want, false});
+    observed_[*k] = want;
     return true;
   }
   if (journal_ == nullptr)
@@ -121,6 +131,7 @@ Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view val
                                          const JournalEntry& original) {
   if (mode_ == Mode::observe) {
     changes_.push_back({k, original.original, std::string(trim(value)), false});
+    observed_[k] = std::string(trim(value));
     return {};
   }
   if (journal_ == nullptr)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,9 +66,12 @@ class KnobWriter {
 
   Mode mode() const { return mode_; }
   const SysRoots& roots() const { return roots_; }
+  // The changes since the previous take_changes() (for per-tick logs).
   const std::vector<Change>& changes() const { return changes_; }
-  // The changes since the previous call (for per-tick logs).
   std::vector<Change> take_changes();
+  // Observe mode: the value this writer would have written to `k` last, if any (an observed run sees
+  // its own earlier steps, as an enforcing one sees them in the files).
+  const std::string* observed(const KnobPath& k) const;
 
  private:
   Result<void> raw_write(const KnobPath& k, std::string_view value, bool append);
@@ -77,8 +81,11 @@ class KnobWriter {
   Mode mode_;
   Journal* journal_;
   DirOps dirs_;
+  // In observe mode what is "there" is what the writer would have left: `current`, or the last value
+  // it would have written to `k`.
+  std::string& observe_current(const KnobPath& k, std::string& current);
   std::vector<Change> changes_;
-  size_t taken_ = 0;
+  std::map<KnobPath, std::string> observed_;
 };
 
 // The bytes a write of `value` to `k` sends: an empty value as "\n" (the kernel ignores a 0-byte

@@ -121,7 +121,8 @@ double RqHistogram::quantile_us(double q) const {
 }
 
 RqHistogram& RqHistogram::operator+=(const RqHistogram& o) {
-  for (size_t i = 0; i < buckets.size(); ++i) buckets[i] += o.buckets[i];
+  for (size_t i = 0; i < buckets.size(); ++i)
+    buckets[i] = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{buckets[i]} + o.buckets[i], UINT32_MAX));
   count += o.count;
   sum_ns += o.sum_ns;
   return *this;
@@ -253,42 +254,52 @@ std::vector<ProgStats> SchedSensor::prog_stats() const {
 
 Result<SchedDelta> SchedSensor::read() {
   SchedDelta out;
+  out.cgroups.reserve(last_out_);
   int fd = bpf_map__fd(skel_->maps.cg_stats);
   keel_cg_key key{}, next{};
   keel_cg_stats val{};
   const keel_cg_key* prev = nullptr;
+  std::vector<keel_cg_key> idle;  // entries to drop: nothing for kIdleReads reads
   while (bpf_map_get_next_key(fd, prev, &next) == 0) {
     key = next;
     prev = &key;
     if (bpf_map_lookup_elem(fd, &key, &val) != 0) continue;  // deleted meanwhile
-    CgroupSched now;
-    now.id = CgroupId{key.hierarchy, key.cgroup_id};
-    std::copy_n(std::begin(val.rq_hist), KEEL_HIST_BUCKETS, now.rq.buckets.begin());
-    now.rq.count = 0;
-    for (auto b : now.rq.buckets) now.rq.count += b;
-    now.rq.sum_ns = val.rq_sum_ns;
-    now.migrations = val.migrations;
-    now.cross_llc = val.cross_llc;
-    now.cross_numa = val.cross_numa;
-    std::copy_n(std::begin(val.counters), KEEL_MAX_COUNTERS, now.counters.begin());
-
-    CgroupSched d = now;
-    if (auto it = last_.find(now.id); it != last_.end()) {
-      const CgroupSched& was = it->second;
-      for (size_t i = 0; i < d.rq.buckets.size(); ++i) d.rq.buckets[i] -= was.rq.buckets[i];
-      d.rq.count -= was.rq.count;
-      d.rq.sum_ns -= was.rq.sum_ns;
-      d.migrations -= was.migrations;
-      d.cross_llc -= was.cross_llc;
-      d.cross_numa -= was.cross_numa;
-      for (size_t k = 0; k < d.counters.size(); ++k) d.counters[k] -= was.counters[k];
-      it->second = now;
-    } else {
-      last_.emplace(now.id, now);
+    const CgroupId id{key.hierarchy, key.cgroup_id};
+    Last& was = last_[id];  // a new one: all zeros, so the delta is everything counted so far
+    CgroupSched d;
+    d.id = id;
+    std::array<uint64_t, KEEL_HIST_BUCKETS> waits;
+    std::copy_n(std::begin(val.rq_hist), KEEL_HIST_BUCKETS, waits.begin());
+    for (const auto& [i, v] : was.buckets) waits[i] -= v;
+    for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i) {
+      d.rq.buckets[i] = static_cast<uint32_t>(std::min<uint64_t>(waits[i], UINT32_MAX));
+      d.rq.count += waits[i];
     }
+    d.rq.sum_ns = val.rq_sum_ns - was.sum_ns;
+    d.migrations = val.migrations - was.migrations;
+    d.cross_llc = val.cross_llc - was.cross_llc;
+    d.cross_numa = val.cross_numa - was.cross_numa;
+    for (size_t k = 0; k < KEEL_MAX_COUNTERS; ++k) d.counters[k] = val.counters[k] - was.counters[k];
     bool counted = std::any_of(d.counters.begin(), d.counters.end(), [](uint64_t c) { return c != 0; });
-    if (d.rq.count != 0 || d.migrations != 0 || counted) out.cgroups.push_back(std::move(d));
+    if (d.rq.count != 0 || d.migrations != 0 || counted) {
+      was.buckets.clear();
+      for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i)
+        if (val.rq_hist[i] != 0) was.buckets.emplace_back(static_cast<uint16_t>(i), val.rq_hist[i]);
+      was.sum_ns = val.rq_sum_ns;
+      was.migrations = val.migrations;
+      was.cross_llc = val.cross_llc;
+      was.cross_numa = val.cross_numa;
+      std::copy_n(std::begin(val.counters), KEEL_MAX_COUNTERS, was.counters.begin());
+      was.idle_reads = 0;
+      out.cgroups.push_back(std::move(d));
+    } else if (++was.idle_reads >= kIdleReads) {
+      idle.push_back(key);
+    }
   }
+  // An event between the read above and the delete is lost: only for a cgroup idle for kIdleReads reads.
+  for (const keel_cg_key& k : idle)
+    if (bpf_map_delete_elem(fd, &k) == 0 || errno == ENOENT) last_.erase(CgroupId{k.hierarchy, k.cgroup_id});
+  last_out_ = out.cgroups.size() + 16;
   uint64_t full = sum_percpu(skel_->maps.errors, KEEL_ERR_CG_MAP_FULL);
   uint64_t stamp = sum_percpu(skel_->maps.errors, KEEL_ERR_STAMP_FULL);
   out.map_full = full - last_map_full_;

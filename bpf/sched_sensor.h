@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "bpf/features.h"
@@ -23,9 +24,10 @@ struct keel_sched;  // bpftool skeleton
 
 namespace keel::bpf {
 
-// Log-linear run-queue latency histogram (bucket layout in sched_shared.h).
+// Log-linear run-queue latency histogram (bucket layout in sched_shared.h) of one read interval: waits
+// per bucket fit 32 bits (the sensor saturates them), which halves every copy sensing makes of it.
 struct RqHistogram {
-  std::array<uint64_t, KEEL_HIST_BUCKETS> buckets{};
+  std::array<uint32_t, KEEL_HIST_BUCKETS> buckets{};
   uint64_t count = 0;
   uint64_t sum_ns = 0;
 
@@ -108,6 +110,9 @@ class SchedSensor {
   // Everything counted since the previous read (the first: since attach). Counters in the kernel
   // only grow, so a count is never lost or seen twice.
   Result<SchedDelta> read();
+  // A cgroup whose counts did not grow for this many reads has its entry dropped from the map (its
+  // next event makes a new one, counted from 0): the map's room goes to cgroups that are active.
+  static constexpr unsigned kIdleReads = 64;
   // Drops the entries of cgroups that are gone (`live` says no); returns how many.
   size_t reclaim(const std::function<bool(CgroupId)>& live);
   size_t entries() const { return last_.size(); }
@@ -131,7 +136,21 @@ class SchedSensor {
   Skeleton<keel_sched> skel_;
   AttachKind kind_ = AttachKind::tp_btf;
   uint32_t hierarchy_ = 0;
-  std::map<CgroupId, CgroupSched> last_;  // cumulative values at the previous read
+  // A cgroup's cumulative counts at the previous read, its histogram kept sparse (most buckets stay 0),
+  // and how many reads since they last grew.
+  struct Last {
+    std::vector<std::pair<uint16_t, uint64_t>> buckets;  // the non-zero ones
+    uint64_t sum_ns = 0, migrations = 0, cross_llc = 0, cross_numa = 0;
+    std::array<uint64_t, KEEL_MAX_COUNTERS> counters{};
+    unsigned idle_reads = 0;
+  };
+  struct IdHash {
+    size_t operator()(const CgroupId& id) const {
+      return std::hash<uint64_t>{}(id.inode * 1000003u + id.hierarchy);
+    }
+  };
+  std::unordered_map<CgroupId, Last, IdHash> last_;
+  size_t last_out_ = 16;  // how many cgroups the previous read returned
   uint64_t last_map_full_ = 0, last_stamp_full_ = 0;
   BpfStats stats_ = BpfStats::sampled;
   unsigned stats_every_ = 10;

@@ -521,5 +521,40 @@ TEST_F(CpuCgroups, VanishedCgroupsAreReclaimed) {
   (void)id;
 }
 
+// A cgroup whose counts did not grow for kIdleReads reads leaves the map (its room goes to active
+// ones); when its tasks run again it is counted afresh, from 0: only what happened since.
+TEST_F(CpuCgroups, AnIdleCgroupsEntryIsDroppedAndCountedAfreshWhenItRunsAgain) {
+  fs::path g = make("sleepy");
+  auto sensor = SchedSensor::open(config());
+  ASSERT_TRUE(sensor);
+  pid_t p = start(false, g, 1);  // a 1 ms sleeper: it waits at every wakeup
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const CgroupId id{hier_.id, inode(g)};
+  auto first = sensor->read();
+  ASSERT_TRUE(first);
+  ASSERT_NE(find(*first, id), nullptr);
+  kill(p, SIGSTOP);  // idle from now on
+  for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  ASSERT_TRUE(sensor->read());  // what it did before it stopped
+  const size_t with = sensor->entries();
+  for (unsigned i = 0; i < SchedSensor::kIdleReads; ++i) {
+    auto d = sensor->read();
+    ASSERT_TRUE(d);
+    EXPECT_EQ(find(*d, id), nullptr) << i;
+  }
+  EXPECT_LT(sensor->entries(), with);
+  kill(p, SIGCONT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(p, SIGSTOP);
+  for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  auto again = sensor->read();
+  ASSERT_TRUE(again);
+  const CgroupSched* s = find(*again, id);
+  ASSERT_NE(s, nullptr);
+  // About 100 wakeups of a 1 ms sleeper in 100 ms: never the 200 ms before the first read as well.
+  EXPECT_GT(s->rq.count, 10u);
+  EXPECT_LT(s->rq.count, 160u);
+}
+
 }  // namespace
 }  // namespace keel::bpf

@@ -120,7 +120,8 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
       v.violated = st.bad >= policy_.violate_ticks ||
                    (v.slack < policy_.severe_below && w.rq_waits >= 5 * std::max(1u, policy_.min_waits));
     }
-    plan.workloads[w.instance] = v;
+    // Snapshots come in name order: each goes in at the end.
+    plan.workloads.insert_or_assign(plan.workloads.end(), w.instance, v);
   }
 }
 
@@ -389,10 +390,14 @@ void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const st
   }
 }
 
-Plan Controller::step(const Snapshot& s) {
-  Plan plan;
+const Plan& Controller::step(const Snapshot& s) {
+  // The last tick's plan, reused: most instances are the same, their entries stay.
+  Plan& plan = plan_;
   plan.tick = s.tick;
+  plan.actions.clear();
+  plan.interference.clear();
   index(s);
+  std::erase_if(plan.workloads, [&](const auto& e) { return !at_.contains(e.first); });
   // Instances that are gone, or made again under their name (a new cgroup): their state and wishes go
   // (the reconciler restores what they had; a new one starts as found).
   for (auto it = states_.begin(); it != states_.end();) {
@@ -536,7 +541,7 @@ Plan Controller::step(const Snapshot& s) {
       apply(back, plan, Action::Kind::give_back,
             numbers + " above " + fmt("%.2f", policy_.give_back_above) + " for " + std::to_string(st.good) +
                 " ticks" + why);
-      st.given_back = back;
+      st.given_back = std::make_unique<Step>(back);
       st.given_back_tick = s.tick;
       st.good = 0;
       st.seen = false;

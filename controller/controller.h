@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,13 +99,15 @@ class Controller {
  public:
   // `spec` compiled for `topo`'s CPUs (config::compile).
   Controller(config::Spec spec, Topology topo, Policy policy = {});
-  Plan step(const Snapshot& s);
+  // The plan stays valid until the next step().
+  const Plan& step(const Snapshot& s);
   const Policy& policy() const { return policy_; }
 
  private:
   config::Spec spec_;
   Topology topo_;
   Policy policy_;
+  Plan plan_;
   config::WorkloadSpec fallback_critical_, fallback_best_effort_;  // for workloads the config lacks
   std::unordered_map<std::string, const config::WorkloadSpec*> by_name_;
   // This tick's snapshot, indexed once: instance -> position, and each signal's spec.
@@ -143,11 +146,12 @@ class Controller {
     std::map<Rung, uint64_t> locked_until;
     uint64_t give_back_locked_until = 0;
     unsigned give_back_failures = 0;
-    std::optional<Step> given_back;  // the last give-back, re-applied if the violation returns
+    std::unique_ptr<Step>
+        given_back;  // the last give-back, re-applied if the violation returns (rare: not inline)
     uint64_t given_back_tick = 0;
     std::optional<uint64_t> shares_found;  // as found, before keel changed anything
   };
-  std::map<std::string, InstanceState> states_;
+  std::unordered_map<std::string, InstanceState> states_;  // by instance (its order matters to nothing)
   // Pieces of step(), in controller.cpp.
   void smooth(const Snapshot& s, Plan& plan);
   std::vector<Interference> rank(const Snapshot& s, const WorkloadSignals& victim) const;

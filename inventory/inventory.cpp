@@ -128,8 +128,8 @@ const Node* Inventory::find(CgroupId id) const {
 
 std::vector<CgroupId> Inventory::take_removed() { return std::exchange(removed_, {}); }
 
-bool Inventory::due(uint64_t last, CgroupId id) const {
-  const unsigned k = options_.refresh_ticks;
+bool Inventory::due(uint64_t last, CgroupId id, bool idle) const {
+  const unsigned k = idle ? std::max(options_.refresh_ticks, options_.idle_ticks) : options_.refresh_ticks;
   return tick_ > last && (tick_ - last >= k || (tick_ + id.inode) % k == 0);
 }
 
@@ -140,6 +140,7 @@ Node* Inventory::add(Node* parent, CgroupDir dir) {
   if (auto old = nodes_.find(id); old != nodes_.end()) remove(&old->second);  // moved: known again below
   if (auto old = by_path_.find(dir.path()); old != by_path_.end()) remove(old->second);
   Node& n = nodes_.emplace(id, Node(std::move(dir))).first->second;
+  tree_changed_ = true;
   n.parent = parent;
   if (parent != nullptr) parent->children.push_back(&n);
   by_path_.emplace(n.dir.path(), &n);
@@ -183,6 +184,7 @@ void Inventory::remove(Node* top) {
     if (auto p = by_path_.find(n->dir.path()); p != by_path_.end() && p->second == n) by_path_.erase(p);
     removed_.push_back(n->dir.id());
     nodes_.erase(n->dir.id());
+    tree_changed_ = true;
   }
 }
 
@@ -285,9 +287,13 @@ Result<void> Inventory::refresh_tree() {
 bool Inventory::holds_tasks(Node& n, const std::function<bool(CgroupId)>& ran) {
   if (ran && ran(n.dir.id())) {
     n.tasks = 1;
+    n.ran_tick = tick_;
     return true;
   }
-  if (n.tasks < 0 || due(n.tasks_tick, n.dir.id())) {
+  // A cgroup whose tasks do not run holds the same tasks unless one is moved in or out while asleep:
+  // read now and then; and right after they stopped running (they may have exited).
+  const bool stopped = n.ran_tick != 0 && n.ran_tick + 1 == tick_;
+  if (n.tasks < 0 || stopped || due(n.tasks_tick, n.dir.id(), /*idle=*/true)) {
     auto r = n.dir.has_tasks();
     n.tasks = r && *r ? 1 : 0;
     n.tasks_tick = tick_;
@@ -302,8 +308,10 @@ void Inventory::match(const std::function<bool(CgroupId)>& ran) {
     if (rules_.generation(i) != generations_[i]) changed.push_back(static_cast<uint16_t>(i));
   for (size_t i : changed) generations_[i] = rules_.generation(i);
 
-  instances_.clear();
-  std::unordered_map<std::string_view, size_t> at;
+  // Which rule each cgroup matches; the instances are built again only when that changed somewhere
+  // (or cgroups came or went), else they stay as they are, none of them fresh.
+  bool changed_any = tree_changed_;
+  tree_changed_ = false;
   for (auto& [id, n] : nodes_) {
     const std::string& path = n.dir.path();
     if (!n.evaluated) {
@@ -330,7 +338,17 @@ void Inventory::match(const std::function<bool(CgroupId)>& ran) {
       n.rule = pick;
       n.instance = pick >= 0 ? rules_.instance_name(static_cast<size_t>(pick), path) : std::string();
       n.joined = tick_;
+      changed_any = true;
     }
+  }
+  if (!changed_any) {
+    for (auto& ins : instances_) ins.fresh = false;
+    return;
+  }
+  instances_.clear();
+  std::unordered_map<std::string_view, size_t> at;
+  for (auto& [id, n] : nodes_) {
+    const int pick = n.rule;
     if (pick < 0) continue;
     auto [it, added] = at.try_emplace(n.instance, instances_.size());
     if (added) instances_.push_back({n.instance, &spec_->workloads[static_cast<size_t>(pick)], {}, true});
@@ -388,7 +406,7 @@ std::optional<std::string> Inventory::cpuset_cgroup(const Node& n) const {
   if (cpuset_ == nullptr) return std::nullopt;
   const std::string& path = n.dir.path();
   if (is_defining(*cpuset_)) return path == "/" ? std::nullopt : std::optional<std::string>(path);
-  if (n.cpuset < 0 || due(n.cpuset_tick, n.dir.id())) {
+  if (n.cpuset < 0 || due(n.cpuset_tick, n.dir.id(), /*idle=*/true)) {
     n.cpuset = 0;
     n.cpuset_tick = tick_;
     const CgroupDir* root = root_of(*cpuset_);

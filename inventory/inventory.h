@@ -42,6 +42,7 @@ struct Node {
   bool evaluated = false;            // `candidates` computed (a new cgroup's are, at the next match)
   int8_t tasks = -1;                 // whether it holds tasks: -1 not known, 0 no, 1 yes
   uint64_t tasks_tick = 0;           // when that was read
+  uint64_t ran_tick = 0;             // the last tick its tasks ran
   // Its cpuset cgroup in a v1 cpuset hierarchy apart from the defining one (looked up when asked).
   mutable int8_t cpuset = -1;  // -1 not known, 0 none (the root's), 1 the same path, 2 `cpuset_path`
   mutable std::string cpuset_path;
@@ -67,6 +68,7 @@ class Inventory {
  public:
   struct Options {
     unsigned refresh_ticks = 8;  // rarely changing facts are looked up again this often
+    unsigned idle_ticks = 32;    // and of a cgroup whose tasks have not run, this often
     unsigned resync_ticks = 64;  // the whole tree re-listed this often, even with inotify
     bool inotify = true;         // false: re-list every directory every tick (tests; the fallback)
   };
@@ -129,8 +131,9 @@ class Inventory {
   void forget_held(const Node& n) const { n.held.clear(); }
   // The root of a hierarchy keel reads, held open.
   const CgroupDir* root_of(const CgroupHierarchy& h) const;
-  // Whether a fact read at `last` is due to be read again now (every refresh_ticks, staggered by id).
-  bool due(uint64_t last, CgroupId id) const;
+  // Whether a fact read at `last` is due to be read again now: every refresh_ticks, or idle_ticks
+  // for a cgroup whose tasks have not run; staggered over the cgroups by id.
+  bool due(uint64_t last, CgroupId id, bool idle = false) const;
 
  private:
   Inventory() = default;
@@ -166,6 +169,7 @@ class Inventory {
   uint64_t tick_ = 0;
   uint64_t synced_ = 0;  // the tick of the last whole re-listing
   size_t unheld_ = 0;
+  bool tree_changed_ = true;  // cgroups came or went since the instances were built
   size_t listings_ = 0;
 };
 

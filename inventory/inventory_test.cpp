@@ -6,6 +6,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 
@@ -130,7 +131,8 @@ TEST(InventoryTempTree, WithoutInotifyEveryDirectoryIsListedEachTick) {
   TempDir tmp;
   const SysRoots roots = v1_host(tmp);
   const config::Spec spec = spec_of(kEachWithTasks);
-  auto inv = Inventory::open(spec, roots, {.refresh_ticks = 8, .resync_ticks = 64, .inotify = false});
+  auto inv = Inventory::open(spec, roots,
+                             {.refresh_ticks = 8, .idle_ticks = 32, .resync_ticks = 64, .inotify = false});
   ASSERT_TRUE(inv);
   EXPECT_NE(inv->watching(), "inotify");
   size_t before = inv->listings();
@@ -150,7 +152,8 @@ TEST(InventoryTempTree, ACgroupMadeAgainUnderItsNameIsANewCgroupAndItsInstanceFr
   const SysRoots roots = v1_host(tmp);
   const config::Spec spec = spec_of(kEachWithTasks);
   for (bool inotify : {true, false}) {
-    auto inv = Inventory::open(spec, roots, {.refresh_ticks = 8, .resync_ticks = 64, .inotify = inotify});
+    auto inv = Inventory::open(spec, roots,
+                               {.refresh_ticks = 8, .idle_ticks = 8, .resync_ticks = 64, .inotify = inotify});
     ASSERT_TRUE(inv);
     ASSERT_TRUE(inv->refresh_tree());
     inv->match({});
@@ -177,7 +180,8 @@ TEST(InventoryTempTree, HasTasksIsReadAgainEveryFewTicksUnlessItsTasksRan) {
   TempDir tmp;
   const SysRoots roots = v1_host(tmp);
   const config::Spec spec = spec_of(kEachWithTasks);
-  auto inv = Inventory::open(spec, roots, {.refresh_ticks = 4, .resync_ticks = 64, .inotify = true});
+  auto inv = Inventory::open(spec, roots,
+                             {.refresh_ticks = 4, .idle_ticks = 4, .resync_ticks = 64, .inotify = true});
   ASSERT_TRUE(inv);
   ASSERT_TRUE(inv->refresh_tree());
   inv->match({});
@@ -287,6 +291,65 @@ TEST(InventoryTempTree, ARuleWhoseResolutionChangesIsMatchedAgain) {
   ASSERT_EQ(inv->instances().size(), 1u);
   EXPECT_EQ(inv->instances()[0].cgroups[0]->dir.path(), "/svc/redis");
   EXPECT_TRUE(inv->instances()[0].fresh);
+}
+
+}  // namespace
+}  // namespace keel::inv
+
+namespace keel::inv {
+namespace {
+
+// A cgroup whose tasks do not run is read for tasks only every idle_ticks (they change then only
+// when one is moved while asleep); one whose tasks ran and stopped is read the very next tick, so an
+// instance whose tasks exited goes at once.
+TEST(InventoryTempTree, TasksThatStopRunningAreLookedForAtOnce) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  const config::Spec spec = spec_of(kEachWithTasks);
+  auto inv = Inventory::open(spec, roots,
+                             {.refresh_ticks = 4, .idle_ticks = 1000, .resync_ticks = 64, .inotify = true});
+  ASSERT_TRUE(inv);
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  CgroupId web{};
+  inv->for_each_cgroup([&](const Node& n) {
+    if (n.dir.path() == "/svc/web") web = n.dir.id();
+  });
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match([&](CgroupId c) { return c == web; });                         // its task runs
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/web/cgroup.procs", ""}});  // and exits
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  EXPECT_THAT(names(*inv), ElementsAre("redis"));
+  // A task moved in asleep (none runs) is found when the cgroup's idle read is due: every idle_ticks
+  // (40 here) after the last read, or earlier at the tick its inode staggers it to; not at once.
+  const unsigned k = 40;
+  auto slow = Inventory::open(spec, roots,
+                              {.refresh_ticks = 4, .idle_ticks = k, .resync_ticks = 64, .inotify = true});
+  ASSERT_TRUE(slow);
+  struct stat st {};
+  ASSERT_EQ(::stat((tmp.path() / "sys/fs/cgroup/cpu/svc/idle").c_str(), &st), 0);
+  const uint64_t inode = st.st_ino;
+  uint64_t last = 0;  // when the idle cgroup was last read: at once on its first tick, then when due
+  auto due = [&](uint64_t t) { return last == 0 || t - last >= k || (t + inode) % k == 0; };
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(slow->refresh_tree());
+    slow->match({});
+    if (due(slow->tick())) last = slow->tick();
+  }
+  EXPECT_THAT(names(*slow), ElementsAre("redis"));
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/idle/cgroup.procs", "6\n"}});
+  uint64_t expected = 0;
+  for (uint64_t t = slow->tick() + 1; expected == 0; ++t)
+    if (due(t)) expected = t;
+  ASSERT_LE(expected - slow->tick(), k);
+  uint64_t found = 0;
+  for (unsigned i = 0; i <= k && found == 0; ++i) {
+    ASSERT_TRUE(slow->refresh_tree());
+    slow->match({});
+    if (names(*slow).size() == 2) found = slow->tick();
+  }
+  EXPECT_EQ(found, expected);
 }
 
 }  // namespace

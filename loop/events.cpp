@@ -15,7 +15,8 @@ Result<Events> Events::open() {
   sigemptyset(&stop);
   // SIGHUP too: a terminal that closes must not end keel without giving the host back.
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, s);
-  if (::pthread_sigmask(SIG_BLOCK, &stop, nullptr) != 0) return fail("cannot block the stop signals", "", errno);
+  if (::pthread_sigmask(SIG_BLOCK, &stop, nullptr) != 0)
+    return fail("cannot block the stop signals", "", errno);
   ::signal(SIGPIPE, SIG_IGN);
   Events e;
   e.signals_.reset(::signalfd(-1, &stop, SFD_NONBLOCK | SFD_CLOEXEC));
@@ -27,7 +28,8 @@ Result<Events> Events::open() {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    if (::epoll_ctl(e.epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return fail("cannot watch a descriptor", "", errno);
+    if (::epoll_ctl(e.epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+      return fail("cannot watch a descriptor", "", errno);
   }
   return e;
 }
@@ -56,7 +58,8 @@ Events::Wake Events::wait_until(std::chrono::steady_clock::time_point t) {
         }
       } else {
         uint64_t expirations = 0;
-        if (::read(timer_.get(), &expirations, sizeof expirations) == static_cast<ssize_t>(sizeof expirations))
+        if (::read(timer_.get(), &expirations, sizeof expirations) ==
+            static_cast<ssize_t>(sizeof expirations))
           due = true;
       }
     }

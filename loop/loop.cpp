@@ -1,5 +1,6 @@
 #include "loop/loop.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -60,7 +61,8 @@ std::string status_line(const ctl::Plan& plan, const ctl::Snapshot& snap) {
 
 }  // namespace
 
-void drop_missing(config::Config& cfg, const SysRoots& roots, const std::function<void(const std::string&)>& say) {
+void drop_missing(config::Config& cfg, const SysRoots& roots,
+                  const std::function<void(const std::string&)>& say) {
   if (cfg.actuators.resctrl) {
     auto info = read_resctrl_info(roots.resctrl);
     if (!info || !info->has_value()) {
@@ -72,7 +74,8 @@ void drop_missing(config::Config& cfg, const SysRoots& roots, const std::functio
   if (cfg.actuators.steal_task) {
     auto p = act::probe_sched_feature(roots, act::kSteal);
     if (!p || p->state == act::FeatureState::unsupported) {
-      say("steal_task is unavailable (" + (p ? p->why : p.error().message()) + "): the steal_task step is off");
+      say("steal_task is unavailable (" + (p ? p->why : p.error().message()) +
+          "): the steal_task step is off");
       cfg.actuators.steal_task = false;
     }
   }
@@ -97,7 +100,8 @@ void Loop::run(Events& events, bool once) {
   for (uint64_t n = 1;; ++n) {
     if (events.wait_until(next) == Events::Wake::stop) break;
     next += period;
-    if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now() + period;  // fell behind
+    if (next < std::chrono::steady_clock::now())
+      next = std::chrono::steady_clock::now() + period;  // fell behind
     tick(n);
     if (once) break;
   }
@@ -108,25 +112,29 @@ void Loop::tick(uint64_t n) {
   const std::string head = "tick " + std::to_string(n) + " ";
   const auto started = std::chrono::steady_clock::now();
   // Sense.
-  auto snap = p_.sensing->sample(n);
-  if (!snap) {
-    log(head + "sensing failed: " + snap.error().message());
+  if (auto sensed = p_.sensing->sample(n, snap_); !sensed) {
+    log(head + "sensing failed: " + sensed.error().message());
     p_.metrics->sensing_failed(seconds_since(started), unix_now());
     return;
   }
+  const ctl::Snapshot* snap = &snap_;
   // Decide, act.
-  ctl::Plan plan = controller_.step(*snap);
+  const ctl::Plan& plan = controller_.step(*snap);
   auto done = reconciler_.apply(plan, *snap, p_.sensing->inventory());
   p_.sensing->touched(done.touched);
   // Publish: status when a critical workload's state turns (or every tick with --verbose), then the
   // decisions, then what was written (or would be); the metrics.
   bool turned = false;
-  for (const auto& [inst, v] : plan.workloads) {
-    auto [it, added] = violated_.try_emplace(inst, false);
-    if (it->second != v.violated) turned = true;
-    it->second = v.violated;
+  std::map<std::string, bool> violated;  // of the critical instances: their SLO state
+  for (const auto& w : snap->workloads) {
+    if (!w.critical) continue;
+    auto v = plan.workloads.find(w.instance);
+    const bool now = v != plan.workloads.end() && v->second.violated;
+    auto was = violated_.find(w.instance);
+    if ((was != violated_.end() && was->second) != now) turned = true;
+    violated.emplace(w.instance, now);
   }
-  std::erase_if(violated_, [&](const auto& e) { return !plan.workloads.contains(e.first); });
+  violated_ = std::move(violated);
   if (turned || p_.verbose) log(head + mode + " status " + status_line(plan, *snap));
   std::string decisions = ctl::format_actions(plan, mode);
   for (size_t i = 0; i < decisions.size();) {
@@ -139,8 +147,9 @@ void Loop::tick(uint64_t n) {
         (c.from.empty() ? "\"\"" : c.from) + " -> " + c.to);
   for (const auto& note : done.notes) log(head + "note: " + note);
   for (const auto& e : done.errors) log(head + "error: " + e);
-  p_.metrics->publish(tick_report(p_.spec, *snap, sensor_view(*p_.sensing), plan, done,
-                                  {p_.observe, seconds_since(started), unix_now(), process_usage(p_.roots)}));
+  tick_report(p_.spec, *snap, sensor_view(*p_.sensing), plan, done,
+              {p_.observe, seconds_since(started), unix_now(), process_usage(p_.roots)}, report_);
+  p_.metrics->publish(report_);
   // Record.
   if (p_.record != nullptr && p_.record->is_open()) {
     *p_.record << ctl::to_json_line(*snap) << '\n';
@@ -158,6 +167,10 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
     log("run: " + events.error().message());
     return kFailure;
   }
+  // A tick's vectors on a large host are megabytes (a snapshot, a report): mapped and given back each
+  // tick rather than kept in the heap (glibc would raise its threshold to the largest one freed).
+  ::mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  ::mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
   const bool observe = o.observe || cfg.daemon.mode == config::Mode::observe;
   const char* mode = observe ? "observe" : "enforce";
   const std::filesystem::path state = o.state.value_or(cfg.daemon.state_dir);
@@ -171,8 +184,9 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   // The metrics endpoint before anything else: a taken port stops keel before it changes a thing
   // (or truncates a trace). Only a journal a crashed keel left is still restored (enforce mode).
   const std::string listen = o.metrics_listen.value_or(cfg.daemon.metrics_listen);
-  const std::string listen_source = o.metrics_listen ? "--metrics-listen " + *o.metrics_listen
-                                                     : "daemon.metrics_listen = \"" + cfg.daemon.metrics_listen + "\"";
+  const std::string listen_source = o.metrics_listen
+                                        ? "--metrics-listen " + *o.metrics_listen
+                                        : "daemon.metrics_listen = \"" + cfg.daemon.metrics_listen + "\"";
   std::unique_ptr<metrics::Endpoint> endpoint;
   if (listen != "off") {
     auto e = metrics::Endpoint::listen(listen);
@@ -231,10 +245,11 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   size_t critical = 0;
   for (const auto& w : spec.workloads) critical += w.critical;
   log(std::string("run: ") + mode + ", period " + config::format_duration(spec.period) + ", " +
-      std::to_string(spec.workloads.size()) + " workloads (" + std::to_string(critical) + " critical), hierarchy " +
-      sensing->inventory().defining().name() + " (" + std::to_string(sensing->inventory().cgroups()) +
-      " cgroups, " + sensing->inventory().watching() + "), sensors " + bpf::to_string(sensing->sensor().attach()) +
-      ", cache counters " + sensing->sensor().counters_note() + ", state " + state.string() +
+      std::to_string(spec.workloads.size()) + " workloads (" + std::to_string(critical) +
+      " critical), hierarchy " + sensing->inventory().defining().name() + " (" +
+      std::to_string(sensing->inventory().cgroups()) + " cgroups, " + sensing->inventory().watching() +
+      "), sensors " + bpf::to_string(sensing->sensor().attach()) + ", cache counters " +
+      sensing->sensor().counters_note() + ", state " + state.string() +
       (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
 
   Loop loop({spec, observe, o.verbose, *topo, &*sensing, &session->writer(), &metrics, &record, roots});
@@ -243,9 +258,9 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   int rc = kOk;
   auto back = session->finish();
   if (!observe || back.restored + back.failed.size() > 0)
-    log("run: stopped; " + std::to_string(back.restored) + " knobs restored, " + std::to_string(back.unchanged) +
-        " already at their original value, " + std::to_string(back.gone) + " gone, " + std::to_string(back.kept) +
-        " kept, " + std::to_string(back.failed.size()) + " failed");
+    log("run: stopped; " + std::to_string(back.restored) + " knobs restored, " +
+        std::to_string(back.unchanged) + " already at their original value, " + std::to_string(back.gone) +
+        " gone, " + std::to_string(back.kept) + " kept, " + std::to_string(back.failed.size()) + " failed");
   for (const auto& e : back.failed) log("restore: " + e.message());
   if (!back.failed.empty()) {
     log("run: the failed knobs stay journaled in " + state.string() + "; run keel restore");

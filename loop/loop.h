@@ -29,13 +29,13 @@ namespace keel::loop {
 
 // keel run's flags (the config file has the rest).
 struct RunOptions {
-  bool observe = false;  // --observe: decide and log, write nothing (also mode = "observe")
-  bool once = false;     // stop after one tick
-  bool verbose = false;  // a status line every tick
-  std::optional<std::string> record;            // --record TRACE
-  std::optional<std::filesystem::path> state;   // --state DIR (else daemon.state_dir)
+  bool observe = false;               // --observe: decide and log, write nothing (also mode = "observe")
+  bool once = false;                  // stop after one tick
+  bool verbose = false;               // a status line every tick
+  std::optional<std::string> record;  // --record TRACE
+  std::optional<std::filesystem::path> state;  // --state DIR (else daemon.state_dir)
   bpf::BpfStats stats = bpf::BpfStats::sampled;
-  std::optional<std::string> metrics_listen;    // --metrics-listen, checked already ("off": none)
+  std::optional<std::string> metrics_listen;  // --metrics-listen, checked already ("off": none)
   std::string version;
 };
 
@@ -45,7 +45,8 @@ int run(config::Config cfg, const RunOptions& options, const SysRoots& roots);
 
 // Turns off the mechanisms the config enables that this host lacks (resctrl not mounted, no STEAL
 // sched feature), each with a line to `log`: the controller's ladder then skips them.
-void drop_missing(config::Config& cfg, const SysRoots& roots, const std::function<void(const std::string&)>& log);
+void drop_missing(config::Config& cfg, const SysRoots& roots,
+                  const std::function<void(const std::string&)>& log);
 
 // Raises the soft limit on open files to the hard one: the inventory holds a directory per cgroup.
 void raise_open_files_limit();
@@ -74,7 +75,9 @@ class Loop {
   Parts p_;
   ctl::Controller controller_;
   Reconciler reconciler_;
-  std::map<std::string, bool> violated_;  // per instance, for status lines when it turns
+  ctl::Snapshot snap_;                    // this tick's, its storage kept from tick to tick
+  metrics::TickReport report_;            // likewise
+  std::map<std::string, bool> violated_;  // per critical instance, for status lines when it turns
 };
 
 }  // namespace keel::loop

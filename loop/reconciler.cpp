@@ -38,8 +38,11 @@ std::string group_name(const std::string& inst) {
 
 // The cgroup at `path` of `h` if it still is the one with `id` (else it is gone, or another one came
 // under its name: not keel's to give anything back to).
-std::optional<CgroupDir> same_cgroup(const CgroupHierarchy& h, const std::string& path, CgroupId id) {
-  auto d = CgroupDir::open(h, path);
+std::optional<CgroupDir> same_cgroup(const inv::Inventory& inv, const CgroupHierarchy& h,
+                                     const std::string& path, CgroupId id) {
+  const CgroupDir* root = inv.root_of(h);
+  if (root == nullptr) return std::nullopt;
+  auto d = CgroupDir::open(root->hierarchy_ptr(), path);
   if (!d || d->id() != id) return std::nullopt;
   return std::move(*d);
 }
@@ -81,6 +84,7 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
   std::vector<CgroupId> ids;     // targets[i]'s cpuset cgroup
   std::vector<CgroupId> owners;  // and the inventory's cgroup it is for
   std::vector<CgroupId> given_back;
+  std::vector<std::pair<CgroupId, CpuSet>> setting;  // what the targets set, kept once applied
   std::map<CgroupId, bool> seen;
   std::vector<CgroupDir> reopened;  // cgroups of vanished instances, held for this apply
   reopened.reserve(found_cpus_.size());
@@ -107,8 +111,11 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
             inv.forget_held(*n);
             continue;
           }
-          found_cpus_[id] = {dir->path(), std::string(trim(*cur))};
+          found_cpus_[id] = {dir->path(), std::string(trim(*cur)), std::nullopt, std::nullopt, 0};
         }
+        const Found& f = found_cpus_.at(id);
+        if (f.cpus == *want && !inv.due(f.set_tick, id)) continue;  // set already
+        setting.emplace_back(id, *want);
         targets.push_back({dir->path(), *want, std::nullopt, dir});
         ids.push_back(id);
         owners.push_back(n->dir.id());
@@ -127,7 +134,7 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
   for (const auto& [id, f] : found_cpus_) {
     if (seen.contains(id)) continue;
     given_back.push_back(id);
-    auto dir = same_cgroup(*cs, f.path, id);
+    auto dir = same_cgroup(inv, *cs, f.path, id);
     auto set = CpuSet::parse_list(f.value);
     if (!dir || !set || set->empty()) continue;
     reopened.push_back(std::move(*dir));
@@ -146,6 +153,11 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
   }
   for (size_t i = 0; i < r->size() && i < owners.size(); ++i)
     if ((*r)[i].changed && owners[i] != CgroupId{}) out.touched.push_back(owners[i]);
+  for (const auto& [id, set] : setting)
+    if (auto f = found_cpus_.find(id); f != found_cpus_.end()) {
+      f->second.cpus = set;
+      f->second.set_tick = inv.tick();
+    }
   forget();
 }
 
@@ -185,13 +197,18 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
             inv.forget_held(*n);
             continue;
           }
-          found_weight_[id] = {dir->path(), std::string(trim(*cur))};
+          found_weight_[id] = {dir->path(), std::string(trim(*cur)), std::nullopt, std::nullopt, 0};
         }
+        Found& f = found_weight_.at(id);
+        if (f.shares == shares && !inv.due(f.set_tick, id)) continue;  // set already
         auto r = act::set_cpu_weight(*w_, *dir, shares, mapping);
-        if (!r)
+        if (!r) {
           out.errors.push_back("weight of " + ins.name + ": " + r.error().message());
-        else if (*r)
-          out.touched.push_back(n->dir.id());
+          continue;
+        }
+        if (*r) out.touched.push_back(n->dir.id());
+        f.shares = shares;
+        f.set_tick = inv.tick();
       } else if (auto f = found_weight_.find(id); f != found_weight_.end()) {
         auto r = w_->set(*dir, CgroupFile::weight, f->second.value);
         if (!r) {
@@ -210,7 +227,7 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
       continue;
     }
     // Its instance is gone: put the weight back if the cgroup is still there (the same one).
-    if (auto dir = same_cgroup(*cpu, it->second.path, it->first))
+    if (auto dir = same_cgroup(inv, *cpu, it->second.path, it->first))
       if (auto r = w_->set(*dir, CgroupFile::weight, it->second.value); !r)
         out.errors.push_back("weight of " + it->second.path + ": " + r.error().message());
     it = found_weight_.erase(it);

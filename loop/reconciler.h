@@ -52,6 +52,11 @@ class Reconciler {
   struct Found {
     std::string path;
     std::string value;
+    // What keel set there last (it is not written again while it is, except to check every few ticks
+    // that no one else changed it), and when.
+    std::optional<CpuSet> cpus;
+    std::optional<uint64_t> shares;
+    uint64_t set_tick = 0;
   };
   std::map<CgroupId, Found> found_cpus_;    // cpuset cgroup -> cpuset.cpus as found
   std::map<CgroupId, Found> found_weight_;  // cgroup -> cpu.shares / cpu.weight as found

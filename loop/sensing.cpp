@@ -20,6 +20,8 @@ struct NodeState {
   bool limited = false;            // it has a CFS quota (only then can it be throttled)
   bool facts = false, dirty = false;
   uint64_t facts_tick = 0;
+  bool busy = true;         // its CPU usage grew at the last read
+  uint64_t usage_tick = 0;  // when it was read
 };
 
 void add(SensedCounts::Counts& to, const bpf::CgroupSched& c) {
@@ -48,8 +50,8 @@ struct Sensing::State {
   SensedCounts counts;
 
   void read_facts(const inv::Node& n, NodeState& ns);
-  void read_counters(const inv::Node& n, NodeState& ns, double& usage_s, bool& usage, double& throttled,
-                     bool& throttle);
+  void read_counters(const inv::Node& n, NodeState& ns, bool ran, double& usage_s, bool& usage,
+                     double& throttled, bool& throttle);
 };
 
 Sensing::Sensing(std::unique_ptr<State> s) : s_(std::move(s)) {}
@@ -125,11 +127,18 @@ void Sensing::State::read_facts(const inv::Node& n, NodeState& ns) {
   ns.facts_tick = inv.tick();
 }
 
-// CPU usage every tick; throttling only where a quota is set (nothing else is ever throttled). On v2
-// one cpu.stat holds both.
-void Sensing::State::read_counters(const inv::Node& n, NodeState& ns, double& usage_s, bool& usage,
+// CPU usage, and throttling where a quota is set (nothing else is ever throttled); on v2 one cpu.stat
+// holds both. Read every tick for a cgroup whose tasks ran (the sensor saw one switched in or migrate)
+// or whose usage grew at the last read; one that was idle then and ran nothing since is idle still
+// (a task cannot run without being switched in, or having run at the last read), so it is read
+// again only every few ticks, when it is due.
+void Sensing::State::read_counters(const inv::Node& n, NodeState& ns, bool ran, double& usage_s, bool& usage,
                                    double& throttled, bool& throttle) {
   const inv::Inventory& inv = *inventory;
+  if (!ran && !ns.busy && ns.usage_ns && !inv.due(ns.usage_tick, n.dir.id(), /*idle=*/true)) {
+    usage = throttle = true;  // 0, known
+    return;
+  }
   CgroupCpuStats cs;
   if (inv.defining().unified) {
     if (auto text = n.dir.read(CgroupFile::cpu_stat)) {
@@ -147,10 +156,13 @@ void Sensing::State::read_counters(const inv::Node& n, NodeState& ns, double& us
       throttle = true;  // no quota: not throttled, which is 0 (its counter is read once it has one)
     }
   }
+  ns.busy = true;
   if (cs.usage_ns && ns.usage_ns && *cs.usage_ns >= *ns.usage_ns) {
     usage_s += static_cast<double>(*cs.usage_ns - *ns.usage_ns) / 1e9;
     usage = true;
+    ns.busy = *cs.usage_ns > *ns.usage_ns;
   }
+  ns.usage_tick = inv.tick();
   if (cs.nr_throttled && ns.nr_throttled && *cs.nr_throttled >= *ns.nr_throttled) {
     throttled += static_cast<double>(*cs.nr_throttled - *ns.nr_throttled);
     throttle = true;
@@ -160,6 +172,27 @@ void Sensing::State::read_counters(const inv::Node& n, NodeState& ns, double& us
 }
 
 Result<ctl::Snapshot> Sensing::sample(uint64_t tick) {
+  ctl::Snapshot snap;
+  if (auto r = sample(tick, snap); !r) return std::unexpected(r.error());
+  return snap;
+}
+
+namespace {
+
+// `w` cleared for a new tick, its strings' and vectors' storage kept (a tick's instances are mostly
+// the last tick's).
+void reuse(ctl::WorkloadSignals& w) {
+  std::string instance = std::move(w.instance), workload = std::move(w.workload);
+  std::vector<std::string> cgroups = std::move(w.cgroups);
+  w = ctl::WorkloadSignals{};
+  w.instance = std::move(instance);
+  w.workload = std::move(workload);
+  w.cgroups = std::move(cgroups);
+}
+
+}  // namespace
+
+Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
   State& st = *s_;
   inv::Inventory& inv = *st.inventory;
   auto now = std::chrono::steady_clock::now();
@@ -196,23 +229,27 @@ Result<ctl::Snapshot> Sensing::sample(uint64_t tick) {
   }
 
   const bool pmu = st.sensor->pmu();
-  ctl::Snapshot snap;
   snap.tick = tick;
   snap.period_s = secs;
-  snap.workloads.reserve(inv.instances().size());
-  for (const inv::Instance& ins : inv.instances()) {
-    ctl::WorkloadSignals& w = snap.workloads.emplace_back();
+  snap.workloads.resize(inv.instances().size());
+  for (size_t i = 0; i < inv.instances().size(); ++i) {
+    const inv::Instance& ins = inv.instances()[i];
+    ctl::WorkloadSignals& w = snap.workloads[i];
+    reuse(w);
     w.instance = ins.name;
     w.workload = ins.spec->name;
     w.critical = ins.spec->critical;
     w.fresh = ins.fresh;
+    w.cgroups.resize(ins.cgroups.size());
     double usage_s = 0, throttled = 0;
     bool usage = false, throttle = false;
-    for (const inv::Node* n : ins.cgroups) {
-      w.cgroups.push_back(n->dir.path());
+    for (size_t j = 0; j < ins.cgroups.size(); ++j) {
+      const inv::Node* n = ins.cgroups[j];
+      w.cgroups[j] = n->dir.path();
       NodeState& ns = st.nodes[n->dir.id()];
-      if (!ns.facts || ns.dirty || inv.due(ns.facts_tick, n->dir.id())) st.read_facts(*n, ns);
-      st.read_counters(*n, ns, usage_s, usage, throttled, throttle);
+      const bool active = ran.contains(n->dir.id()) || ns.busy;
+      if (!ns.facts || ns.dirty || inv.due(ns.facts_tick, n->dir.id(), !active)) st.read_facts(*n, ns);
+      st.read_counters(*n, ns, ran.contains(n->dir.id()), usage_s, usage, throttled, throttle);
       w.cpus |= ns.cpus;
       if (!w.shares) w.shares = ns.shares;
     }
@@ -239,7 +276,7 @@ Result<ctl::Snapshot> Sensing::sample(uint64_t tick) {
     if (throttle) w.throttled_per_s = throttled / secs;
   }
   st.counts = std::move(counts);
-  return snap;
+  return {};
 }
 
 }  // namespace keel::loop

@@ -55,6 +55,8 @@ class Sensing {
   // The signals since the previous call (or since open), per configured workload instance, in name
   // order. A failure (the hierarchy or the sensor unreadable) leaves the counts for the next call.
   Result<ctl::Snapshot> sample(uint64_t tick);
+  // The same into `snap`, whose storage is reused (what keel run does every tick).
+  Result<void> sample(uint64_t tick, ctl::Snapshot& snap);
   // These cgroups' cpuset and weight are read again at the next sample (keel just changed them).
   void touched(const std::vector<CgroupId>& cgroups);
 

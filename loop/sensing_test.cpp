@@ -8,7 +8,6 @@
 #include "loop/sensing.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <deque>
@@ -64,7 +63,7 @@ class FakeSensor final : public Sensor {
 bpf::CgroupSched waited(CgroupId id, uint64_t waits) {
   bpf::CgroupSched c;
   c.id = id;
-  c.rq.buckets[bpf::RqHistogram::bucket_of_us(10)] = waits;
+  c.rq.buckets[bpf::RqHistogram::bucket_of_us(10)] = static_cast<uint32_t>(waits);
   c.rq.count = waits;
   c.rq.sum_ns = waits * 10'000;
   return c;
@@ -91,33 +90,34 @@ constexpr const char* kV1Mountinfo =
     "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,noprefix,cpuset\n";
 
 SysRoots v1_noprefix_host(const TempDir& tmp) {
-  make_tree(tmp.path(),
-            {{"proc/self/mountinfo", kV1Mountinfo},
-             {"proc/cgroups", "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\ncpu\t1\t3\t1\n"
-                              "cpuacct\t2\t1\t1\n"},
-             {"proc/sys/kernel/random/boot_id", "b\n"},
-             {"sys/fs/cgroup/cpu/cgroup.procs", "1\n"},
-             {"sys/fs/cgroup/cpu/cpu.shares", "1024\n"},
-             {"sys/fs/cgroup/cpuacct/cgroup.procs", "1\n"},
-             {"sys/fs/cgroup/cpuset/cgroup.procs", "1\n"},
-             {"sys/fs/cgroup/cpuset/tasks", "1\n"},
-             {"sys/fs/cgroup/cpuset/cpus", "0-3\n"},
-             {"sys/fs/cgroup/cpuset/mems", "0\n"},
-             {"sys/fs/cgroup/cpuset/effective_cpus", "0-3\n"}});
+  make_tree(tmp.path(), {{"proc/self/mountinfo", kV1Mountinfo},
+                         {"proc/cgroups",
+                          "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\ncpu\t1\t3\t1\n"
+                          "cpuacct\t2\t1\t1\n"},
+                         {"proc/sys/kernel/random/boot_id", "b\n"},
+                         {"sys/fs/cgroup/cpu/cgroup.procs", "1\n"},
+                         {"sys/fs/cgroup/cpu/cpu.shares", "1024\n"},
+                         {"sys/fs/cgroup/cpuacct/cgroup.procs", "1\n"},
+                         {"sys/fs/cgroup/cpuset/cgroup.procs", "1\n"},
+                         {"sys/fs/cgroup/cpuset/tasks", "1\n"},
+                         {"sys/fs/cgroup/cpuset/cpus", "0-3\n"},
+                         {"sys/fs/cgroup/cpuset/mems", "0\n"},
+                         {"sys/fs/cgroup/cpuset/effective_cpus", "0-3\n"}});
   for (const std::string cg : {"svc", "svc/crit", "svc/batch"}) {
     const bool leaf = cg != "svc";
     const std::string procs = cg == "svc/crit" ? "100\n" : cg == "svc/batch" ? "200\n" : "";
-    make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/" + cg + "/cgroup.procs", procs},
-                           {"sys/fs/cgroup/cpu/" + cg + "/tasks", procs},
-                           {"sys/fs/cgroup/cpu/" + cg + "/cpu.shares", "1024\n"},
-                           {"sys/fs/cgroup/cpu/" + cg + "/cpu.cfs_quota_us", "-1\n"},
-                           {"sys/fs/cgroup/cpu/" + cg + "/cpu.stat", "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n"},
-                           {"sys/fs/cgroup/cpuacct/" + cg + "/cpuacct.usage", "0\n"},
-                           {"sys/fs/cgroup/cpuset/" + cg + "/cgroup.procs", procs},
-                           {"sys/fs/cgroup/cpuset/" + cg + "/tasks", procs},
-                           {"sys/fs/cgroup/cpuset/" + cg + "/cpus", leaf ? "2-3\n" : "0-3\n"},
-                           {"sys/fs/cgroup/cpuset/" + cg + "/mems", "0\n"},
-                           {"sys/fs/cgroup/cpuset/" + cg + "/effective_cpus", leaf ? "2-3\n" : "0-3\n"}});
+    make_tree(tmp.path(),
+              {{"sys/fs/cgroup/cpu/" + cg + "/cgroup.procs", procs},
+               {"sys/fs/cgroup/cpu/" + cg + "/tasks", procs},
+               {"sys/fs/cgroup/cpu/" + cg + "/cpu.shares", "1024\n"},
+               {"sys/fs/cgroup/cpu/" + cg + "/cpu.cfs_quota_us", "-1\n"},
+               {"sys/fs/cgroup/cpu/" + cg + "/cpu.stat", "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n"},
+               {"sys/fs/cgroup/cpuacct/" + cg + "/cpuacct.usage", "0\n"},
+               {"sys/fs/cgroup/cpuset/" + cg + "/cgroup.procs", procs},
+               {"sys/fs/cgroup/cpuset/" + cg + "/tasks", procs},
+               {"sys/fs/cgroup/cpuset/" + cg + "/cpus", leaf ? "2-3\n" : "0-3\n"},
+               {"sys/fs/cgroup/cpuset/" + cg + "/mems", "0\n"},
+               {"sys/fs/cgroup/cpuset/" + cg + "/effective_cpus", leaf ? "2-3\n" : "0-3\n"}});
   }
   return SysRoots::under(tmp.path());
 }
@@ -145,7 +145,8 @@ struct Opened {
 Opened open(const SysRoots& roots, const config::Spec& spec, bool inotify = true) {
   auto fake = std::make_unique<FakeSensor>();
   FakeSensor* f = fake.get();
-  auto s = Sensing::open(spec, roots, four_cpus(), std::move(fake), {.refresh_ticks = 8, .resync_ticks = 64, .inotify = inotify});
+  auto s = Sensing::open(spec, roots, four_cpus(), std::move(fake),
+                         {.refresh_ticks = 8, .idle_ticks = 8, .resync_ticks = 64, .inotify = inotify});
   EXPECT_TRUE(s) << s.error().message();
   return {std::move(*s), f};
 }
@@ -221,7 +222,8 @@ TEST(SensingFakeSensor, V1NoprefixCpusetThroughSensingAndTheReconciler) {
   EXPECT_EQ(slurp(tmp.path() / "sys/fs/cgroup/cpuset/svc/batch/cpus"), "2");
   ASSERT_EQ(j->entries().size(), 2u);
   for (const auto& e : j->entries()) {
-    EXPECT_TRUE(e.path.str() == "cgroup:cpuset/svc/batch/cpus" || e.path.str() == "cgroup:cpuset/svc/crit/cpus")
+    EXPECT_TRUE(e.path.str() == "cgroup:cpuset/svc/batch/cpus" ||
+                e.path.str() == "cgroup:cpuset/svc/crit/cpus")
         << e.path.str();
     EXPECT_EQ(e.value, ValueKind::cpuset_list);
     EXPECT_EQ(e.original, "2-3");
@@ -251,15 +253,16 @@ TEST(SensingFakeSensor, RuncWeightMappingRoundTripsOverAV2Tree) {
       {"sys/fs/cgroup/cpuset.cpus.effective", "0-3\n"},
       {"sys/fs/cgroup/cpuset.mems.effective", "0\n"}};
   for (const char* cg : {"svc", "svc/crit", "svc/batch"}) {
-    auto f = testing::cgroup_v2_files(std::string("sys/fs/cgroup/") + cg, std::string(cg) == "svc" ? "" : "7\n", "",
-                                      "0-3", "0");
+    auto f = testing::cgroup_v2_files(std::string("sys/fs/cgroup/") + cg,
+                                      std::string(cg) == "svc" ? "" : "7\n", "", "0-3", "0");
     files.insert(files.end(), f.begin(), f.end());
     files.push_back({std::string("sys/fs/cgroup/") + cg + "/cpu.stat", "usage_usec 0\nnr_throttled 0\n"});
   }
   make_tree(tmp.path(), files);
   const SysRoots roots = SysRoots::under(tmp.path());
-  const config::Spec spec = spec_of(std::string(kCritAndBatch).substr(std::string_view(kCritAndBatch).find("[[")) +
-                                    "[actuators]\nweight_mapping = \"runc\"\n");
+  const config::Spec spec =
+      spec_of(std::string(kCritAndBatch).substr(std::string_view(kCritAndBatch).find("[[")) +
+              "[actuators]\nweight_mapping = \"runc\"\n");
   ASSERT_EQ(spec.actuators.weight_mapping, WeightMapping::runc);
   auto [sensing, fake] = open(roots, spec);
   auto snap = sensing.sample(1);
@@ -308,13 +311,14 @@ TEST(SensingFakeSensor, ACgroupMadeAgainIsFreshAndCountsFromItsOwnCounters) {
                          {"sys/fs/cgroup/cpu/svc/crit/cpu.cfs_quota_us", "-1\n"},
                          {"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", "100000000\n"},
                          {"sys/fs/cgroup/cpuset/svc/crit/effective_cpus", "1\n"}});
-  for (const char* h : {"cpu", "cpuacct", "cpuset"}) fs::remove_all(tmp.path() / "sys/fs/cgroup" / h / "svc/crit.old");
+  for (const char* h : {"cpu", "cpuacct", "cpuset"})
+    fs::remove_all(tmp.path() / "sys/fs/cgroup" / h / "svc/crit.old");
   auto snap = sensing.sample(2);
   ASSERT_TRUE(snap);
   const auto& c = signals(*snap, "crit");
   EXPECT_TRUE(c.fresh);
-  EXPECT_FALSE(c.cpu_usage);            // its first read: no delta yet (not 0.1 - 0.9 s, nor 0.1 s)
-  EXPECT_EQ(c.shares, 2048u);          // read afresh
+  EXPECT_FALSE(c.cpu_usage);   // its first read: no delta yet (not 0.1 - 0.9 s, nor 0.1 s)
+  EXPECT_EQ(c.shares, 2048u);  // read afresh
   EXPECT_EQ(c.cpus, L("1"));
   ASSERT_FALSE(fake->reclaims.empty());
   EXPECT_FALSE(fake->reclaims.back()(old_id));  // the old cgroup's counts are dropped
@@ -331,17 +335,59 @@ TEST(SensingFakeSensor, ThrottlingWhereAQuotaIsSet) {
   const SysRoots roots = v1_noprefix_host(tmp);
   const config::Spec spec = spec_of(kCritAndBatch);
   auto [sensing, fake] = open(roots, spec);
-  make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/batch/cpu.cfs_quota_us", "50000\n"},
-                         {"sys/fs/cgroup/cpu/svc/batch/cpu.stat", "nr_periods 10\nnr_throttled 4\nthrottled_time 9\n"}});
+  make_tree(tmp.path(),
+            {{"sys/fs/cgroup/cpu/svc/batch/cpu.cfs_quota_us", "50000\n"},
+             {"sys/fs/cgroup/cpu/svc/batch/cpu.stat", "nr_periods 10\nnr_throttled 4\nthrottled_time 9\n"}});
   double seen = 0;
   for (uint64_t t = 1; t <= 12 && seen == 0; ++t) {
-    make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/batch/cpu.stat",
-                            "nr_periods 10\nnr_throttled " + std::to_string(4 + 3 * t) + "\nthrottled_time 9\n"}});
+    // It runs (its usage grows) and hits its quota three times a tick.
+    make_tree(tmp.path(),
+              {{"sys/fs/cgroup/cpu/svc/batch/cpu.stat",
+                "nr_periods 10\nnr_throttled " + std::to_string(4 + 3 * t) + "\nthrottled_time 9\n"},
+               {"sys/fs/cgroup/cpuacct/svc/batch/cpuacct.usage", std::to_string(1000000 * t) + "\n"}});
     auto snap = sensing.sample(t);
     ASSERT_TRUE(snap);
     if (auto th = signals(*snap, "batch").throttled_per_s) seen = *th * snap->period_s;
   }
   EXPECT_EQ(seen, 3.0);  // 3 periods a tick, once the quota was seen
+}
+
+}  // namespace
+}  // namespace keel::loop
+
+namespace keel::loop {
+namespace {
+
+// A cgroup whose tasks neither ran (the sensor saw nothing of them) nor used CPU at the last read is
+// idle: its counters are read again only every few ticks, and its usage is 0 meanwhile. Once it runs
+// (the sensor sees a switch-in) it is read at once; usage it had meanwhile is counted when read.
+TEST(SensingFakeSensor, AnIdleCgroupIsReadEveryFewTicksAndAtOnceWhenItRuns) {
+  TempDir tmp;
+  const SysRoots roots = v1_noprefix_host(tmp);
+  const config::Spec spec = spec_of(kCritAndBatch);
+  auto [sensing, fake] = open(roots, spec);
+  const fs::path usage = tmp.path() / "sys/fs/cgroup/cpuacct/svc/batch/cpuacct.usage";
+  ASSERT_TRUE(sensing.sample(1));  // its usage did not grow: idle from now on
+  // It ran without the sensor seeing it (a test's fake, not a kernel): not read until due.
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/batch/cpuacct.usage", "300000000\n"}});
+  double total = 0;
+  unsigned zero_ticks = 0;
+  for (uint64_t t = 2; t <= 9; ++t) {
+    auto snap = sensing.sample(t);
+    ASSERT_TRUE(snap);
+    const auto& b = signals(*snap, "batch");
+    ASSERT_TRUE(b.cpu_usage);
+    if (*b.cpu_usage == 0) ++zero_ticks;
+    total += *b.cpu_usage * snap->period_s;
+  }
+  EXPECT_GE(zero_ticks, 1u);
+  EXPECT_NEAR(total, 0.3, 1e-9);  // within refresh_ticks (8) it is read, and nothing is lost
+  // The sensor sees it run: read that very tick.
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/batch/cpuacct.usage", "500000000\n"}});
+  fake->deltas.push_back({{waited(id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/batch", 1), 3)}, 0, 0});
+  auto snap = sensing.sample(10);
+  ASSERT_TRUE(snap);
+  EXPECT_NEAR(*signals(*snap, "batch").cpu_usage * snap->period_s, 0.2, 1e-9);
 }
 
 }  // namespace

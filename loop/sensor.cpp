@@ -29,7 +29,8 @@ Result<std::unique_ptr<Sensor>> open_bpf_sensor(const CgroupHierarchy& hierarchy
                                                 bpf::BpfStats stats) {
   auto opened = bpf::open_host_sensor(hierarchy, topo, stats);
   if (!opened)
-    return fail(opened.error().message() + (::geteuid() != 0 ? " (keel needs root: it loads BPF programs)" : ""));
+    return fail(opened.error().message() +
+                (::geteuid() != 0 ? " (keel needs root: it loads BPF programs)" : ""));
   return std::unique_ptr<Sensor>(std::make_unique<BpfSensor>(std::move(*opened)));
 }
 

@@ -27,8 +27,8 @@ class Sensor {
   virtual std::vector<bpf::ProgStats> prog_stats() const = 0;
   virtual std::optional<bpf::BpfCost> cost() const = 0;
   virtual bpf::AttachKind attach() const = 0;
-  virtual bool pmu() const = 0;                     // hardware counters are counted
-  virtual std::string counters_note() const = 0;    // "hardware counters" or "n/a (why)"
+  virtual bool pmu() const = 0;                   // hardware counters are counted
+  virtual std::string counters_note() const = 0;  // "hardware counters" or "n/a (why)"
 };
 
 // keel's BPF programs on `hierarchy` (root): CPU-to-LLC/NUMA tables from `topo`, hardware counters

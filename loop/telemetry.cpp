@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 #include <string_view>
@@ -65,21 +66,59 @@ metrics::Setup metrics_setup(const config::Spec& spec, bool observe, bool pmu, s
   return s;
 }
 
+namespace {
+
+// `r` cleared for a new tick, the storage of its strings and knobs kept (its histogram's too while it
+// counts something: an idle instance keeps none).
+void reuse(metrics::WorkloadReport& r, bool counted) {
+  std::string workload = std::move(r.workload), klass = std::move(r.klass);
+  std::vector<uint64_t> buckets = std::move(r.rq_buckets);
+  auto knobs = std::move(r.knobs);
+  r = metrics::WorkloadReport{};
+  r.workload = std::move(workload);
+  r.klass = std::move(klass);
+  if (counted) r.rq_buckets = std::move(buckets);
+  r.knobs = std::move(knobs);
+}
+
+void set_knob(metrics::WorkloadReport& r, const char* knob, std::optional<double> v) {
+  if (v)
+    r.knobs[knob] = *v;
+  else if (auto it = r.knobs.find(knob); it != r.knobs.end())
+    r.knobs.erase(it);
+}
+
+}  // namespace
+
 metrics::TickReport tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
                                 const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta) {
   metrics::TickReport t;
+  tick_report(spec, snap, sensor, plan, done, meta, t);
+  return t;
+}
+
+void tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
+                 const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta,
+                 metrics::TickReport& t) {
   const SensedCounts& counts = sensor.counts;
-  for (const auto& w : snap.workloads) {
-    metrics::WorkloadReport r;
+  t.workloads.resize(snap.workloads.size() + 1);
+  t.interference.clear();
+  t.actions.clear();
+  t.steal.reset();
+  t.health = metrics::HealthReport{};
+  for (size_t i = 0; i < snap.workloads.size(); ++i) {
+    const auto& w = snap.workloads[i];
+    metrics::WorkloadReport& r = t.workloads[i];
+    auto c = counts.instances.find(w.instance);
+    reuse(r, c != counts.instances.end());
     r.workload = w.instance;
     r.klass = w.critical ? "critical" : "best_effort";
-    if (auto c = counts.instances.find(w.instance); c != counts.instances.end())
-      fill_counts(r, c->second, sensor.pmu);
+    if (c != counts.instances.end()) fill_counts(r, c->second, sensor.pmu);
     if (w.cpu_usage) r.cpu_seconds = *w.cpu_usage * snap.period_s;
     if (w.throttled_per_s) r.throttled_periods = *w.throttled_per_s * snap.period_s;
-    const config::WorkloadSpec* sp = spec.find(w.workload);
-    auto v = plan.workloads.find(w.instance);
-    if (w.critical && sp && sp->slo_p99_us && v != plan.workloads.end()) {
+    const config::WorkloadSpec* sp = w.critical ? spec.find(w.workload) : nullptr;
+    auto v = w.critical ? plan.workloads.find(w.instance) : plan.workloads.end();
+    if (sp && sp->slo_p99_us && v != plan.workloads.end()) {
       r.p99_s = v->second.p99_us / 1e6;
       r.slo_target_s = *sp->slo_p99_us / 1e6;
       r.slack = v->second.slack;
@@ -87,19 +126,20 @@ metrics::TickReport tick_report(const config::Spec& spec, const ctl::Snapshot& s
       r.blocked = !v->second.blocked.empty();
       r.rung = v->second.rung;
     }
-    if (!w.cpus.empty()) r.knobs["cpus"] = w.cpus.count();
-    if (w.shares) r.knobs["shares"] = static_cast<double>(*w.shares);
-    if (auto d = plan.desired.find(w.instance); !meta.observe && d != plan.desired.end()) {
-      if (d->second.l3_ways) r.knobs["l3_ways"] = *d->second.l3_ways;
-      if (d->second.mba_percent) r.knobs["mba_percent"] = *d->second.mba_percent;
-    }
-    t.workloads.push_back(std::move(r));
+    set_knob(r, "cpus", w.cpus.empty() ? std::nullopt : std::optional<double>(w.cpus.count()));
+    set_knob(r, "shares", w.shares ? std::optional<double>(static_cast<double>(*w.shares)) : std::nullopt);
+    auto d = meta.observe ? plan.desired.end() : plan.desired.find(w.instance);
+    const bool set = d != plan.desired.end();
+    set_knob(r, "l3_ways",
+             set && d->second.l3_ways ? std::optional<double>(*d->second.l3_ways) : std::nullopt);
+    set_knob(r, "mba_percent",
+             set && d->second.mba_percent ? std::optional<double>(*d->second.mba_percent) : std::nullopt);
   }
-  metrics::WorkloadReport other;
+  metrics::WorkloadReport& other = t.workloads.back();
+  reuse(other, true);
   other.workload = "other";
   other.klass = "other";
   fill_counts(other, counts.other, sensor.pmu);
-  t.workloads.push_back(std::move(other));
 
   for (const auto& i : plan.interference) t.interference.push_back({i.victim, i.antagonist, i.score});
   for (const auto& a : plan.actions)
@@ -123,7 +163,6 @@ metrics::TickReport tick_report(const config::Spec& spec, const ctl::Snapshot& s
     h.process_cpu_seconds = meta.process->cpu_seconds;
     h.process_rss_bytes = meta.process->rss_bytes;
   }
-  return t;
 }
 
 std::optional<ProcessUsage> process_usage(const SysRoots& roots) {

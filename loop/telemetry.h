@@ -48,5 +48,8 @@ struct TickMeta {
 // keel set them (enforce mode only: in observe mode keel set nothing and does not read them).
 metrics::TickReport tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
                                 const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta);
+// The same into `t`, whose storage is reused (what keel run does every tick).
+void tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
+                 const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta, metrics::TickReport& t);
 
 }  // namespace keel::loop

@@ -17,6 +17,8 @@
 #include <cmath>
 #include <set>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_set>
 
 #include "metrics/catalogue.h"
 
@@ -274,10 +276,32 @@ std::shared_ptr<prometheus::Registry> Metrics::registry() const { return s_->reg
 
 std::string Metrics::render() const { return prometheus::TextSerializer().Serialize(s_->reg->Collect()); }
 
+namespace {
+
+// Folds `w`'s counts into `to` (what "other" gets once per tick, however many instances it stands for).
+void fold_into(WorkloadReport& to, const WorkloadReport& w) {
+  if (to.rq_buckets.size() < w.rq_buckets.size()) to.rq_buckets.resize(w.rq_buckets.size(), 0);
+  for (size_t i = 0; i < w.rq_buckets.size(); ++i) to.rq_buckets[i] += w.rq_buckets[i];
+  to.rq_sum_s += w.rq_sum_s;
+  to.migrations += w.migrations;
+  to.cross_llc += w.cross_llc;
+  to.cross_numa += w.cross_numa;
+  auto sum = [](auto& a, const auto& b) {
+    if (b) a = a.value_or(0) + *b;
+  };
+  sum(to.cpu_seconds, w.cpu_seconds);
+  sum(to.throttled_periods, w.throttled_periods);
+  sum(to.cache_misses, w.cache_misses);
+  sum(to.instructions, w.instructions);
+}
+
+}  // namespace
+
 void Metrics::publish(const TickReport& t) {
   State& s = *s_;
   // Which instances keep their own label: those labelled before, then new ones up to the cap.
-  std::set<std::string> present;
+  std::unordered_set<std::string_view> present;
+  present.reserve(t.workloads.size());
   for (const auto& w : t.workloads)
     if (w.workload != "other") present.insert(w.workload);
   for (auto it = s.series.begin(); it != s.series.end();) {
@@ -300,10 +324,11 @@ void Metrics::publish(const TickReport& t) {
     if (w.klass == "critical") order.push_back(&w);
   for (const auto& w : t.workloads)
     if (w.klass != "critical") order.push_back(&w);
+  WorkloadReport other;  // unmatched cgroups and the instances past the cap, added up
   for (const WorkloadReport* wp : order) {
     const WorkloadReport& w = *wp;
     if (w.workload == "other") {
-      s.workload(w, s.labelled("other", "other"), false);
+      fold_into(other, w);
       continue;
     }
     per_class[w.klass] += 1;
@@ -316,9 +341,10 @@ void Metrics::publish(const TickReport& t) {
       s.workload(w, s.labelled(w.workload, w.klass), true);
     } else {
       ++folded;
-      s.workload(w, s.labelled("other", "other"), false);
+      fold_into(other, w);
     }
   }
+  s.workload(other, s.labelled("other", "other"), false);
   for (const auto& [c, n] : per_class) s.instances->Add({{"class", c}}).Set(n);
   s.folded->Set(static_cast<double>(folded));
 
