@@ -252,18 +252,55 @@ std::vector<ProgStats> SchedSensor::prog_stats() const {
   return out;
 }
 
+// Every entry of the per-cgroup map, `chunk` at a time with the batch lookup (Linux 5.6; a few calls
+// for the whole map); key by key where the kernel has none.
+void SchedSensor::for_each_entry(int fd,
+                                 const std::function<void(const keel_cg_key&, const keel_cg_stats&)>& f) {
+  constexpr uint32_t kChunk = 64;
+  if (batch_) {
+    batch_keys_.resize(kChunk);
+    batch_vals_.resize(kChunk);
+    uint32_t cursor = 0;
+    bool first = true;
+    for (;;) {
+      uint32_t n = static_cast<uint32_t>(batch_keys_.size());
+      uint32_t next = 0;
+      int r = bpf_map_lookup_batch(fd, first ? nullptr : &cursor, &next, batch_keys_.data(),
+                                   batch_vals_.data(), &n, nullptr);
+      const int err = r == 0 ? 0 : errno;
+      if (r != 0 && err == ENOSPC && n == 0 && batch_keys_.size() < 4096) {
+        // A hash bucket holds more entries than fit: again with room for it.
+        batch_keys_.resize(batch_keys_.size() * 2);
+        batch_vals_.resize(batch_vals_.size() * 2);
+        continue;
+      }
+      if (r != 0 && err != ENOENT && first && n == 0) {
+        batch_ = false;  // EINVAL or ENOTSUPP: no batch operations on this kernel
+        break;
+      }
+      for (uint32_t i = 0; i < n; ++i) f(batch_keys_[i], batch_vals_[i]);
+      if (r != 0) return;  // ENOENT: the whole map was read
+      cursor = next;
+      first = false;
+    }
+    if (batch_) return;
+  }
+  keel_cg_key key{}, next{};
+  keel_cg_stats val{};
+  const keel_cg_key* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    key = next;
+    prev = &key;
+    if (bpf_map_lookup_elem(fd, &key, &val) == 0) f(key, val);  // else deleted meanwhile
+  }
+}
+
 Result<SchedDelta> SchedSensor::read() {
   SchedDelta out;
   out.cgroups.reserve(last_out_);
   int fd = bpf_map__fd(skel_->maps.cg_stats);
-  keel_cg_key key{}, next{};
-  keel_cg_stats val{};
-  const keel_cg_key* prev = nullptr;
   std::vector<keel_cg_key> idle;  // entries to drop: nothing for kIdleReads reads
-  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-    key = next;
-    prev = &key;
-    if (bpf_map_lookup_elem(fd, &key, &val) != 0) continue;  // deleted meanwhile
+  for_each_entry(fd, [&](const keel_cg_key& key, const keel_cg_stats& val) {
     const CgroupId id{key.hierarchy, key.cgroup_id};
     Last& was = last_[id];  // a new one: all zeros, so the delta is everything counted so far
     CgroupSched d;
@@ -295,7 +332,7 @@ Result<SchedDelta> SchedSensor::read() {
     } else if (++was.idle_reads >= kIdleReads) {
       idle.push_back(key);
     }
-  }
+  });
   // An event between the read above and the delete is lost: only for a cgroup idle for kIdleReads reads.
   for (const keel_cg_key& k : idle)
     if (bpf_map_delete_elem(fd, &k) == 0 || errno == ENOENT) last_.erase(CgroupId{k.hierarchy, k.cgroup_id});

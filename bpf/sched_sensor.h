@@ -100,6 +100,8 @@ struct SchedConfig {
   // Up to KEEL_MAX_COUNTERS perf events, each read at every switch and charged to the task switched
   // out: hardware_counters() with a PMU; software events (clock, faults) in tests.
   std::vector<PerfCounter> counters;
+  // The map read a chunk of entries per call (Linux 5.6); false: key by key, as on older kernels.
+  bool batch_reads = true;
 };
 
 class SchedSensor {
@@ -131,8 +133,10 @@ class SchedSensor {
         hierarchy_(cfg.hierarchy.id),
         stats_(cfg.stats),
         stats_every_(std::max(1u, cfg.stats_every)),
-        capacity_(cfg.max_cgroups) {}
+        capacity_(cfg.max_cgroups),
+        batch_(cfg.batch_reads) {}
   void update_stats();
+  void for_each_entry(int fd, const std::function<void(const keel_cg_key&, const keel_cg_stats&)>& f);
   Skeleton<keel_sched> skel_;
   AttachKind kind_ = AttachKind::tp_btf;
   uint32_t hierarchy_ = 0;
@@ -151,12 +155,15 @@ class SchedSensor {
   };
   std::unordered_map<CgroupId, Last, IdHash> last_;
   size_t last_out_ = 16;  // how many cgroups the previous read returned
+  std::vector<keel_cg_key> batch_keys_;
+  std::vector<keel_cg_stats> batch_vals_;
   uint64_t last_map_full_ = 0, last_stamp_full_ = 0;
   BpfStats stats_ = BpfStats::sampled;
   unsigned stats_every_ = 10;
   size_t capacity_ = 0;
   uint64_t reads_ = 0;
-  Fd stats_fd_;  // bpf_enable_stats(): stats stay on only while this fd is open
+  bool batch_ = true;  // batch map lookups (until one fails as unknown to the kernel)
+  Fd stats_fd_;        // bpf_enable_stats(): stats stay on only while this fd is open
   // Totals and time when stats were turned on (or at the previous read while they stayed on).
   uint64_t win_run_ns_ = 0, win_runs_ = 0;
   std::chrono::steady_clock::time_point win_start_{};

@@ -426,6 +426,21 @@ std::string stat_field(pid_t pid, int n) {
   return f;
 }
 
+// Time CPU `cpu` spent in interrupts and stolen by the hypervisor (/proc/stat), in ns: a software
+// cpu-clock counts it, the task's CPU time (cpuacct) does not.
+double cpu_time_not_the_tasks_ns(int cpu) {
+  std::istringstream in(testing::slurp("/proc/stat"));
+  const std::string want = "cpu" + std::to_string(cpu);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::string name;
+    uint64_t user, nice, system, idle, iowait, irq, softirq, steal;
+    if (f >> name >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal && name == want)
+      return static_cast<double>(irq + softirq + steal) * 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  return 0;
+}
+
 // The counter path with four slots, software events standing in for the hardware ones (no PMU
 // here), each against an independent truth: the CPU clock charged at switches against cpuacct.usage,
 // page faults against the task's minflt, context switches against its voluntary + involuntary
@@ -455,6 +470,7 @@ TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
   std::ofstream(acct_cg / "cgroup.procs") << w << std::flush;
   for (int i = 0; i < 200 && stat_field(w, 3) != "S"; ++i) usleep(5000);  // blocked on the pipe
   uint64_t usage0 = std::stoull(testing::slurp(acct_cg / "cpuacct.usage"));
+  const double other0 = cpu_time_not_the_tasks_ns(1);
   uint64_t flt0 = std::stoull(stat_field(w, 10));
   uint64_t cs0 = status_field(w, "voluntary_ctxt_switches") + status_field(w, "nonvoluntary_ctxt_switches");
   ASSERT_TRUE(sensor->read());  // baseline
@@ -463,6 +479,9 @@ TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
   kill(w, SIGSTOP);  // its last switch-out is charged; nothing of it runs after
   for (int i = 0; i < 200 && stat_field(w, 3) != "T"; ++i) usleep(5000);
   double usage = static_cast<double>(std::stoull(testing::slurp(acct_cg / "cpuacct.usage")) - usage0);
+  // On a VM the hypervisor can take CPU 1 while the worker runs: the clock counts it, cpuacct not.
+  const double other = cpu_time_not_the_tasks_ns(1) - other0;
+  const double clock_slack = other > 0 ? other + 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK)) : 0;
   double flt = static_cast<double>(std::stoull(stat_field(w, 10)) - flt0);
   double cs = static_cast<double>(status_field(w, "voluntary_ctxt_switches") +
                                   status_field(w, "nonvoluntary_ctxt_switches") - cs0);
@@ -478,15 +497,15 @@ TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
   const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(cg)});
   ASSERT_NE(s, nullptr);
   std::printf(
-      "cpu-clock %llu ns vs cpuacct %.0f; faults %llu vs minflt %.0f; switches %llu vs %.0f; migrations "
-      "%llu\n",
-      static_cast<unsigned long long>(s->counters[0]), usage, static_cast<unsigned long long>(s->counters[1]),
-      flt, static_cast<unsigned long long>(s->counters[2]), cs,
-      static_cast<unsigned long long>(s->counters[3]));
+      "cpu-clock %llu ns vs cpuacct %.0f (CPU 1 in interrupts or stolen %.0f); faults %llu vs minflt %.0f; "
+      "switches %llu vs %.0f; migrations %llu\n",
+      static_cast<unsigned long long>(s->counters[0]), usage, other,
+      static_cast<unsigned long long>(s->counters[1]), flt, static_cast<unsigned long long>(s->counters[2]),
+      cs, static_cast<unsigned long long>(s->counters[3]));
   EXPECT_GT(usage, 5e7);   // it really ran
   EXPECT_GT(flt, 1000.0);  // and faulted
   EXPECT_GT(cs, 100.0);    // and slept
-  EXPECT_NEAR(static_cast<double>(s->counters[0]), usage, usage * 0.05);
+  EXPECT_NEAR(static_cast<double>(s->counters[0]), usage, usage * 0.05 + clock_slack);
   EXPECT_NEAR(static_cast<double>(s->counters[1]), flt, flt * 0.05);
   EXPECT_NEAR(static_cast<double>(s->counters[2]), cs, cs * 0.05 + 2);
   // Migrations are counted on the CPU that performs them, so a few of other tasks' can land on the
@@ -554,6 +573,45 @@ TEST_F(CpuCgroups, AnIdleCgroupsEntryIsDroppedAndCountedAfreshWhenItRunsAgain) {
   // About 100 wakeups of a 1 ms sleeper in 100 ms: never the 200 ms before the first read as well.
   EXPECT_GT(s->rq.count, 10u);
   EXPECT_LT(s->rq.count, 160u);
+}
+
+// The map read in chunks (the batch lookup) and key by key (kernels before 5.6) gives the same
+// entries with the same counts: more cgroups than one chunk holds, each visited by a 1 ms sleeper that
+// is then stopped, read by two sensors attached over the same run (their programs see the same
+// switches, each with its own clock reads: the counts agree, the wait times only nearly).
+TEST_F(CpuCgroups, BatchAndKeyByKeyReadsSeeTheSameCgroupsAndCounts) {
+  auto by_chunk = SchedSensor::open(config());
+  ASSERT_TRUE(by_chunk) << by_chunk.error().message();
+  auto cfg = config();
+  cfg.batch_reads = false;
+  auto by_key = SchedSensor::open(cfg);
+  ASSERT_TRUE(by_key) << by_key.error().message();
+  std::vector<fs::path> cgs;
+  for (int i = 0; i < 150; ++i) cgs.push_back(make("c" + std::to_string(i)));
+  pid_t p = start(false, cgs[0], 1);
+  for (const auto& cg : cgs) {
+    move(p, cg);
+    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+  }
+  kill(p, SIGSTOP);
+  for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  auto a = by_chunk->read();
+  auto b = by_key->read();
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b);
+  size_t seen = 0;
+  for (const auto& cg : cgs) {
+    const CgroupId id{hier_.id, inode(cg)};
+    const CgroupSched* x = find(*a, id);
+    const CgroupSched* y = find(*b, id);
+    ASSERT_EQ(x == nullptr, y == nullptr) << cg;
+    if (x == nullptr) continue;
+    ++seen;
+    EXPECT_EQ(x->rq.count, y->rq.count) << cg;
+    EXPECT_EQ(x->migrations, y->migrations) << cg;
+  }
+  EXPECT_GT(seen, 100u);  // most of them: the sleeper woke in each
+  EXPECT_EQ(by_chunk->entries(), by_key->entries());
 }
 
 }  // namespace

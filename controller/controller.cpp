@@ -78,6 +78,9 @@ const config::WorkloadSpec& Controller::spec_of(const WorkloadSignals& w) const 
 
 // Smooths each instance's p99 and counts consecutive good and bad ticks.
 void Controller::smooth(const Snapshot& s, Plan& plan) {
+  // Snapshots come in name order, and plan.workloads holds only instances of this one (step() erased
+  // the others): a cursor walks it alongside, a lookup only for an instance out of order.
+  auto at = plan.workloads.begin();
   for (const auto& w : s.workloads) {
     InstanceState& st = states_[w.instance];
     if (!st.shares_found) st.shares_found = w.shares;
@@ -120,8 +123,9 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
       v.violated = st.bad >= policy_.violate_ticks ||
                    (v.slack < policy_.severe_below && w.rq_waits >= 5 * std::max(1u, policy_.min_waits));
     }
-    // Snapshots come in name order: each goes in at the end.
-    plan.workloads.insert_or_assign(plan.workloads.end(), w.instance, v);
+    if (at == plan.workloads.end() || at->first != w.instance)
+      at = plan.workloads.try_emplace(at, w.instance);
+    (at++)->second = v;
   }
 }
 

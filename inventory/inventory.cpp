@@ -140,6 +140,12 @@ Node* Inventory::add(Node* parent, CgroupDir dir) {
   if (auto old = nodes_.find(id); old != nodes_.end()) remove(&old->second);  // moved: known again below
   if (auto old = by_path_.find(dir.path()); old != by_path_.end()) remove(old->second);
   Node& n = nodes_.emplace(id, Node(std::move(dir))).first->second;
+  if (free_slots_.empty()) {
+    n.slot = slots_++;
+  } else {
+    n.slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
   tree_changed_ = true;
   n.parent = parent;
   if (parent != nullptr) parent->children.push_back(&n);
@@ -183,6 +189,7 @@ void Inventory::remove(Node* top) {
     }
     if (auto p = by_path_.find(n->dir.path()); p != by_path_.end() && p->second == n) by_path_.erase(p);
     removed_.push_back(n->dir.id());
+    free_slots_.push_back(n->slot);
     nodes_.erase(n->dir.id());
     tree_changed_ = true;
   }
@@ -375,17 +382,18 @@ std::optional<Inventory::Place> Inventory::place(const Node& n, CgroupFile f) co
 }
 
 const CgroupDir* Inventory::hold(const Node& n, const CgroupHierarchy& h, const std::string& path) const {
-  for (const auto& d : n.held)
+  if (!n.apart) n.apart = std::make_unique<Node::Apart>();
+  auto& held = n.apart->held;
+  for (const auto& d : held)
     if (d->hierarchy().id == h.id && d->hierarchy().unified == h.unified && d->path() == path) return d.get();
-  std::erase_if(n.held, [&](const auto& d) {
-    return d->hierarchy().id == h.id && d->hierarchy().unified == h.unified;
-  });
+  std::erase_if(
+      held, [&](const auto& d) { return d->hierarchy().id == h.id && d->hierarchy().unified == h.unified; });
   const CgroupDir* root = root_of(h);
   if (root == nullptr) return nullptr;
   auto d = CgroupDir::open(root->hierarchy_ptr(), path);
   if (!d) return nullptr;
-  n.held.push_back(std::make_unique<CgroupDir>(std::move(*d)));
-  return n.held.back().get();
+  held.push_back(std::make_unique<CgroupDir>(std::move(*d)));
+  return held.back().get();
 }
 
 const CgroupDir* Inventory::held(const Node& n, CgroupFile f) const {
@@ -421,12 +429,13 @@ std::optional<std::string> Inventory::cpuset_cgroup(const Node& n) const {
       if (pid > 0)
         if (auto p = process_cgroup_path(roots_, pid, *cpuset_); p && *p != "/") {
           n.cpuset = 2;
-          n.cpuset_path = std::move(*p);
+          if (!n.apart) n.apart = std::make_unique<Node::Apart>();
+          n.apart->cpuset_path = std::move(*p);
         }
     }
   }
   if (n.cpuset == 1) return path;
-  if (n.cpuset == 2) return n.cpuset_path;
+  if (n.cpuset == 2) return n.apart->cpuset_path;
   return std::nullopt;
 }
 

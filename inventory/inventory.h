@@ -33,22 +33,28 @@ struct Node {
   CgroupDir dir;  // its id, its path, and the directory it is read and written through
   Node* parent = nullptr;
   std::vector<Node*> children;
-  int watch = -1;  // its inotify watch descriptor, -1 without one
   // Matching, kept across ticks.
   std::vector<uint16_t> candidates;  // the rules whose selectors take its path, in config order
-  int rule = -1;                     // the rule it matched this tick, -1 none
-  std::string instance;              // the instance that rule puts it in
+  std::string instance;              // the instance its rule puts it in
   uint64_t joined = 0;               // the tick it joined that instance
+  uint64_t tasks_tick = 0;           // when `tasks` was read
+  uint64_t ran_tick = 0;             // the last tick its tasks ran
+  mutable uint64_t cpuset_tick = 0;  // when `cpuset` was looked up
+  int watch = -1;                    // its inotify watch descriptor, -1 without one
+  int rule = -1;                     // the rule it matched this tick, -1 none
   bool evaluated = false;            // `candidates` computed (a new cgroup's are, at the next match)
   int8_t tasks = -1;                 // whether it holds tasks: -1 not known, 0 no, 1 yes
-  uint64_t tasks_tick = 0;           // when that was read
-  uint64_t ran_tick = 0;             // the last tick its tasks ran
-  // Its cpuset cgroup in a v1 cpuset hierarchy apart from the defining one (looked up when asked).
-  mutable int8_t cpuset = -1;  // -1 not known, 0 none (the root's), 1 the same path, 2 `cpuset_path`
-  mutable std::string cpuset_path;
-  mutable uint64_t cpuset_tick = 0;
-  // Its cgroups in other hierarchies keel writes (v1 cpuset, cpu), held open once keel writes them.
-  mutable std::vector<std::unique_ptr<CgroupDir>> held;
+  uint32_t slot = 0;                 // a dense index, reused after it goes: for per-cgroup state in vectors
+  // Its cpuset cgroup in a v1 cpuset hierarchy apart from the defining one (looked up when asked):
+  // -1 not known, 0 none (the root's), 1 the same path, 2 apart->cpuset_path.
+  mutable int8_t cpuset = -1;
+  // What few cgroups have, kept out of line: a cpuset cgroup elsewhere, and its cgroups in other
+  // hierarchies keel writes (v1 cpuset, cpu), held open once keel writes them.
+  struct Apart {
+    std::string cpuset_path;
+    std::vector<std::unique_ptr<CgroupDir>> held;
+  };
+  mutable std::unique_ptr<Apart> apart;
 };
 
 struct Instance {
@@ -92,6 +98,8 @@ class Inventory {
   const std::vector<Instance>& instances() const { return instances_; }  // by name
   const Node* find(CgroupId id) const;
   size_t cgroups() const { return nodes_.size(); }
+  // One more than the largest Node::slot in use.
+  size_t slots() const { return slots_; }
   template <class F>
   void for_each_cgroup(F&& f) const {
     for (const auto& [id, n] : nodes_) f(n);
@@ -128,7 +136,9 @@ class Inventory {
   // that governs it. None where there is none. forget_held() drops them (a write found them gone).
   const CgroupDir* held(const Node& n, CgroupFile f) const;
   const CgroupDir* cpuset_dir(const Node& n) const;
-  void forget_held(const Node& n) const { n.held.clear(); }
+  void forget_held(const Node& n) const {
+    if (n.apart) n.apart->held.clear();
+  }
   // The root of a hierarchy keel reads, held open.
   const CgroupDir* root_of(const CgroupHierarchy& h) const;
   // Whether a fact read at `last` is due to be read again now: every refresh_ticks, or idle_ticks
@@ -166,6 +176,8 @@ class Inventory {
   std::vector<uint64_t> generations_;  // each rule's, when its candidates were last evaluated
   std::vector<Instance> instances_;
   std::vector<CgroupId> removed_;
+  uint32_t slots_ = 0;
+  std::vector<uint32_t> free_slots_;
   uint64_t tick_ = 0;
   uint64_t synced_ = 0;  // the tick of the last whole re-listing
   size_t unheld_ = 0;

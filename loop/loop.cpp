@@ -92,7 +92,10 @@ void raise_open_files_limit() {
 // ---- The loop ----
 
 Loop::Loop(Parts parts)
-    : p_(std::move(parts)), controller_(p_.spec, p_.topo), reconciler_(p_.spec, p_.topo, *p_.writer) {}
+    : p_(std::move(parts)),
+      controller_(p_.spec, p_.topo),
+      reconciler_(p_.spec, p_.topo, *p_.writer),
+      labels_(p_.spec.metrics_max_workloads) {}
 
 void Loop::run(Events& events, bool once) {
   const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(p_.spec.period);
@@ -148,7 +151,7 @@ void Loop::tick(uint64_t n) {
   for (const auto& note : done.notes) log(head + "note: " + note);
   for (const auto& e : done.errors) log(head + "error: " + e);
   tick_report(p_.spec, *snap, sensor_view(*p_.sensing), plan, done,
-              {p_.observe, seconds_since(started), unix_now(), process_usage(p_.roots)}, report_);
+              {p_.observe, seconds_since(started), unix_now(), process_usage(p_.roots)}, report_, &labels_);
   p_.metrics->publish(report_);
   // Record.
   if (p_.record != nullptr && p_.record->is_open()) {
@@ -171,6 +174,9 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   // tick rather than kept in the heap (glibc would raise its threshold to the largest one freed).
   ::mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   ::mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+  // One arena: the exporter's threads would each keep one as large as the biggest scrape they built
+  // (megabytes on a large host), for a few scrapes a minute that need no malloc parallelism.
+  ::mallopt(M_ARENA_MAX, 1);
   const bool observe = o.observe || cfg.daemon.mode == config::Mode::observe;
   const char* mode = observe ? "observe" : "enforce";
   const std::filesystem::path state = o.state.value_or(cfg.daemon.state_dir);

@@ -77,6 +77,7 @@ class Loop {
   Reconciler reconciler_;
   ctl::Snapshot snap_;                    // this tick's, its storage kept from tick to tick
   metrics::TickReport report_;            // likewise
+  metrics::LabelCap labels_;              // which instances' reports are folded before publishing
   std::map<std::string, bool> violated_;  // per critical instance, for status lines when it turns
 };
 

@@ -13,6 +13,7 @@ namespace {
 
 // What sensing keeps of one cgroup between ticks.
 struct NodeState {
+  CgroupId id{};                                   // whose state this is (a slot is reused by a later cgroup)
   std::optional<uint64_t> usage_ns, nr_throttled;  // the cumulative counters at the last read
   // Facts read every few ticks, and right after keel changed them.
   CpuSet cpus;                     // where it may run: its cpuset's effective CPUs
@@ -45,7 +46,17 @@ struct Sensing::State {
   Topology topo;
   std::optional<inv::Inventory> inventory;
   std::unique_ptr<Sensor> sensor;
-  std::unordered_map<CgroupId, NodeState, inv::IdHash> nodes;
+  std::vector<NodeState> nodes;  // by inv::Node::slot
+
+  NodeState& state_of(const inv::Node& n) {
+    if (nodes.size() <= n.slot) nodes.resize(std::max<size_t>(inventory->slots(), n.slot + 1));
+    NodeState& ns = nodes[n.slot];
+    if (ns.id != n.dir.id()) {  // the slot's earlier cgroup is gone
+      ns = NodeState{};
+      ns.id = n.dir.id();
+    }
+    return ns;
+  }
   std::chrono::steady_clock::time_point last;
   SensedCounts counts;
 
@@ -94,7 +105,7 @@ Result<Sensing> Sensing::open(config::Spec spec, const SysRoots& roots, const To
 
 void Sensing::touched(const std::vector<CgroupId>& cgroups) {
   for (const CgroupId& id : cgroups)
-    if (auto it = s_->nodes.find(id); it != s_->nodes.end()) it->second.dirty = true;
+    if (const inv::Node* n = s_->inventory->find(id)) s_->state_of(*n).dirty = true;
 }
 
 // The cpuset's CPUs, the weight and whether a quota is set: facts that change when someone changes
@@ -208,13 +219,12 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
   for (const auto& c : delta->cgroups)
     if (did_something(c)) ran.emplace(c.id, &c);
   inv.match([&](CgroupId id) { return ran.contains(id); });
-  if (auto removed = inv.take_removed(); !removed.empty()) {
-    for (const CgroupId& id : removed)
-      if (inv.find(id) == nullptr) st.nodes.erase(id);
+  if (!inv.take_removed().empty())  // their state goes when their slots are taken again
     st.sensor->reclaim([&](CgroupId id) { return inv.find(id) != nullptr; });
-  }
 
-  SensedCounts counts;
+  // This tick's counts in place of the last tick's (the two together would be twice the memory).
+  SensedCounts& counts = st.counts;
+  counts = SensedCounts{};
   counts.map_full = delta->map_full;
   counts.stamp_full = delta->stamp_full;
   counts.map_capacity = st.sensor->capacity();
@@ -246,7 +256,7 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
     for (size_t j = 0; j < ins.cgroups.size(); ++j) {
       const inv::Node* n = ins.cgroups[j];
       w.cgroups[j] = n->dir.path();
-      NodeState& ns = st.nodes[n->dir.id()];
+      NodeState& ns = st.state_of(*n);
       const bool active = ran.contains(n->dir.id()) || ns.busy;
       if (!ns.facts || ns.dirty || inv.due(ns.facts_tick, n->dir.id(), !active)) st.read_facts(*n, ns);
       st.read_counters(*n, ns, ran.contains(n->dir.id()), usage_s, usage, throttled, throttle);
@@ -275,7 +285,6 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
     if (usage) w.cpu_usage = usage_s / secs;
     if (throttle) w.throttled_per_s = throttled / secs;
   }
-  st.counts = std::move(counts);
   return {};
 }
 

@@ -93,53 +93,83 @@ void set_knob(metrics::WorkloadReport& r, const char* knob, std::optional<double
 metrics::TickReport tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
                                 const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta) {
   metrics::TickReport t;
-  tick_report(spec, snap, sensor, plan, done, meta, t);
+  tick_report(spec, snap, sensor, plan, done, meta, t, nullptr);
   return t;
 }
 
-void tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
-                 const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta,
-                 metrics::TickReport& t) {
+namespace {
+
+// Instance `w`'s report: its counts, and (when it keeps its label) its SLO view and knobs.
+void instance_report(const config::Spec& spec, const ctl::WorkloadSignals& w, const SensorView& sensor,
+                     const ctl::Plan& plan, const TickMeta& meta, double period_s, bool own,
+                     metrics::WorkloadReport& r) {
   const SensedCounts& counts = sensor.counts;
-  t.workloads.resize(snap.workloads.size() + 1);
+  auto c = counts.instances.find(w.instance);
+  reuse(r, c != counts.instances.end());
+  if (!own) r.knobs.clear();
+  r.workload = w.instance;
+  r.klass = w.critical ? "critical" : "best_effort";
+  if (c != counts.instances.end()) fill_counts(r, c->second, sensor.pmu);
+  if (w.cpu_usage) r.cpu_seconds = *w.cpu_usage * period_s;
+  if (w.throttled_per_s) r.throttled_periods = *w.throttled_per_s * period_s;
+  if (!own) return;
+  const config::WorkloadSpec* sp = w.critical ? spec.find(w.workload) : nullptr;
+  auto v = w.critical ? plan.workloads.find(w.instance) : plan.workloads.end();
+  if (sp && sp->slo_p99_us && v != plan.workloads.end()) {
+    r.p99_s = v->second.p99_us / 1e6;
+    r.slo_target_s = *sp->slo_p99_us / 1e6;
+    r.slack = v->second.slack;
+    r.violated = v->second.violated;
+    r.blocked = !v->second.blocked.empty();
+    r.rung = v->second.rung;
+  }
+  set_knob(r, "cpus", w.cpus.empty() ? std::nullopt : std::optional<double>(w.cpus.count()));
+  set_knob(r, "shares", w.shares ? std::optional<double>(static_cast<double>(*w.shares)) : std::nullopt);
+  auto d = meta.observe ? plan.desired.end() : plan.desired.find(w.instance);
+  const bool set = d != plan.desired.end();
+  set_knob(r, "l3_ways", set && d->second.l3_ways ? std::optional<double>(*d->second.l3_ways) : std::nullopt);
+  set_knob(r, "mba_percent",
+           set && d->second.mba_percent ? std::optional<double>(*d->second.mba_percent) : std::nullopt);
+}
+
+}  // namespace
+
+void tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
+                 const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta, metrics::TickReport& t,
+                 metrics::LabelCap* cap) {
+  const SensedCounts& counts = sensor.counts;
+  // Past the label cap an instance's report is only added to "other": built in one scratch report.
+  std::vector<char> keep;
+  const size_t n = snap.workloads.size();
+  if (cap != nullptr)
+    cap->select(
+        n, [&](size_t i) -> std::string_view { return snap.workloads[i].instance; },
+        [&](size_t i) { return snap.workloads[i].critical; }, keep);
+  else
+    keep.assign(n, 1);
+  const size_t own = static_cast<size_t>(std::count(keep.begin(), keep.end(), 1));
+  t.workloads.resize(own + 1);
+  t.folded.clear();
   t.interference.clear();
   t.actions.clear();
   t.steal.reset();
   t.health = metrics::HealthReport{};
-  for (size_t i = 0; i < snap.workloads.size(); ++i) {
-    const auto& w = snap.workloads[i];
-    metrics::WorkloadReport& r = t.workloads[i];
-    auto c = counts.instances.find(w.instance);
-    reuse(r, c != counts.instances.end());
-    r.workload = w.instance;
-    r.klass = w.critical ? "critical" : "best_effort";
-    if (c != counts.instances.end()) fill_counts(r, c->second, sensor.pmu);
-    if (w.cpu_usage) r.cpu_seconds = *w.cpu_usage * snap.period_s;
-    if (w.throttled_per_s) r.throttled_periods = *w.throttled_per_s * snap.period_s;
-    const config::WorkloadSpec* sp = w.critical ? spec.find(w.workload) : nullptr;
-    auto v = w.critical ? plan.workloads.find(w.instance) : plan.workloads.end();
-    if (sp && sp->slo_p99_us && v != plan.workloads.end()) {
-      r.p99_s = v->second.p99_us / 1e6;
-      r.slo_target_s = *sp->slo_p99_us / 1e6;
-      r.slack = v->second.slack;
-      r.violated = v->second.violated;
-      r.blocked = !v->second.blocked.empty();
-      r.rung = v->second.rung;
-    }
-    set_knob(r, "cpus", w.cpus.empty() ? std::nullopt : std::optional<double>(w.cpus.count()));
-    set_knob(r, "shares", w.shares ? std::optional<double>(static_cast<double>(*w.shares)) : std::nullopt);
-    auto d = meta.observe ? plan.desired.end() : plan.desired.find(w.instance);
-    const bool set = d != plan.desired.end();
-    set_knob(r, "l3_ways",
-             set && d->second.l3_ways ? std::optional<double>(*d->second.l3_ways) : std::nullopt);
-    set_knob(r, "mba_percent",
-             set && d->second.mba_percent ? std::optional<double>(*d->second.mba_percent) : std::nullopt);
-  }
   metrics::WorkloadReport& other = t.workloads.back();
   reuse(other, true);
   other.workload = "other";
   other.klass = "other";
   fill_counts(other, counts.other, sensor.pmu);
+  metrics::WorkloadReport scratch;
+  for (size_t i = 0, j = 0; i < n; ++i) {
+    const auto& w = snap.workloads[i];
+    if (keep[i]) {
+      instance_report(spec, w, sensor, plan, meta, snap.period_s, true, t.workloads[j++]);
+    } else {
+      instance_report(spec, w, sensor, plan, meta, snap.period_s, false, scratch);
+      metrics::fold_into(other, scratch);
+      ++t.folded[w.critical ? "critical" : "best_effort"];
+    }
+  }
 
   for (const auto& i : plan.interference) t.interference.push_back({i.victim, i.antagonist, i.score});
   for (const auto& a : plan.actions)

@@ -48,8 +48,11 @@ struct TickMeta {
 // keel set them (enforce mode only: in observe mode keel set nothing and does not read them).
 metrics::TickReport tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
                                 const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta);
-// The same into `t`, whose storage is reused (what keel run does every tick).
+// The same into `t`, whose storage is reused (what keel run does every tick). With `cap`, instances
+// past the metrics' label cap are folded into "other" here (counted in t.folded) instead of each
+// getting a report the metrics would fold.
 void tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const SensorView& sensor,
-                 const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta, metrics::TickReport& t);
+                 const ctl::Plan& plan, const Reconciled& done, const TickMeta& meta, metrics::TickReport& t,
+                 metrics::LabelCap* cap = nullptr);
 
 }  // namespace keel::loop

@@ -204,5 +204,62 @@ TEST(ProcessUsageTree, ReadsCpuTimeAndResidentMemoryAndRefusesMalformedFiles) {
   EXPECT_TRUE(process_usage(SysRoots::host()));
 }
 
+// keel run folds the instances past the label cap into "other" while it builds the report (one
+// report each would cost megabytes at 10,000 instances): what the metrics then show is what they show
+// when they fold those instances themselves, tick after tick, as instances come and go (labels are
+// kept while an instance lasts, a new critical one takes a free slot first).
+TEST(TickReport, InstancesPastTheLabelCapFoldedWhileReportingShowAsTheMetricsFoldingThem) {
+  config::Spec spec = two_workloads(false);
+  spec.metrics_max_workloads = 2;
+  metrics::Metrics folded_by_metrics(metrics_setup(spec, false, false, "test"));
+  metrics::Metrics folded_here(metrics_setup(spec, false, false, "test"));
+  metrics::LabelCap cap(spec.metrics_max_workloads);
+  metrics::TickReport reused;
+  const std::vector<std::vector<std::string>> ticks = {
+      {"batch/a", "batch/b", "batch/c", "batch/d"},
+      {"batch/b", "batch/c", "batch/d", "crit"},  // a left: its slot goes to crit, not to c or d
+      {"batch/c", "batch/d", "batch/e", "crit"},  // b left: c takes its slot
+      {"batch/d", "batch/e"}};
+  const std::vector<std::vector<std::string>> labelled = {
+      {"batch/a", "batch/b"}, {"batch/b", "crit"}, {"batch/c", "crit"}, {"batch/d", "batch/e"}};
+  for (size_t k = 0; k < ticks.size(); ++k) {
+    Tick t;
+    t.snap.period_s = 1;
+    for (size_t i = 0; i < ticks[k].size(); ++i) {
+      const std::string& name = ticks[k][i];
+      WorkloadSignals w;
+      w.instance = name;
+      w.workload = name == "crit" ? "crit" : "batch";
+      w.critical = name == "crit";
+      w.cpu_usage = 0.1 * static_cast<double>(i + 1);
+      w.throttled_per_s = static_cast<double>(i);
+      w.cpus = CpuSet::range(0, static_cast<unsigned>(i));
+      w.shares = 1024 * (i + 1);
+      t.snap.workloads.push_back(w);
+      auto& c = t.counts.instances[name];
+      c.rq.buckets[3 + i] = static_cast<uint32_t>(5 * (k + 1));
+      c.rq.sum_ns = 1000 * (i + 1);
+      c.migrations = i + k;
+    }
+    t.counts.other.rq.buckets[1] = 2;
+    t.plan.workloads["crit"] =
+        WorkloadView{.p99_us = 100, .slack = 0.6, .violated = false, .rung = 0, .blocked = ""};
+    const TickMeta meta{false, 0.01, 1000.0 + static_cast<double>(k), std::nullopt};
+    folded_by_metrics.publish(tick_report(spec, t.snap, t.sensor, t.plan, t.done, meta));
+    tick_report(spec, t.snap, t.sensor, t.plan, t.done, meta, reused, &cap);
+    EXPECT_LE(reused.workloads.size(), spec.metrics_max_workloads + 1) << k;
+    size_t folded = 0;
+    for (const auto& [klass, n] : reused.folded) folded += n;
+    EXPECT_EQ(folded + reused.workloads.size() - 1, ticks[k].size()) << k;
+    folded_here.publish(reused);
+    const std::string text = folded_here.render();
+    EXPECT_EQ(text, folded_by_metrics.render()) << "tick " << k;
+    for (const std::string& name : ticks[k]) {
+      const bool own = std::ranges::find(labelled[k], name) != labelled[k].end();
+      EXPECT_EQ(text.find("workload=\"" + name + "\"") != std::string::npos, own) << name << " at tick " << k;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace keel::loop

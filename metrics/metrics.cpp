@@ -276,9 +276,6 @@ std::shared_ptr<prometheus::Registry> Metrics::registry() const { return s_->reg
 
 std::string Metrics::render() const { return prometheus::TextSerializer().Serialize(s_->reg->Collect()); }
 
-namespace {
-
-// Folds `w`'s counts into `to` (what "other" gets once per tick, however many instances it stands for).
 void fold_into(WorkloadReport& to, const WorkloadReport& w) {
   if (to.rq_buckets.size() < w.rq_buckets.size()) to.rq_buckets.resize(w.rq_buckets.size(), 0);
   for (size_t i = 0; i < w.rq_buckets.size(); ++i) to.rq_buckets[i] += w.rq_buckets[i];
@@ -294,8 +291,6 @@ void fold_into(WorkloadReport& to, const WorkloadReport& w) {
   sum(to.cache_misses, w.cache_misses);
   sum(to.instructions, w.instructions);
 }
-
-}  // namespace
 
 void Metrics::publish(const TickReport& t) {
   State& s = *s_;
@@ -345,6 +340,10 @@ void Metrics::publish(const TickReport& t) {
     }
   }
   s.workload(other, s.labelled("other", "other"), false);
+  for (const auto& [c, n] : t.folded) {
+    per_class[c] += static_cast<double>(n);
+    folded += n;
+  }
   for (const auto& [c, n] : per_class) s.instances->Add({{"class", c}}).Set(n);
   s.folded->Set(static_cast<double>(folded));
 

@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "host/error.h"
@@ -59,6 +61,9 @@ struct HealthReport {
 
 struct TickReport {
   std::vector<WorkloadReport> workloads;
+  // Instances already folded into "other" by the report's builder (past the label cap, see LabelCap),
+  // by class (critical | best_effort): counted as instances and as folded.
+  std::map<std::string, size_t> folded;
   std::vector<InterferenceReport> interference;              // strongest first per victim
   std::vector<std::pair<std::string, std::string>> actions;  // (knob, act | give_back | revert)
   std::optional<bool> steal;                                 // host-wide steal_task, when keel manages it
@@ -79,6 +84,45 @@ struct Setup {
 // The Prometheus `le` bounds for a sensor layout: every bound up to 1 ms kept (no precision lost
 // there), above it only powers of two (each is a bound of the layout, so buckets merge exactly).
 std::vector<double> prometheus_bounds(const std::vector<double>& layout_upper_s);
+
+// Adds `w`'s counts to `to`'s (what "other" gets for an instance past the cap); its SLO view and
+// knobs are its own and not added.
+void fold_into(WorkloadReport& to, const WorkloadReport& w);
+
+// Which instances keep their own series, across ticks, as Metrics decides it: those labelled the tick
+// before while they last, then new ones up to the cap, critical ones first. A report's builder that
+// asks folds the rest into "other" itself, so 10,000 instances cost max_workloads reports, not 10,000.
+class LabelCap {
+ public:
+  explicit LabelCap(size_t max) : max_(max) {}
+  // `name(i)` and `critical(i)` for the tick's n instances; keep[i] says whether instance i keeps its
+  // label.
+  template <class Name, class Critical>
+  void select(size_t n, Name name, Critical critical, std::vector<char>& keep) {
+    keep.assign(n, 0);
+    size_t own = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (labelled_.contains(name(i))) keep[i] = 1, ++own;
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t i = 0; i < n && own < max_; ++i)
+        if (!keep[i] && critical(i) == (pass == 0)) keep[i] = 1, ++own;
+    now_.clear();
+    for (size_t i = 0; i < n; ++i)
+      if (keep[i]) now_.insert(name(i));
+    std::erase_if(labelled_, [&](const std::string& l) { return !now_.contains(l); });
+    for (std::string_view l : now_)
+      if (!labelled_.contains(l)) labelled_.emplace(l);
+  }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  size_t max_;
+  std::unordered_set<std::string, Hash, std::equal_to<>> labelled_;  // the names, kept across ticks
+  std::unordered_set<std::string_view> now_;                         // this tick's, into its names
+};
 
 class Metrics {
  public:
