@@ -6,7 +6,11 @@
 // the CPU it used per tick and per second (utime + stime over the window), and its resident memory,
 // with ratios against the first binary (the baseline) measured in the same run. Needs root.
 //
-//   build/bench/keel_tick_bench [--n 10,100,1000,10000] [--seconds 15] [--keel NAME=PATH ...] [--logs DIR]
+//   build/bench/keel_tick_bench [--n 10,100,1000,10000] [--seconds 15] [--wake-every 10]
+//                               [--keel NAME=PATH ...] [--logs DIR]
+//
+// --wake-every K: one task in K wakes (default 10, 0 none): with none, the tick's wall time is its
+// own, not stretched by the wakers it shares 2 CPUs with.
 //
 // Without --keel it measures build/cli/keel. Everything it creates (cgroups in every v1 hierarchy
 // keel reads, or the unified one; the tasks; a state directory) goes when it ends, also on Ctrl-C.
@@ -42,6 +46,9 @@ using Clock = std::chrono::steady_clock;
 
 volatile sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
+
+// One cgroup's task in this many wakes every 10 ms (--wake-every; 0: none wakes).
+size_t g_wake_every = 10;
 
 struct Binary {
   std::string name;
@@ -158,8 +165,8 @@ class Fleet {
       if (!write_text(cgroup(h, i) / "cgroup.procs", "0")) ::_exit(1);
     (void)!::write(ready, "x", 1);
     ::close(ready);
-    if (i % 10 == 0) {
-      for (;;) ::usleep(10000);  // a tenth wake every 10 ms
+    if (g_wake_every > 0 && i % g_wake_every == 0) {
+      for (;;) ::usleep(10000);  // one in g_wake_every wakes every 10 ms
     }
     for (;;) ::pause();
   }
@@ -308,6 +315,8 @@ int main(int argc, char** argv) {
       for (std::string v; std::getline(s, v, ',');) ns.push_back(std::stoul(v));
     } else if (a == "--logs" && i + 1 < argc) {
       logs = argv[++i];
+    } else if (a == "--wake-every" && i + 1 < argc) {
+      g_wake_every = std::stoul(argv[++i]);
     } else if (a == "--seconds" && i + 1 < argc) {
       seconds = std::stod(argv[++i]);
     } else if (a == "--keel" && i + 1 < argc) {
@@ -315,8 +324,9 @@ int main(int argc, char** argv) {
       size_t eq = v.find('=');
       bins.push_back(eq == std::string::npos ? Binary{v, v} : Binary{v.substr(0, eq), v.substr(eq + 1)});
     } else {
-      std::fprintf(stderr, "usage: %s [--n 10,100,1000,10000] [--seconds S] [--keel NAME=PATH ...]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr, "usage: %s [--n 10,100,1000,10000] [--seconds S] [--wake-every K] [--keel NAME=PATH ...]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -375,9 +385,9 @@ int main(int argc, char** argv) {
                 r.rss_mib, r.hwm_mib, ratio);
   }
   std::printf(
-      "(%.0f s windows after 2 warm-up ticks; observe mode, 1 s period; a tenth of the cgroups' tasks wake "
-      "every 10 ms; %u CPUs)\n",
-      seconds, std::thread::hardware_concurrency());
+      "(%.0f s windows after 2 warm-up ticks; observe mode, 1 s period; one cgroup's task in %zu wakes "
+      "every 10 ms (0: none); %u CPUs)\n",
+      seconds, g_wake_every, std::thread::hardware_concurrency());
   if (logs) {
     fs::create_directories(*logs);
     for (const auto& e : fs::directory_iterator(tmp))

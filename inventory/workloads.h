@@ -1,5 +1,5 @@
 // Workload discovery: which cgroups of the chosen hierarchy belong to which configured workload.
-// Lives in keel_discovery (not keel_host) because it reads config types.
+// Lives in keel_inventory (not keel_host) because it reads config types.
 #pragma once
 
 #include <cstddef>

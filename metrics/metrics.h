@@ -1,6 +1,6 @@
 // keel's Prometheus metrics (prometheus-cpp): one tick's plain-data report in, the families of
 // metrics/catalogue.h out, served over HTTP by an Endpoint. Knows nothing of BPF, cgroups or the
-// controller: the control loop fills a TickReport (controller/telemetry.h).
+// controller: the control loop fills a TickReport (loop/telemetry.h).
 #pragma once
 
 #include <cstdint>

@@ -17,6 +17,11 @@ if [[ ${1:-} == --check ]]; then
     exit 1
   fi
   echo "format: ${#files[@]} files as .clang-format wants them"
+  # Every folder with headers is under clang-tidy's header filter.
+  filter=$(sed -n "s/^HeaderFilterRegex: *'\(.*\)'/\1/p" .clang-tidy)
+  for d in $(git ls-files '*.h' | grep / | cut -d/ -f1 | sort -u); do
+    [[ /$d/ =~ $filter ]] || { echo "format: .clang-tidy's HeaderFilterRegex leaves out $d/" >&2; exit 1; }
+  done
   exit 0
 fi
 "$fmt" --style=file -i "${files[@]}"
