@@ -472,3 +472,58 @@ Result<bool> set_cpu_idle(KnobWriter& w, const CgroupHierarchy& h, const std::st
 }
 
 }  // namespace keel::act
+
+namespace keel::act {
+
+const char* to_string(PreemptClass c) {
+  switch (c) {
+    case PreemptClass::cpu_idle:
+      return "cpu.idle";
+    case PreemptClass::qos_level:
+      return "cpu.qos_level";
+    case PreemptClass::bvt_warp:
+      return "cpu.bvt_warp_ns";
+    case PreemptClass::min_weight:
+      return "minimum weight";
+  }
+  return "?";
+}
+
+PreemptClass preempt_class_of(const CgroupDir& dir) {
+  if (dir.read(CgroupFile::idle)) return PreemptClass::cpu_idle;
+  if (dir.read(CgroupFile::qos_level)) return PreemptClass::qos_level;
+  if (dir.read(CgroupFile::bvt_warp)) return PreemptClass::bvt_warp;
+  return PreemptClass::min_weight;
+}
+
+Result<bool> set_preempt_class(KnobWriter& w, const CgroupDir& dir, PreemptClass how, bool on,
+                               const std::string* weight_before) {
+  auto path = writable_cgroup(dir.path());
+  if (!path) return std::unexpected(path.error());
+  auto opened = open_cg(w, dir.hierarchy(), *path, &dir);
+  if (!opened) return std::unexpected(opened.error());
+  const Cg& cg = *opened;
+  switch (how) {
+    case PreemptClass::min_weight:
+      return fail("the minimum weight is written as a weight, not as a class", dir.path());
+    case PreemptClass::qos_level:
+      return set(w, cg, CgroupFile::qos_level, on ? "-1" : "0");
+    case PreemptClass::bvt_warp:
+      return set(w, cg, CgroupFile::bvt_warp, on ? "-1" : "0");
+    case PreemptClass::cpu_idle:
+      break;
+  }
+  auto cur = current_value(w, cg, CgroupFile::idle);
+  if (!cur) return std::unexpected(cur.error());
+  if (parse_integer(*cur) == (on ? 1 : 0)) return false;
+  if (w.mode() == Mode::enforce)
+    if (dir.read(CgroupFile::weight))
+      if (auto r = w.journal(dir, CgroupFile::weight); !r) return std::unexpected(r.error());
+  auto r = set(w, cg, CgroupFile::idle, on ? "1" : "0");
+  if (!r || !*r || on || weight_before == nullptr || w.mode() != Mode::enforce) return r;
+  // Out of the class: the kernel put the default weight; the one from before comes back.
+  if (auto back = set(w, cg, CgroupFile::weight, *weight_before); !back) return std::unexpected(back.error());
+  return true;
+}
+
+}  // namespace keel::act

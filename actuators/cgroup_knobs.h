@@ -83,4 +83,21 @@ Result<bool> set_cpu_quota(KnobWriter& w, const CgroupHierarchy& h, const std::s
 // cpu.idle. Making a group idle journals its weight first: the kernel sets it to 3 meanwhile.
 Result<bool> set_cpu_idle(KnobWriter& w, const CgroupHierarchy& h, const std::string& cgroup, bool idle);
 
+// ---- The best-effort preemption class ----
+
+// How a cgroup is made to yield the CPU at once to any other work that wants it, and to use every CPU
+// nothing else wants (work-conserving): cgroup cpu.idle (mainline 5.15+, v1 and v2), openEuler's
+// cpu.qos_level = -1 (offline), Anolis' cpu.bvt_warp_ns = -1. Where the kernel has none of them, the
+// minimum weight, which the caller writes as a weight.
+enum class PreemptClass { cpu_idle, qos_level, bvt_warp, min_weight };
+const char* to_string(PreemptClass c);
+// The first of them the cgroup offers, in that order.
+PreemptClass preempt_class_of(const CgroupDir& dir);
+// Puts the cgroup into the class (`on`) or takes it out, by `how` (not min_weight). Only this cgroup:
+// never a parent another manager writes weights to. cpu.idle on journals the weight first (the
+// kernel sets it to its minimum meanwhile); cpu.idle off makes the kernel set the default weight, so
+// `weight_before` (the weight before the class, as read) is written back then. True when it changed.
+Result<bool> set_preempt_class(KnobWriter& w, const CgroupDir& dir, PreemptClass how, bool on,
+                               const std::string* weight_before = nullptr);
+
 }  // namespace keel::act

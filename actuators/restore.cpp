@@ -150,6 +150,7 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
       bool idle_after = idle && trim(*idle) == "1";
       for (const auto& x : all)
         if (x.value == ValueKind::idle && x.path.root == e.path.root &&
+            x.path.rel.filename() == cgroup_file_name(CgroupFile::idle, /*unified=*/false) &&
             x.path.rel.parent_path() == e.path.rel.parent_path())
           idle_after = trim(x.original) == "1";
       if (idle_after) {

@@ -166,6 +166,7 @@ TEST_F(CpuCgroups, RunQueueLatencyIsChargedToTheWaiterAndDropsWhenItMoves) {
   EXPECT_GE(bs->rq.count, (woke1 - woke0) * 9 / 10);
   EXPECT_LE(bs->rq.count, (woke1 - woke0) * 11 / 10 + 5);
   double p99_shared = bs->rq.quantile_us(0.99);
+  double p90_shared = bs->rq.quantile_us(0.9);
 
   pin(sleeper, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -176,12 +177,16 @@ TEST_F(CpuCgroups, RunQueueLatencyIsChargedToTheWaiterAndDropsWhenItMoves) {
   const CgroupSched* ba = find(*alone, id_b);
   ASSERT_NE(ba, nullptr);
   double p99_alone = ba->rq.quantile_us(0.99);
+  double p90_alone = ba->rq.quantile_us(0.9);
   const CgroupSched* as = find(*shared, id_a);
-  std::printf("B p99 shared %.0f us (%llu waits), alone %.0f us; A waits %llu\n", p99_shared,
-              static_cast<unsigned long long>(bs->rq.count), p99_alone,
-              static_cast<unsigned long long>(as ? as->rq.count : 0));
+  std::printf(
+      "B p99 shared %.0f us, p90 %.0f us (%llu waits), alone p99 %.0f us, p90 %.0f us; A waits %llu\n",
+      p99_shared, p90_shared, static_cast<unsigned long long>(bs->rq.count), p99_alone, p90_alone,
+      static_cast<unsigned long long>(as ? as->rq.count : 0));
   EXPECT_GT(p99_shared, 1000.0);
-  EXPECT_GT(p99_shared, 2 * p99_alone);
+  // p90, not p99: alone, a wake-up now and then waits out the hypervisor's steal of this vCPU (10 ms
+  // seen under CI: a p99 of 10 ms for a CPU with nothing else on it), which the hogs do not cause.
+  EXPECT_GT(p90_shared, 2 * p90_alone);
 }
 
 // runqlat's log2 histogram ("lo -> hi : count") as (lo, hi, count) rows.

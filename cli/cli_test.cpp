@@ -419,7 +419,9 @@ TEST(CliTree, ReplayPrintsTheSameDecisionsEveryTime) {
                                  "[[workload]]\nname = \"svc\"\nmatch = { cgroup = \"/svc\" }\n"
                                  "class = \"critical\"\nslo = { runqueue_p99 = \"500us\" }\n"
                                  "[[workload]]\nname = \"hog\"\nmatch = { cgroup = \"/hog\" }\n"
-                                 "class = \"best-effort\"\n"}});
+                                 "class = \"best-effort\"\n"
+                                 // The weight rung's steps on the hog: the class would take its place.
+                                 "[actuators]\npreempt_class = \"off\"\n"}});
   std::string cmd = keel_binary().string() + " replay " + (t.path() / "trace.jsonl").string() + " --config " +
                     (t.path() / "keel.toml").string() + " --synthetic 'pack:1 numa:1 l3:1 core:2 pu:1'";
   auto [rc, out] = run_command(cmd);

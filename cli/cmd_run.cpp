@@ -117,6 +117,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
         w.cpu_usage ? std::to_string(static_cast<int>(*w.cpu_usage * 100 + 0.5)).append("%").c_str() : "n/a",
         w.cpus.to_list().c_str(), w.critical ? (v.violated ? "  SLO violated" : "  SLO met") : "");
   }
+  for (const auto& gap : ctl::class_gaps(*snap, plan)) std::printf("note: %s\n", gap.c_str());
   std::string decisions = ctl::format_actions(plan, "observe");
   if (decisions.empty())
     std::printf("no action: every critical workload meets its SLO (or has none)\n");

@@ -73,6 +73,10 @@ const char* to_string(WorkloadClass c) { return c == WorkloadClass::critical ? "
 
 const char* to_string(NumaPolicy n) { return n == NumaPolicy::single ? "single" : "any"; }
 
+const char* to_string(PreemptMode p) {
+  return p == PreemptMode::always ? "always" : p == PreemptMode::reactive ? "reactive" : "off";
+}
+
 Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   constexpr long long kMax = std::numeric_limits<long long>::max();
   std::string_view s = keel::trim(text);

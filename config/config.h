@@ -115,6 +115,12 @@ struct Workload {
 // low end).
 using WeightMapping = keel::WeightMapping;
 
+// When best-effort work is put in the preemption class (actuators/cgroup_knobs.h: cpu.idle, or a
+// vendor kernel's equivalent): from the first tick while a critical instance shares its CPUs
+// (`always`), as the first rung of the ladder when a critical instance is violated (`reactive`), or
+// never (`off`).
+enum class PreemptMode { always, reactive, off };
+
 struct Actuators {
   bool cpuset = true;
   bool cpu_weight = true;
@@ -122,6 +128,12 @@ struct Actuators {
   bool steal_task = false;
   bool irq_affinity = false;
   WeightMapping weight_mapping = WeightMapping::systemd;
+  PreemptMode preempt_class = PreemptMode::always;
+  // A best-effort instance in the class that stays runnable and starved (tasks waiting, almost no CPU)
+  // this long has it lifted for one tick, so it keeps making progress (openEuler's kernel does the
+  // same for its offline class).
+  std::chrono::nanoseconds starvation_limit = std::chrono::seconds(5);
+  Pos starvation_limit_pos;
   std::vector<std::string> irq_names;  // globs on /proc/interrupts device names, kept off critical CPUs
   Pos pos;
   Pos irq_names_pos;
@@ -159,6 +171,7 @@ const char* to_string(Mode m);
 const char* to_string(Hierarchy h);
 const char* to_string(WorkloadClass c);
 const char* to_string(NumaPolicy n);
+const char* to_string(PreemptMode p);
 
 // Durations as the config writes them: "1s", "200us", "1.5ms" (units ns, us, ms, s, m, h); > 0 and
 // at most what nanoseconds hold (about 2562047h). Error::what says why the text is not a duration.

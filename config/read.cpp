@@ -303,13 +303,18 @@ HostSection read_host(Section& s) {
 }
 
 Actuators read_actuators(Section& s) {
-  s.reject_unknown(
-      {"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity", "weight_mapping", "irq_names"});
+  s.reject_unknown({"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity", "weight_mapping",
+                    "irq_names", "preempt_class", "starvation_limit"});
   Actuators a;
   a.pos = s.pos();
   if (auto v = s.word<WeightMapping>("weight_mapping",
                                      {{"systemd", WeightMapping::systemd}, {"runc", WeightMapping::runc}}))
     a.weight_mapping = *v;
+  if (auto v = s.word<PreemptMode>(
+          "preempt_class",
+          {{"always", PreemptMode::always}, {"reactive", PreemptMode::reactive}, {"off", PreemptMode::off}}))
+    a.preempt_class = *v;
+  if (auto v = s.duration("starvation_limit", "5s", &a.starvation_limit_pos)) a.starvation_limit = *v;
   if (auto v = s.strings("irq_names", &a.irq_names_pos)) {
     a.irq_names = *v;
     a.irq_names_read = true;

@@ -200,6 +200,11 @@ class Validator {
       if (n.empty() || n.find_first_of(" \t") != std::string::npos)
         error(a.irq_names_pos,
               "actuators.irq_names: \"" + n + "\" is not a device name pattern (empty or with spaces)");
+    if (a.starvation_limit_pos.line != 0 && a.starvation_limit < config_.daemon.period)
+      error(a.starvation_limit_pos, "actuators.starvation_limit " + format_duration(a.starvation_limit) +
+                                        " is shorter than daemon.period " +
+                                        format_duration(config_.daemon.period) +
+                                        ": starvation is judged over whole ticks");
   }
 
   void check_host(const HostSection& h) {

@@ -34,6 +34,8 @@ const char* to_string(Knob k) {
       return "mba_percent";
     case Knob::steal:
       return "steal";
+    case Knob::preempt_class:
+      return "class";
   }
   return "?";
 }
@@ -57,6 +59,9 @@ Controller::Controller(config::Spec spec, Topology topo, Policy policy)
       fallback_critical_(fallback(true, topo_.online())),
       fallback_best_effort_(fallback(false, topo_.online())) {
   for (const auto& w : spec_.workloads) by_name_.emplace(w.name, &w);
+  const auto period = std::max<int64_t>(1, spec_.period.count());
+  starvation_ticks_ = static_cast<unsigned>(
+      std::max<int64_t>(1, (spec_.actuators.starvation_limit.count() + period - 1) / period));
 }
 
 void Controller::index(const Snapshot& s) {
@@ -178,6 +183,21 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   };
   std::vector<std::string> notes;
 
+  // 0. Reactive preemption class: the antagonists yield their CPUs to the victim at once.
+  if (spec_.actuators.preempt_class == config::PreemptMode::reactive && !locked(Rung::preempt_class)) {
+    Step step;
+    step.rung = Rung::preempt_class;
+    for (const auto& a : antagonists) {
+      KnobState k = current(a.antagonist);
+      if (k.preempt) continue;
+      step.before[a.antagonist] = k;
+      k.preempt = true;
+      step.after[a.antagonist] = k;
+    }
+    if (!step.after.empty()) return step;
+    notes.push_back("antagonists in the preemption class");
+  }
+
   // 1. Weight: the victim's up (x2, to its bounds), the antagonists' down (/2, to theirs).
   if (spec_.actuators.cpu_weight && !locked(Rung::weight)) {
     Step step;
@@ -195,8 +215,8 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
       const config::WorkloadSpec& as = aw ? spec_of(*aw) : fallback_best_effort_;
       const uint64_t min = as.shares_min, amax = as.shares_max;
       uint64_t an = shares_now(a.antagonist);
-      if (an <= min) continue;
       KnobState k = current(a.antagonist);
+      if (an <= min || k.preempt) continue;  // the kernel fixes a weight in the class (and refuses one)
       step.before[a.antagonist] = k;
       k.shares = std::clamp<uint64_t>(an / 2, min, std::max(min, amax));
       step.after[a.antagonist] = k;
@@ -327,6 +347,67 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
 
 // Whether applying `to` (a step's after or before values) keeps every best-effort instance at its
 // minimum CPUs once best-effort work moves off the critical instances' CPUs.
+// The best-effort preemption class. `always`: a best-effort instance whose pool shares CPUs with a
+// critical instance's is in it from the first tick that instance exists (it costs the best-effort
+// work nothing while the critical one idles), and leaves it when no such instance is left. Pools, not
+// the CPUs in use: moving work off a critical core does not flip the class. `reactive`: the ladder's
+// first rung sets it (next_step). Either way, one that stays runnable and starved in the class for
+// starvation_limit has it lifted for one tick (Plan::starvation_lifts), so it keeps making progress.
+void Controller::preempt_classes(const Snapshot& s, Plan& plan) {
+  plan.starvation_lifts.clear();
+  const auto mode = spec_.actuators.preempt_class;
+  if (mode == config::PreemptMode::off) return;
+  std::vector<const WorkloadSignals*> critical;
+  for (const auto& w : s.workloads)
+    if (w.critical) critical.push_back(&w);
+  for (const auto& w : s.workloads) {
+    if (w.critical) continue;
+    KnobState k = desired_.contains(w.instance) ? desired_.at(w.instance) : KnobState{};
+    if (mode == config::PreemptMode::always) {
+      const CpuSet& pool = spec_of(w).pool;
+      const WorkloadSignals* near = nullptr;
+      for (const WorkloadSignals* c : critical)
+        if (!(spec_of(*c).pool & pool).empty()) {
+          near = c;
+          break;
+        }
+      if (near != nullptr && !k.preempt) {
+        plan.actions.push_back(
+            {plan.tick, w.instance, Knob::preempt_class, "", "on", Action::Kind::act,
+             "best-effort beside critical " + near->instance + ": preemption class from its first tick"});
+        k.preempt = true;
+      } else if (near == nullptr && k.preempt) {
+        plan.actions.push_back({plan.tick, w.instance, Knob::preempt_class, "on", "", Action::Kind::give_back,
+                                "no critical instance shares its CPUs"});
+        k.preempt = false;
+      }
+      if (k == KnobState{})
+        desired_.erase(w.instance);
+      else
+        desired_[w.instance] = k;
+    }
+    // Starved: on average half a task or more waiting for a CPU while it gets under 5% of one.
+    const bool starved =
+        k.preempt && w.rq_wait_s_per_s >= 0.5 && w.cpu_usage.has_value() && *w.cpu_usage < 0.05;
+    if (!starved) {
+      if (!starved_.empty()) starved_.erase(w.instance);
+    } else if (++starved_[w.instance] >= starvation_ticks_) {
+      starved_.erase(w.instance);
+      plan.starvation_lifts.push_back(w.instance);
+      plan.actions.push_back({plan.tick, w.instance, Knob::preempt_class, "on", "", Action::Kind::give_back,
+                              "starved in the class for " + std::to_string(starvation_ticks_) + " ticks (" +
+                                  fmt("%.1f", w.rq_wait_s_per_s) + " tasks waiting, " +
+                                  fmt("%.2f", *w.cpu_usage) + " CPUs): lifted for one tick"});
+    } else if (k.preempt &&
+               std::find(last_lifts_.begin(), last_lifts_.end(), w.instance) != last_lifts_.end()) {
+      plan.actions.push_back({plan.tick, w.instance, Knob::preempt_class, "", "on", Action::Kind::act,
+                              "back in the class after a starvation lift"});
+    }
+  }
+  last_lifts_ = plan.starvation_lifts;
+  std::erase_if(starved_, [&](const auto& e) { return !at_.contains(e.first); });
+}
+
 bool Controller::fits(const Snapshot& s, const std::map<std::string, KnobState>& to, std::string& why) const {
   CpuSet taken;
   for (const auto& w : s.workloads) {
@@ -361,6 +442,7 @@ bool Controller::clashes(const Step& step, const Plan& plan, bool forward) const
     KnobState cur = desired_.contains(a.instance) ? desired_.at(a.instance) : KnobState{};
     const KnobState& k = it->second;
     if ((a.knob == Knob::shares && k.shares != cur.shares) || (a.knob == Knob::cpus && k.cpus != cur.cpus) ||
+        (a.knob == Knob::preempt_class && k.preempt != cur.preempt) ||
         (a.knob == Knob::l3_ways && k.l3_ways != cur.l3_ways) ||
         (a.knob == Knob::mba_percent && k.mba_percent != cur.mba_percent))
       return true;
@@ -374,6 +456,8 @@ void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const st
     KnobState was = desired_.contains(inst) ? desired_.at(inst) : KnobState{};
     // A best-effort instance's CPUs are not stepped: they follow the critical ones every tick.
     if (auto at = at_.find(inst); at == at_.end() || !cur_->workloads[at->second].critical) k.cpus = was.cpus;
+    // The class is only the class rung's: another step given back or reverted leaves it as it is now.
+    if (step.rung != Rung::preempt_class) k.preempt = was.preempt;
     auto emit = [&](Knob knob, std::string a, std::string b) {
       if (a != b) plan.actions.push_back({plan.tick, inst, knob, a, b, kind, reason});
     };
@@ -381,6 +465,7 @@ void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const st
     emit(Knob::cpus, show(was.cpus), show(k.cpus));
     emit(Knob::l3_ways, show(was.l3_ways), show(k.l3_ways));
     emit(Knob::mba_percent, show(was.mba_percent), show(k.mba_percent));
+    emit(Knob::preempt_class, was.preempt ? "on" : "", k.preempt ? "on" : "");
     if (k == KnobState{})
       desired_.erase(inst);
     else
@@ -420,6 +505,8 @@ const Plan& Controller::step(const Snapshot& s) {
   for (const auto& w : s.workloads)
     if (!w.critical && w.cpu_usage) be += *w.cpu_usage + w.rq_wait_s_per_s;
   be_usage_ = be_usage_ == 0 ? be : policy_.ewma_alpha * be + (1 - policy_.ewma_alpha) * be_usage_;
+  // The class first: a victim's steps this tick see it.
+  preempt_classes(s, plan);
   // Critical instances in a fixed order (name), one step each at most per tick.
   std::vector<const WorkloadSignals*> victims;
   for (const auto& w : s.workloads)
@@ -593,11 +680,56 @@ const Plan& Controller::step(const Snapshot& s) {
       desired_[w.instance] = k;
   }
   plan.desired = desired_;
+  for (const auto& inst : plan.starvation_lifts) {
+    KnobState& k = plan.desired[inst];
+    k.preempt = false;
+    if (k == KnobState{}) plan.desired.erase(inst);
+  }
   plan.steal = steal_;
   for (auto& [inst, v] : plan.workloads)
     if (auto it = states_.find(inst); it != states_.end())
       v.rung = static_cast<unsigned>(it->second.steps.size());
   return plan;
+}
+
+}  // namespace keel::ctl
+
+namespace keel::ctl {
+
+namespace {
+
+std::string_view parent_of(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == 0 || slash == std::string_view::npos ? std::string_view("/") : path.substr(0, slash);
+}
+
+bool below(std::string_view path, std::string_view ancestor) {
+  if (ancestor == "/") return true;
+  return path.size() > ancestor.size() && path.starts_with(ancestor) && path[ancestor.size()] == '/';
+}
+
+}  // namespace
+
+std::vector<std::string> class_gaps(const Snapshot& s, const Plan& plan) {
+  std::vector<std::string> out;
+  for (const auto& b : s.workloads) {
+    auto d = plan.desired.find(b.instance);
+    if (b.critical || d == plan.desired.end() || !d->second.preempt) continue;
+    for (const auto& c : s.workloads) {
+      if (!c.critical) continue;
+      for (const auto& bp : b.cgroups) {
+        const std::string_view parent = parent_of(bp);
+        auto apart = std::find_if(c.cgroups.begin(), c.cgroups.end(),
+                                  [&](const std::string& cp) { return !below(cp, parent); });
+        if (apart == c.cgroups.end()) continue;
+        out.push_back("best-effort " + b.instance + " (" + bp + ") and critical " + c.instance + " (" +
+                      *apart + ") do not meet as siblings: the preemption class on " + bp +
+                      " orders it only under " + std::string(parent) + "; weights decide above it");
+        break;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace keel::ctl

@@ -31,7 +31,7 @@
 
 namespace keel::ctl {
 
-enum class Knob { shares, cpus, l3_ways, mba_percent, steal };
+enum class Knob { shares, cpus, l3_ways, mba_percent, steal, preempt_class };
 const char* to_string(Knob k);
 
 // What keel wants a workload instance's knobs to be; unset = keel leaves the knob as it found it.
@@ -40,6 +40,8 @@ struct KnobState {
   std::optional<CpuSet> cpus;
   std::optional<unsigned> l3_ways;
   std::optional<unsigned> mba_percent;
+  // In the best-effort preemption class (actuators/cgroup_knobs.h); false: as found.
+  bool preempt = false;
   bool operator==(const KnobState&) const = default;
 };
 
@@ -73,6 +75,9 @@ struct Plan {
   bool steal = false;                        // steal_task wanted on
   std::vector<Interference> interference;    // victims' antagonists, strongest first
   std::map<std::string, WorkloadView> workloads;
+  // Best-effort instances whose class is lifted this tick because they starved (in `desired` without
+  // it for this tick only).
+  std::vector<std::string> starvation_lifts;
 };
 
 struct Policy {
@@ -95,6 +100,12 @@ struct Policy {
   unsigned probe_ticks = 30;
 };
 
+// Where the preemption class cannot help: the class orders a cgroup against its siblings only, so a
+// best-effort cgroup in it yields to a critical cgroup only when its parent is an ancestor of the
+// critical one (they meet as siblings there, or the critical one is below a sibling). Elsewhere their
+// non-idle ancestors meet and weights decide. One line per (best-effort, critical) instance pair.
+std::vector<std::string> class_gaps(const Snapshot& s, const Plan& plan);
+
 class Controller {
  public:
   // `spec` compiled for `topo`'s CPUs (config::compile).
@@ -116,7 +127,7 @@ class Controller {
   std::vector<const config::WorkloadSpec*> specs_;
   void index(const Snapshot& s);
   const config::WorkloadSpec& spec_of(const WorkloadSignals& w) const;  // w is one of cur_'s
-  enum class Rung { weight, cpus, l3_ways, mba, steal };
+  enum class Rung { preempt_class, weight, cpus, l3_ways, mba, steal };
   // One applied step: the knob values it changed, as they were before (nullopt = as found).
   struct Step {
     Rung rung = Rung::weight;
@@ -161,7 +172,11 @@ class Controller {
   bool fits(const Snapshot& s, const std::map<std::string, KnobState>& to, std::string& why) const;
   bool clashes(const Step& step, const Plan& plan, bool forward) const;
   std::map<std::string, KnobState> desired_;
-  double be_usage_ = 0;  // best-effort CPUs busy or queued, smoothed
+  void preempt_classes(const Snapshot& s, Plan& plan);
+  unsigned starvation_ticks_ = 5;
+  std::vector<std::string> last_lifts_;                // the last tick's starvation lifts
+  std::unordered_map<std::string, unsigned> starved_;  // best-effort instance -> ticks starved in the class
+  double be_usage_ = 0;                                // best-effort CPUs busy or queued, smoothed
   bool steal_ = false;
 };
 

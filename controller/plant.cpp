@@ -44,7 +44,7 @@ std::vector<double> water_fill(const std::vector<double>& claim, const std::vect
 std::string to_string(const PlantKnobs& k) {
   return "shares=" + std::to_string(k.shares) + " cpus=" + k.cpus.to_list() +
          " l3=" + (k.l3_ways ? std::to_string(k.l3_ways) : std::string("-")) +
-         " mba=" + std::to_string(k.mba_percent);
+         " mba=" + std::to_string(k.mba_percent) + (k.preempt ? " class" : "");
 }
 
 Plant::Plant(CpuSet online, std::vector<PlantWorkload> workloads, uint64_t seed, PlantParams params)
@@ -85,16 +85,25 @@ double Plant::gaussian() {
 std::vector<double> Plant::usage() const {
   std::vector<double> used(workloads_.size(), 0);
   for (unsigned c : online_.cpus()) {
-    std::vector<size_t> who;
-    std::vector<double> claim, weight;
-    for (size_t i = 0; i < workloads_.size(); ++i) {
-      if (workloads_[i].demand <= 0 || !knobs_[i].cpus.contains(c)) continue;
-      who.push_back(i);
-      claim.push_back(workloads_[i].demand / knobs_[i].cpus.count());
-      weight.push_back(static_cast<double>(knobs_[i].shares));
+    // Those outside the class first; those in it share what is left.
+    double left = 1.0;
+    for (bool in_class : {false, true}) {
+      std::vector<size_t> who;
+      std::vector<double> claim, weight;
+      for (size_t i = 0; i < workloads_.size(); ++i) {
+        if (workloads_[i].demand <= 0 || !knobs_[i].cpus.contains(c) || knobs_[i].preempt != in_class)
+          continue;
+        who.push_back(i);
+        claim.push_back(workloads_[i].demand / knobs_[i].cpus.count());
+        weight.push_back(static_cast<double>(knobs_[i].shares));
+      }
+      auto got = water_fill(claim, weight, left);
+      for (size_t j = 0; j < who.size(); ++j) {
+        used[who[j]] += got[j];
+        left -= got[j];
+      }
+      left = std::max(0.0, left);
     }
-    auto got = water_fill(claim, weight, 1.0);
-    for (size_t j = 0; j < who.size(); ++j) used[who[j]] += got[j];
   }
   return used;
 }
@@ -112,8 +121,17 @@ double Plant::p99(size_t v) const {
     double others = 0, their_shares = 0;
     for (size_t i = 0; i < workloads_.size(); ++i) {
       if (i == v || workloads_[i].demand <= 0 || !knobs_[i].cpus.contains(c)) continue;
-      others += workloads_[i].demand / knobs_[i].cpus.count();
-      their_shares += static_cast<double>(knobs_[i].shares);
+      const double q = workloads_[i].demand / knobs_[i].cpus.count();
+      if (knobs_[i].preempt && !k.preempt) {  // it yields at once
+        others += 0.05 * q;
+        their_shares += 2;
+      } else if (k.preempt && !knobs_[i].preempt) {  // v yields to it
+        others += q;
+        their_shares += 1e6;
+      } else {
+        others += q;
+        their_shares += static_cast<double>(knobs_[i].shares);
+      }
     }
     if (others <= 0) continue;
     double phi = their_shares / (their_shares + static_cast<double>(k.shares));
@@ -162,7 +180,7 @@ Snapshot Plant::tick() {
       sig.cache_misses_per_s = *sig.mpki * used[i] * 1e6;  // 1e9 instructions per CPU-second
     }
     sig.cpus = knobs_[i].cpus;
-    sig.shares = knobs_[i].shares;
+    sig.shares = knobs_[i].preempt ? 3 : knobs_[i].shares;  // the kernel's weight in the class
     s.workloads.push_back(std::move(sig));
   }
   return s;
@@ -175,6 +193,7 @@ std::vector<std::string> Plant::apply(const Plan& plan) {
     auto it = plan.desired.find(name);
     KnobState want = it == plan.desired.end() ? KnobState{} : it->second;
     PlantKnobs& k = knobs_[i];
+    k.preempt = want.preempt;
 
     uint64_t shares = want.shares.value_or(found_[i].shares);
     k.shares = std::clamp(shares, kSharesMin, kSharesMax);

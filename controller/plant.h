@@ -18,6 +18,9 @@
 //     p99        = (self + shared) * cache
 //   so p99 rises with the load on the CPUs v shares, falls with v's weight against theirs, drops to
 //   `self` on dedicated CPUs, and improves a little with L3 ways for v and lower MBA for the others.
+// - The preemption class (cpu.idle): a workload in it gets a CPU's capacity only after those not in
+//   it are served, and counts as 5% of its load in the others' waits (it yields at once; what is
+//   left is the wake-up's own preemption); one in it waits for all the others as if it had no weight.
 //   A workload with no demand did not wait: p99 = 0 and no waits.
 // - Noise: the reported p99 is multiplied by exp(sigma * z), z standard normal from a seeded
 //   mt19937_64 (Box-Muller on its raw output, so it is the same on every standard library).
@@ -65,6 +68,7 @@ struct PlantKnobs {
   CpuSet cpus;
   unsigned l3_ways = 0;  // 0 = not partitioned (the default group's ways, shared with everyone)
   unsigned mba_percent = 100;
+  bool preempt = false;  // in the preemption class (cpu.idle): yields to any other work at once
   bool operator==(const PlantKnobs&) const = default;
 };
 

@@ -93,6 +93,7 @@ TEST(Trace, BrokenLinesAreErrorsThatSayWhere) {
 // two replays agree with each other.
 TEST(Trace, ReplayDecidesWhatTheLiveRunDecided) {
   auto cfg = two_cpu_config();
+  cfg.actuators.preempt_class = config::PreemptMode::reactive;  // a rung: acted on and given back
   auto topo = Topology::synthetic("pack:1 numa:1 l3:1 core:2 pu:1");
   ASSERT_TRUE(topo);
   PlantWorkload svc, hog;

@@ -24,7 +24,7 @@ struct FileInfo {
 };
 
 // The kernel's names. With `noprefix` a v1 controller file loses its "<controller>." prefix.
-constexpr std::array<FileInfo, 16> kFiles = {{
+constexpr std::array<FileInfo, 18> kFiles = {{
     {CgroupFile::procs, "cgroup.procs", "cgroup.procs", "", "", ValueKind::text},
     {CgroupFile::threads, "tasks", "cgroup.threads", "", "", ValueKind::text},
     {CgroupFile::controllers, "", "cgroup.controllers", "", "", ValueKind::text},
@@ -43,12 +43,15 @@ constexpr std::array<FileInfo, 16> kFiles = {{
      ValueKind::cpu_list},
     {CgroupFile::effective_mems, "cpuset.effective_mems", "cpuset.mems.effective", "cpuset", "cpuset",
      ValueKind::cpu_list},
+    // Preemption classes of vendor kernels: restored before weights, like cpu.idle.
+    {CgroupFile::qos_level, "cpu.qos_level", "cpu.qos_level", "cpu", "cpu", ValueKind::idle},
+    {CgroupFile::bvt_warp, "cpu.bvt_warp_ns", "cpu.bvt_warp_ns", "cpu", "cpu", ValueKind::idle},
 }};
 
 constexpr bool in_enum_order() {
   for (size_t i = 0; i < kFiles.size(); ++i)
     if (static_cast<size_t>(kFiles[i].file) != i) return false;
-  return kFiles.size() == static_cast<size_t>(CgroupFile::effective_mems) + 1;
+  return kFiles.size() == static_cast<size_t>(CgroupFile::bvt_warp) + 1;
 }
 static_assert(in_enum_order());
 

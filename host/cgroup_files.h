@@ -38,6 +38,8 @@ enum class CgroupFile : uint8_t {
   mems,            // cpuset.mems
   effective_cpus,  // v1 cpuset.effective_cpus, v2 cpuset.cpus.effective
   effective_mems,  // v1 cpuset.effective_mems, v2 cpuset.mems.effective
+  qos_level,       // openEuler cpu.qos_level: 0 online, -1 offline (v1; multilevel builds take -2..2)
+  bvt_warp,        // Anolis cpu.bvt_warp_ns: -1 best-effort, 0 default .. 2 latency-critical
 };
 
 // The file's name on v2 (`unified`) or v1 (`noprefix`: the cpuset hierarchy mounted without the

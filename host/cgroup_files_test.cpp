@@ -28,11 +28,12 @@ CgroupHierarchy hier(uint32_t id, bool unified, std::vector<std::string> ctl, fs
   return h;
 }
 
-constexpr CgroupFile kAll[] = {
-    CgroupFile::procs,   CgroupFile::threads,   CgroupFile::controllers,    CgroupFile::weight,
-    CgroupFile::idle,    CgroupFile::cpu_stat,  CgroupFile::usage,          CgroupFile::pressure,
-    CgroupFile::cpu_max, CgroupFile::cfs_quota, CgroupFile::cfs_period,     CgroupFile::burst,
-    CgroupFile::cpus,    CgroupFile::mems,      CgroupFile::effective_cpus, CgroupFile::effective_mems};
+constexpr CgroupFile kAll[] = {CgroupFile::procs,          CgroupFile::threads,    CgroupFile::controllers,
+                               CgroupFile::weight,         CgroupFile::idle,       CgroupFile::cpu_stat,
+                               CgroupFile::usage,          CgroupFile::pressure,   CgroupFile::cpu_max,
+                               CgroupFile::cfs_quota,      CgroupFile::cfs_period, CgroupFile::burst,
+                               CgroupFile::cpus,           CgroupFile::mems,       CgroupFile::effective_cpus,
+                               CgroupFile::effective_mems, CgroupFile::qos_level,  CgroupFile::bvt_warp};
 
 TEST(CgroupFiles, NamesOnV1V2AndNoprefix) {
   EXPECT_EQ(cgroup_file_name(CgroupFile::weight, false), "cpu.shares");

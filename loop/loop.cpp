@@ -149,6 +149,11 @@ void Loop::tick(uint64_t n) {
     log(head + mode + (p_.observe ? " would write " : " wrote ") + c.path.str() + ": " +
         (c.from.empty() ? "\"\"" : c.from) + " -> " + c.to);
   for (const auto& note : done.notes) log(head + "note: " + note);
+  // Where the class cannot help (the cgroups do not meet as siblings), said once per pair.
+  if (std::any_of(plan.actions.begin(), plan.actions.end(),
+                  [](const ctl::Action& a) { return a.knob == ctl::Knob::preempt_class; }))
+    for (const auto& gap : ctl::class_gaps(*snap, plan))
+      if (gaps_said_.insert(gap).second) log(head + "note: " + gap);
   for (const auto& e : done.errors) log(head + "error: " + e);
   tick_report(p_.spec, *snap, sensor_view(*p_.sensing), plan, done,
               {p_.observe, seconds_since(started), unix_now(), process_usage(p_.roots)}, report_, &labels_);

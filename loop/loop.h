@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "actuators/writer.h"
@@ -79,6 +80,7 @@ class Loop {
   metrics::TickReport report_;            // likewise
   metrics::LabelCap labels_;              // which instances' reports are folded before publishing
   std::map<std::string, bool> violated_;  // per critical instance, for status lines when it turns
+  std::set<std::string> gaps_said_;       // class_gaps lines logged already
 };
 
 }  // namespace keel::loop

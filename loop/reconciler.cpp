@@ -1,6 +1,7 @@
 #include "loop/reconciler.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "actuators/cgroup_knobs.h"
 #include "actuators/irq.h"
@@ -61,7 +62,11 @@ void Reconciler::note(Reconciled& out, const std::string& n) {
 Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::Inventory& inv) {
   Reconciled out;
   if (spec_.actuators.cpuset) cpus(plan, inv, out);
-  if (spec_.actuators.cpu_weight) weights(plan, inv, out);
+  const bool classes_on = spec_.actuators.preempt_class != config::PreemptMode::off;
+  // The class before weights: leaving it first (the kernel refuses a weight in it), and a cgroup
+  // entering it is one weights() then leaves alone (or gives the minimum weight, where it stands in).
+  if (classes_on || !classed_.empty()) classes(plan, inv, out);
+  if (spec_.actuators.cpu_weight || !classed_.empty() || !found_weight_.empty()) weights(plan, inv, out);
   if (spec_.actuators.resctrl) resctrl(plan, snap, inv, out);
   if (spec_.actuators.steal_task) steal(plan, out);
   if (spec_.actuators.irq_affinity) irqs(plan, snap, out);
@@ -176,7 +181,7 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
     // Plain values: g++ 12 sees a maybe-uninitialized optional here (a false positive at -O2).
     const bool want = d != plan.desired.end() && d->second.shares.has_value();
     const uint64_t shares = want ? *d->second.shares : 0;
-    if (!want && found_weight_.empty()) continue;
+    if (!want && found_weight_.empty() && classed_.empty()) continue;
     for (const inv::Node* n : ins.cgroups) {
       if (n->dir.path() == "/") continue;
       const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
@@ -188,7 +193,14 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
       }
       const CgroupId id = dir->id();
       seen[id] = true;
-      if (want) {
+      bool want_here = want;
+      uint64_t shares_here = shares;
+      if (auto c = classed_.find(id); c != classed_.end()) {
+        if (c->second.how != act::PreemptClass::min_weight) continue;  // the kernel fixes it in the class
+        want_here = true;  // no class on this kernel: the minimum weight stands for it
+        shares_here = kSharesMin;
+      }
+      if (want_here) {
         if (!found_weight_.contains(id)) {
           auto cur = dir->read(CgroupFile::weight);
           if (!cur) {
@@ -200,14 +212,14 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
           found_weight_[id] = {dir->path(), std::string(trim(*cur)), std::nullopt, std::nullopt, 0};
         }
         Found& f = found_weight_.at(id);
-        if (f.shares == shares && !inv.due(f.set_tick, id)) continue;  // set already
-        auto r = act::set_cpu_weight(*w_, *dir, shares, mapping);
+        if (f.shares == shares_here && !inv.due(f.set_tick, id)) continue;  // set already
+        auto r = act::set_cpu_weight(*w_, *dir, shares_here, mapping);
         if (!r) {
           out.errors.push_back("weight of " + ins.name + ": " + r.error().message());
           continue;
         }
         if (*r) out.touched.push_back(n->dir.id());
-        f.shares = shares;
+        f.shares = shares_here;
         f.set_tick = inv.tick();
       } else if (auto f = found_weight_.find(id); f != found_weight_.end()) {
         auto r = w_->set(*dir, CgroupFile::weight, f->second.value);
@@ -231,6 +243,75 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
       if (auto r = w_->set(*dir, CgroupFile::weight, it->second.value); !r)
         out.errors.push_back("weight of " + it->second.path + ": " + r.error().message());
     it = found_weight_.erase(it);
+  }
+}
+
+void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled& out) {
+  const CgroupHierarchy* cpu = hierarchy_for(inv.layout(), inv.defining(), CgroupFile::idle);
+  if (cpu == nullptr || !cpu->has("cpu")) {
+    bool wanted =
+        std::any_of(plan.desired.begin(), plan.desired.end(), [](const auto& d) { return d.second.preempt; });
+    if (wanted)
+      note(out, "no cpu controller on " + inv.defining().name() + ": the preemption class is not applied");
+    return;
+  }
+  std::unordered_set<CgroupId, inv::IdHash> seen;
+  seen.reserve(classed_.size());
+  for (const inv::Instance& ins : inv.instances()) {
+    auto d = plan.desired.find(ins.name);
+    const bool want = d != plan.desired.end() && d->second.preempt;
+    if (!want && classed_.empty()) continue;
+    for (const inv::Node* n : ins.cgroups) {
+      if (n->dir.path() == "/") continue;  // never the root (it has no such files anyway)
+      const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
+      if (dir == nullptr) continue;
+      const CgroupId id = dir->id();
+      auto c = classed_.find(id);
+      seen.insert(id);
+      if (want == (c != classed_.end())) continue;  // as wanted
+      if (want) {
+        Classed cl{dir->path(), act::preempt_class_of(*dir), ""};
+        if (cl.how == act::PreemptClass::min_weight) {
+          note(out, "no cpu.idle, cpu.qos_level or cpu.bvt_warp_ns for " + ins.name + " (" + dir->path() +
+                        "): the minimum weight stands for the preemption class");
+          classed_.emplace(id, std::move(cl));  // weights() writes it
+          continue;
+        }
+        if (auto weight = dir->read(CgroupFile::weight)) cl.weight_before = std::string(trim(*weight));
+        auto r = act::set_preempt_class(*w_, *dir, cl.how, true);
+        if (!r) {
+          out.errors.push_back("preemption class of " + ins.name + ": " + r.error().message());
+          continue;
+        }
+        if (*r) out.touched.push_back(n->dir.id());
+        classed_.emplace(id, std::move(cl));
+      } else {
+        if (c->second.how != act::PreemptClass::min_weight) {
+          const std::string* before = c->second.weight_before.empty() ? nullptr : &c->second.weight_before;
+          auto r = act::set_preempt_class(*w_, *dir, c->second.how, false, before);
+          if (!r) {
+            out.errors.push_back("preemption class of " + ins.name + " lifted: " + r.error().message());
+            continue;
+          }
+          if (*r) out.touched.push_back(n->dir.id());
+        }
+        classed_.erase(c);
+      }
+    }
+  }
+  // Their instance is gone: out of the class if the cgroup is still there (the same one).
+  for (auto it = classed_.begin(); it != classed_.end();) {
+    if (seen.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    if (it->second.how != act::PreemptClass::min_weight)
+      if (auto dir = same_cgroup(inv, *cpu, it->second.path, it->first)) {
+        const std::string* before = it->second.weight_before.empty() ? nullptr : &it->second.weight_before;
+        if (auto r = act::set_preempt_class(*w_, *dir, it->second.how, false, before); !r)
+          out.errors.push_back("preemption class of " + it->second.path + ": " + r.error().message());
+      }
+    it = classed_.erase(it);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "actuators/cgroup_knobs.h"
 #include "actuators/resctrl.h"
 #include "actuators/writer.h"
 #include "config/spec.h"
@@ -40,6 +41,8 @@ class Reconciler {
  private:
   void cpus(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
   void weights(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
+  // Cgroups into and out of the preemption class (before weights: the kernel refuses a weight in it).
+  void classes(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
   void resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv, Reconciled& out);
   void steal(const ctl::Plan& plan, Reconciled& out);
   void irqs(const ctl::Plan& plan, const ctl::Snapshot& snap, Reconciled& out);
@@ -60,6 +63,14 @@ class Reconciler {
   };
   std::map<CgroupId, Found> found_cpus_;    // cpuset cgroup -> cpuset.cpus as found
   std::map<CgroupId, Found> found_weight_;  // cgroup -> cpu.shares / cpu.weight as found
+  // Cgroups keel put in the preemption class: how, and the weight before (written back when the
+  // kernel resets it on leaving cpu.idle).
+  struct Classed {
+    std::string path;
+    act::PreemptClass how = act::PreemptClass::cpu_idle;
+    std::string weight_before;
+  };
+  std::map<CgroupId, Classed> classed_;
   std::optional<act::Resctrl> resctrl_;
   bool resctrl_opened_ = false;
   std::map<std::string, std::string> groups_;   // instance -> keel's resctrl group

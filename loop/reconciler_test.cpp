@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "actuators/journal.h"
 #include "config/config.h"
 #include "host/fileio.h"
@@ -20,6 +23,7 @@ using ctl::WorkloadSignals;
 namespace {
 
 using testing::slurp;
+namespace fs = std::filesystem;
 
 CpuSet L(const char* s) { return *CpuSet::parse_list(s); }
 
@@ -159,6 +163,112 @@ TEST_F(ReconcilerV2Tree, AVanishedInstancesKnobsGoBackWhileItsCgroupRemains) {
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");
   EXPECT_EQ(file("svc/batch/cpu.weight"), "100");
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
+}
+
+// The preemption class on batch: cpu.idle written on its own cgroup only (not the parent /svc, not
+// crit), its weight journaled first and left alone while it is in the class (the kernel refuses a
+// weight there), and on leaving the weight it had comes back (the kernel puts the default meanwhile).
+TEST_F(ReconcilerV2Tree, TheClassGoesOnTheInstancesOwnCgroupAndComesOffWithItsWeight) {
+  std::ofstream(roots_.cgroup / "svc/batch/cpu.weight") << "40\n";
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j);
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
+  Plan p;
+  p.tick = 1;
+  p.desired["batch"].preempt = true;
+  p.desired["batch"].shares = 512;  // not the controller's way (it leaves a classed weight), still safe
+  auto done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("svc/batch/cpu.idle"), "1");
+  EXPECT_EQ(file("svc/crit/cpu.idle"), "0\n");
+  EXPECT_EQ(file("svc/cpu.idle"), "0\n");
+  EXPECT_EQ(file("svc/batch/cpu.weight"), "40\n") << "no weight written into the class";
+  bool weight_journaled = false, idle_journaled = false;
+  for (const auto& e : j->entries()) {
+    weight_journaled |= e.path.str().ends_with("svc/batch/cpu.weight") && e.original == "40";
+    idle_journaled |= e.path.str().ends_with("svc/batch/cpu.idle") && e.original == "0";
+  }
+  EXPECT_TRUE(weight_journaled && idle_journaled);
+  // What the kernel does meanwhile: an idle group's weight reads as its minimum.
+  std::ofstream(roots_.cgroup / "svc/batch/cpu.weight") << "1\n";
+  p.tick = 2;
+  p.desired["batch"].preempt = false;
+  p.desired["batch"].shares.reset();
+  done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("svc/batch/cpu.idle"), "0");
+  EXPECT_EQ(file("svc/batch/cpu.weight"), "40") << "the weight from before the class";
+}
+
+// openEuler's cpu.qos_level (a tree with its file, no cpu.idle): -1 while in the class, 0 after.
+TEST_F(ReconcilerV2Tree, TreeWithOpenEulerQosLevelIsTheClassWhereThereIsNoCpuIdle) {
+  fs::remove(roots_.cgroup / "svc/batch/cpu.idle");
+  std::ofstream(roots_.cgroup / "svc/batch/cpu.qos_level") << "0\n";
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j);
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
+  Plan p;
+  p.desired["batch"].preempt = true;
+  auto done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("svc/batch/cpu.qos_level"), "-1");
+  EXPECT_EQ(file("svc/batch/cpu.weight"), "100\n");
+  p.desired.clear();
+  done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("svc/batch/cpu.qos_level"), "0");
+}
+
+// Anolis' cpu.bvt_warp_ns the same way; with none of the three, the minimum weight stands for the
+// class (said once) and the weight found comes back after.
+TEST_F(ReconcilerV2Tree, TreeWithAnolisBvtWarpOrNoClassAtAllUsesTheMinimumWeight) {
+  fs::remove(roots_.cgroup / "svc/batch/cpu.idle");
+  fs::remove(roots_.cgroup / "svc/crit/cpu.idle");
+  std::ofstream(roots_.cgroup / "svc/crit/cpu.bvt_warp_ns") << "0\n";
+  config::Config cfg = cfg_;
+  cfg.workloads[0].klass = config::WorkloadClass::best_effort;  // both best-effort, both in the class
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j);
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(config::compile(cfg, topo_.online()), topo_, w);
+  Plan p;
+  p.desired["batch"].preempt = true;
+  p.desired["crit"].preempt = true;
+  auto done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("svc/crit/cpu.bvt_warp_ns"), "-1");
+  EXPECT_EQ(file("svc/crit/cpu.weight"), "100\n");
+  EXPECT_EQ(file("svc/batch/cpu.weight"), "1") << "shares 2, the kernel's minimum weight";
+  ASSERT_EQ(done.notes.size(), 1u);
+  EXPECT_NE(done.notes[0].find("the minimum weight stands for the preemption class"), std::string::npos);
+  p.desired.clear();
+  done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("svc/crit/cpu.bvt_warp_ns"), "0");
+  EXPECT_EQ(file("svc/batch/cpu.weight"), "100");
+}
+
+// An instance in the class that vanishes from the plan and the inventory while its cgroup stays
+// leaves the class.
+TEST_F(ReconcilerV2Tree, AVanishedInstanceLeavesTheClass) {
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j);
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
+  Plan p;
+  p.desired["batch"].preempt = true;
+  ASSERT_TRUE(r.apply(p, snap_, *inv_).errors.empty());
+  ASSERT_EQ(file("svc/batch/cpu.idle"), "1");
+  config::Config only_crit = cfg_;
+  only_crit.workloads.pop_back();
+  auto without_batch = inventory(config::compile(only_crit, topo_.online()));
+  Snapshot s = snap_;
+  s.workloads.pop_back();
+  auto done = r.apply(Plan{}, s, *without_batch);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("svc/batch/cpu.idle"), "0");
 }
 
 TEST_F(ReconcilerV2Tree, ObserveComputesTheWritesAndChangesNoByte) {

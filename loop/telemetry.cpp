@@ -62,7 +62,8 @@ metrics::Setup metrics_setup(const config::Spec& spec, bool observe, bool pmu, s
                   {"cpu_weight", a.cpu_weight},
                   {"resctrl", a.resctrl},
                   {"steal_task", a.steal_task},
-                  {"irq_affinity", a.irq_affinity}};
+                  {"irq_affinity", a.irq_affinity},
+                  {"preempt_class", a.preempt_class != config::PreemptMode::off}};
   return s;
 }
 
@@ -130,6 +131,7 @@ void instance_report(const config::Spec& spec, const ctl::WorkloadSignals& w, co
   set_knob(r, "l3_ways", set && d->second.l3_ways ? std::optional<double>(*d->second.l3_ways) : std::nullopt);
   set_knob(r, "mba_percent",
            set && d->second.mba_percent ? std::optional<double>(*d->second.mba_percent) : std::nullopt);
+  set_knob(r, "class", set && d->second.preempt ? std::optional<double>(1) : std::nullopt);
 }
 
 }  // namespace

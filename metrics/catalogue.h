@@ -17,7 +17,7 @@ struct MetricDef {
 
 // Label values: workload = a workload instance ("redis", "batch/job-1"), or "other" for cgroups no
 // workload matches and instances past the series cap; class = critical | best_effort | other;
-// knob = cpus | shares | l3_ways | mba_percent | steal_task (workload="host" for steal_task);
+// knob = cpus | shares | l3_ways | mba_percent | steal_task | class (workload="host" for steal_task);
 // direction = act | give_back | revert; mode = enforce | observe; scope = all | cross_llc | cross_numa.
 inline constexpr MetricDef kCatalogue[] = {
     // Interference: what the workloads feel and who causes it.
@@ -50,7 +50,8 @@ inline constexpr MetricDef kCatalogue[] = {
     // Controller: knobs, actions, mode.
     {"keel_knob_value", Type::gauge, "workload,knob",
      "A knob's value in effect: cpus = CPUs in its cpuset, shares = cpu.shares (v2 weight mapped), as "
-     "sensed; l3_ways, mba_percent, steal_task 0/1 while keel sets them (enforce mode)"},
+     "sensed; l3_ways, mba_percent, steal_task 0/1, class 1 (best-effort in the preemption class) while keel "
+     "sets them (enforce mode)"},
     {"keel_controller_rung", Type::gauge, "workload",
      "Ladder steps keel holds for the workload (0 = nothing applied)"},
     {"keel_controller_blocked", Type::gauge, "workload",
@@ -70,7 +71,7 @@ inline constexpr MetricDef kCatalogue[] = {
      "1 when the sensor works here: runqueue, hardware_counters"},
     {"keel_mechanism_enabled", Type::gauge, "mechanism",
      "1 when the config enables the actuator and the host has it (observe mode: what keel would use): "
-     "cpuset, cpu_weight, resctrl, steal_task, irq_affinity"},
+     "cpuset, cpu_weight, resctrl, steal_task, irq_affinity, preempt_class"},
     {"keel_bpf_run_time_seconds_total", Type::counter, "program",
      "Run time of keel's BPF programs while BPF stats were on"},
     {"keel_bpf_run_count_total", Type::counter, "program",

@@ -64,7 +64,7 @@ struct Cumulative {
   }
 };
 
-const char* const kKnobs[] = {"cpus", "shares", "l3_ways", "mba_percent", "steal_task"};
+const char* const kKnobs[] = {"cpus", "shares", "l3_ways", "mba_percent", "steal_task", "class"};
 const char* const kDirections[] = {"act", "give_back", "revert"};
 
 }  // namespace

@@ -217,7 +217,7 @@ TEST(Metrics, EveryCatalogueMetricIsExportedWithItsTypeAndLabels) {
 TEST(Metrics, ActionCountersStartAtZeroForEveryKnobAndDirectionOfTheMode) {
   Metrics m(setup());
   std::string text = m.render();
-  EXPECT_EQ(find(text, "keel_actions_total").size(), 15u);  // 5 knobs x 3 directions
+  EXPECT_EQ(find(text, "keel_actions_total").size(), 18u);  // 6 knobs x 3 directions
   EXPECT_EQ(
       value(text, "keel_actions_total", {{"knob", "cpus"}, {"direction", "revert"}, {"mode", "observe"}}), 0);
   TickReport t;

@@ -59,13 +59,13 @@ const std::set<std::string> kExtraLabels = {"le", "instance", "job"};
 // Values of the labels with a closed set of values, from the comments and help of metrics/catalogue.h.
 const std::map<std::string, std::set<std::string>> kLabelValues = {
     {"class", {"critical", "best_effort", "other"}},
-    {"knob", {"cpus", "shares", "l3_ways", "mba_percent", "steal_task"}},
+    {"knob", {"cpus", "shares", "l3_ways", "mba_percent", "steal_task", "class"}},
     {"direction", {"act", "give_back", "revert"}},
     {"mode", {"enforce", "observe"}},
     {"scope", {"all", "cross_llc", "cross_numa"}},
     {"kind", {"sensing", "actuator"}},
     {"sensor", {"runqueue", "hardware_counters"}},
-    {"mechanism", {"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity"}},
+    {"mechanism", {"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity", "preempt_class"}},
     {"reason", {"map_full", "stamp_full"}},
 };
 
@@ -418,7 +418,7 @@ const std::vector<PanelNeed>& panel_needs() {
         {he, "folded instances", {}, {"keel_metrics_folded_instances"}},
         {he, "scrape health", {}, {"up"}, {"job=\"keel\""}},
     };
-    for (const char* knob : {"cpus", "shares", "l3_ways", "mba_percent", "steal_task"})
+    for (const char* knob : {"cpus", "shares", "l3_ways", "mba_percent", "steal_task", "class"})
       n.push_back({ct,
                    std::string("knob ") + knob + " over time",
                    {"timeseries", "state-timeline"},
