@@ -177,6 +177,7 @@ void tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const Sens
   for (const auto& a : plan.actions)
     t.actions.emplace_back(a.knob == Knob::steal ? "steal_task" : to_string(a.knob), direction(a.kind));
   if (spec.actuators.steal_task && !meta.observe) t.steal = plan.steal;
+  t.starvation_lifts = plan.starvation_lifts.size();
 
   metrics::HealthReport& h = t.health;
   h.tick_seconds = meta.tick_seconds;

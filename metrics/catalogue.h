@@ -60,6 +60,9 @@ inline constexpr MetricDef kCatalogue[] = {
      "Controller actions (observe: actions it would take)"},
     {"keel_mode", Type::gauge, "mode", "1 for the mode keel runs in (the other mode has no series)"},
     {"keel_workload_instances", Type::gauge, "class", "Managed workload instances this tick"},
+    {"keel_starvation_lifts_total", Type::counter, "",
+     "Times a best-effort instance starved in the preemption class for actuators.starvation_limit and "
+     "had it lifted for a tick"},
     {"keel_metrics_folded_instances", Type::gauge, "",
      "Workload instances past the series cap, counted under workload=\"other\""},
     // keel's health.

@@ -110,6 +110,7 @@ struct Metrics::State {
   Gauge* steal = nullptr;
 
   Histogram* tick = nullptr;
+  Counter* lifts = nullptr;
   Counter *ticks = nullptr, *sense_err = nullptr, *act_err = nullptr, *map_full = nullptr,
           *stamp_full = nullptr;
   Gauge *last_tick = nullptr, *cost = nullptr, *events = nullptr, *cpu_ratio = nullptr, *entries = nullptr,
@@ -247,6 +248,7 @@ Metrics::Metrics(Setup setup) : s_(std::make_unique<State>()) {
                 .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                      0.25, 0.5, 1, 2.5});
   s.ticks = &counter(r, "keel_ticks_total").Add({});
+  s.lifts = &counter(r, "keel_starvation_lifts_total").Add({});
   s.last_tick = &gauge(r, "keel_last_tick_timestamp_seconds").Add({});
   auto& errors = counter(r, "keel_errors_total");
   s.sense_err = &errors.Add({{"kind", "sensing"}});
@@ -376,6 +378,7 @@ void Metrics::publish(const TickReport& t) {
     if (!c) c = &s.actions->Add({{"knob", k}, {"direction", d}, {"mode", s.setup.mode}});
     c->Increment();
   }
+  s.lifts->Increment(static_cast<double>(t.starvation_lifts));
   if (t.steal) {
     if (!s.steal) s.steal = &s.knob->Add({{"workload", "host"}, {"knob", "steal_task"}});
     s.steal->Set(*t.steal ? 1 : 0);

@@ -67,6 +67,7 @@ struct TickReport {
   std::vector<InterferenceReport> interference;              // strongest first per victim
   std::vector<std::pair<std::string, std::string>> actions;  // (knob, act | give_back | revert)
   std::optional<bool> steal;                                 // host-wide steal_task, when keel manages it
+  size_t starvation_lifts = 0;  // best-effort instances whose preemption class was lifted this tick
   HealthReport health;
 };
 

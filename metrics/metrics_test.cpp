@@ -230,6 +230,19 @@ TEST(Metrics, ActionCountersStartAtZeroForEveryKnobAndDirectionOfTheMode) {
   EXPECT_EQ(value(text, "keel_ticks_total"), 1);
 }
 
+TEST(Metrics, StarvationLiftsAreCountedFromZero) {
+  Metrics m(setup());
+  EXPECT_EQ(value(m.render(), "keel_starvation_lifts_total"), 0);
+  TickReport t;
+  t.starvation_lifts = 2;
+  m.publish(t);
+  t.starvation_lifts = 0;
+  m.publish(t);
+  t.starvation_lifts = 1;
+  m.publish(t);
+  EXPECT_EQ(value(m.render(), "keel_starvation_lifts_total"), 3);
+}
+
 TEST(Metrics, InstancesPastTheCapAndUnmatchedCgroupsCountAsOther) {
   Metrics m(setup(2));
   TickReport t;
