@@ -78,6 +78,21 @@ struct {
   __type(value, __u64);
 } errors SEC(".maps");
 
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, KEEL_SLO_WATCH_MAX);
+  __type(key, struct keel_cg_key);
+  __type(value, struct keel_slo_watch);
+} slo_watch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 4096 * 4);
+} slo_events SEC(".maps");
+
+/* Set by user space while slo_watch has entries: every other switch skips the lookup. */
+__u32 slo_watching = 0;
+
 static const struct keel_cg_stats zero_stats;
 
 static __always_inline void count_error(__u32 slot) {
@@ -115,8 +130,8 @@ static __always_inline __u64 task_cgroup_id(struct task_struct* t, bool btf) {
   return KREAD(btf, kn, id);
 }
 
-static __always_inline struct keel_cg_stats* stats_of(struct task_struct* t, bool btf) {
-  struct keel_cg_key key = {.hierarchy = hierarchy_id, .pad = 0, .cgroup_id = task_cgroup_id(t, btf)};
+static __always_inline struct keel_cg_stats* stats_of_key(const struct keel_cg_key* k) {
+  struct keel_cg_key key = *k;
   struct keel_cg_stats* s = bpf_map_lookup_elem(&cg_stats, &key);
   if (s) return s;
   if (bpf_map_update_elem(&cg_stats, &key, &zero_stats, BPF_NOEXIST) != 0) {
@@ -125,6 +140,11 @@ static __always_inline struct keel_cg_stats* stats_of(struct task_struct* t, boo
     return s;
   }
   return bpf_map_lookup_elem(&cg_stats, &key);
+}
+
+static __always_inline struct keel_cg_stats* stats_of(struct task_struct* t, bool btf) {
+  struct keel_cg_key key = {.hierarchy = hierarchy_id, .pad = 0, .cgroup_id = task_cgroup_id(t, btf)};
+  return stats_of_key(&key);
 }
 
 static __always_inline __u32 log2_u64(__u64 v) {
@@ -225,6 +245,27 @@ static __always_inline void charge_counters(struct task_struct* prev, bool btf) 
   }
 }
 
+/* A wait of a watched cgroup over its SLO: counted in the current window; the one that makes the count
+ * reach the threshold wakes keel (one event per window; races between CPUs can only delay a window's
+ * reset or send its event from either CPU, never twice for one count). */
+static __always_inline void watch_slo(const struct keel_cg_key* key, __u64 now, __u64 delta) {
+  struct keel_slo_watch* w = bpf_map_lookup_elem(&slo_watch, key);
+  if (!w || delta <= w->slo_ns) return;
+  if (now - w->window_start > w->window_ns) {
+    w->window_start = now;
+    w->over = 0;
+  }
+  __u64 n = __sync_fetch_and_add(&w->over, 1) + 1;
+  if (n != w->threshold) return;
+  struct keel_slo_event* e = bpf_ringbuf_reserve(&slo_events, sizeof(*e), 0);
+  if (!e) return;
+  e->key = *key;
+  e->at_ns = now;
+  e->wait_ns = delta;
+  e->over = n;
+  bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+}
+
 static __always_inline int on_switch(bool preempt, struct task_struct* prev, struct task_struct* next,
                                      bool btf) {
   if (n_counters) charge_counters(prev, btf);
@@ -236,12 +277,14 @@ static __always_inline int on_switch(bool preempt, struct task_struct* prev, str
   __u64 ts = take_stamp(next, pid, btf);
   if (ts == 0) return 0;
   __u64 delta = now > ts ? now - ts : 0;
-  struct keel_cg_stats* s = stats_of(next, btf);
+  struct keel_cg_key key = {.hierarchy = hierarchy_id, .pad = 0, .cgroup_id = task_cgroup_id(next, btf)};
+  struct keel_cg_stats* s = stats_of_key(&key);
   if (!s) return 0;
   __u32 b = hist_bucket(delta);
   /* The mask is what the verifier can follow through the compiler's register moves. */
   __sync_fetch_and_add(&s->rq_hist[b & (KEEL_HIST_SLOTS - 1)], 1);
   __sync_fetch_and_add(&s->rq_sum_ns, delta);
+  if (slo_watching) watch_slo(&key, now, delta);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -63,6 +64,7 @@ Result<Skeleton<keel_sched>> load(const SchedConfig& cfg, AttachKind kind) {
   // What user space reads must be what the object was compiled with.
   for (auto r : {check_map_sizes(skel->maps.cg_stats, sizeof(keel_cg_key), sizeof(keel_cg_stats)),
                  check_map_sizes(skel->maps.errors, sizeof(uint32_t), sizeof(uint64_t)),
+                 check_map_sizes(skel->maps.slo_watch, sizeof(keel_cg_key), sizeof(keel_slo_watch)),
                  check_map_sizes(skel->maps.counter_events, sizeof(uint32_t), sizeof(uint32_t))})
     if (!r) return std::unexpected(r.error());
   return opened;
@@ -173,6 +175,26 @@ std::vector<PerfCounter> hardware_counters() {
           {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, "cycles"}};
 }
 
+struct SchedSensor::Ring {
+  ring_buffer* rb = nullptr;
+  std::vector<SloEvent> got;
+  Ring() = default;
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+  ~Ring() {
+    if (rb != nullptr) ring_buffer__free(rb);
+  }
+  static int on_event(void* ctx, void* data, size_t size) {
+    if (size < sizeof(keel_slo_event)) return 0;
+    keel_slo_event e;
+    std::memcpy(&e, data, sizeof e);
+    auto* r = static_cast<Ring*>(ctx);
+    if (r->got.size() < 1024)
+      r->got.push_back({{e.key.hierarchy, e.key.cgroup_id}, e.at_ns, e.wait_ns, e.over});
+    return 0;
+  }
+};
+
 Result<SchedSensor> SchedSensor::open(const SchedConfig& cfg) {
   if (cfg.counters.size() > KEEL_MAX_COUNTERS)
     return fail("at most " + std::to_string(KEEL_MAX_COUNTERS) + " perf counters per switch, " +
@@ -185,7 +207,53 @@ Result<SchedSensor> SchedSensor::open(const SchedConfig& cfg) {
     sensor->counter_fds_ = std::move(*fds);
   }
   if (cfg.stats == BpfStats::always) sensor->update_stats();
+  auto ring = std::make_shared<Ring>();
+  ring->rb =
+      ring_buffer__new(bpf_map__fd(sensor->skel_->maps.slo_events), &Ring::on_event, ring.get(), nullptr);
+  if (ring->rb == nullptr) return fail("cannot open the SLO events' ring buffer", "", errno);
+  sensor->ring_ = std::move(ring);
   return sensor;
+}
+
+Result<void> SchedSensor::watch(const std::vector<SloWatch>& w) {
+  std::vector<SloWatch> want(w.begin(),
+                             w.begin() + static_cast<long>(std::min<size_t>(w.size(), KEEL_SLO_WATCH_MAX)));
+  if (want == watched_) return {};
+  const int fd = bpf_map__fd(skel_->maps.slo_watch);
+  auto key_of = [](const CgroupId& id) {
+    keel_cg_key k{};
+    k.hierarchy = id.hierarchy;
+    k.cgroup_id = id.inode;
+    return k;
+  };
+  for (const auto& old : watched_)
+    if (std::none_of(want.begin(), want.end(), [&](const SloWatch& x) { return x.id == old.id; })) {
+      keel_cg_key k = key_of(old.id);
+      (void)bpf_map_delete_elem(fd, &k);
+    }
+  for (const auto& x : want) {
+    if (std::find(watched_.begin(), watched_.end(), x) != watched_.end()) continue;  // as it is
+    keel_cg_key k = key_of(x.id);
+    keel_slo_watch v{};
+    v.slo_ns = x.slo_ns;
+    v.window_ns = x.window_ns;
+    v.threshold = x.threshold;
+    if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) != 0)
+      return fail("cannot watch the SLO of cgroup " + std::to_string(x.id.inode), "", errno);
+  }
+  watched_ = std::move(want);
+  skel_->bss->slo_watching = watched_.empty() ? 0 : 1;
+  return {};
+}
+
+int SchedSensor::events_fd() const { return ring_ ? ring_buffer__epoll_fd(ring_->rb) : -1; }
+
+std::vector<SloEvent> SchedSensor::take_events() {
+  if (!ring_) return {};
+  (void)ring_buffer__consume(ring_->rb);
+  std::vector<SloEvent> out;
+  out.swap(ring_->got);
+  return out;
 }
 
 // Called at open and after every read: closes a finished window (its cost becomes cost()) and

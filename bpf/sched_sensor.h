@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -104,9 +105,34 @@ struct SchedConfig {
   bool batch_reads = true;
 };
 
+// A critical cgroup whose run-queue SLO the programs watch (bpf/sched_shared.h, keel_slo_watch).
+struct SloWatch {
+  CgroupId id;
+  uint64_t slo_ns = 0;
+  uint32_t threshold = 0;  // waits over the SLO in one window that wake keel
+  uint64_t window_ns = 0;
+  bool operator==(const SloWatch&) const = default;
+};
+
+// One crossing: `over` waits of the cgroup were longer than its SLO within a window.
+struct SloEvent {
+  CgroupId id;
+  uint64_t at_ns = 0;  // CLOCK_MONOTONIC (std::chrono::steady_clock)
+  uint64_t wait_ns = 0;
+  uint64_t over = 0;
+};
+
 class SchedSensor {
  public:
   static Result<SchedSensor> open(const SchedConfig& cfg);
+
+  // The cgroups to watch (the first KEEL_SLO_WATCH_MAX): entries not listed go, changed ones start a
+  // new window. Watching nothing turns the check off in the programs (one lookup per switch saved).
+  Result<void> watch(const std::vector<SloWatch>& w);
+  // Readable (epoll) when a crossing was sent; -1 without the ring buffer.
+  int events_fd() const;
+  // The crossings sent since the previous call.
+  std::vector<SloEvent> take_events();
 
   AttachKind kind() const { return kind_; }
   // Everything counted since the previous read (the first: since attach). Counters in the kernel
@@ -169,6 +195,9 @@ class SchedSensor {
   std::chrono::steady_clock::time_point win_start_{};
   std::optional<BpfCost> cost_;
   std::vector<Fd> counter_fds_;  // one perf event per (CPU, counter), closed with the sensor
+  struct Ring;                   // the SLO events' ring buffer, at a stable address for its callback
+  std::shared_ptr<Ring> ring_;
+  std::vector<SloWatch> watched_;
 };
 
 // The sensor as keel's commands open it: CPU-to-LLC/NUMA tables from `topo`, and the four

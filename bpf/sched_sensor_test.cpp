@@ -5,6 +5,7 @@
 #include <linux/perf_event.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -139,6 +140,46 @@ TEST(RqHistogram, BucketsAreLogLinearAndQuantilesInterpolate) {
   EXPECT_GE(h.quantile_us(1.0), 4608);
   EXPECT_LE(h.quantile_us(1.0), 5120);
   EXPECT_EQ(RqHistogram{}.quantile_us(0.99), 0);
+}
+
+// The SLO watch: B's sleeper waits behind two hogs for milliseconds, so with B watched at a 100 us SLO
+// its waits cross 5 within 100 ms and the ring buffer wakes an epoll on events_fd with B's id; A's
+// cgroup, not watched, sends none; unwatched, B sends no more.
+TEST_F(CpuCgroups, AWatchedCgroupsWaitsOverItsSloWakeTheRingBuffer) {
+  fs::path a = make("a"), b = make("b");
+  std::ofstream(b / "cpu.shares") << 2 << std::flush;
+  auto sensor = SchedSensor::open(config());
+  ASSERT_TRUE(sensor) << sensor.error().message();
+  ASSERT_GE(sensor->events_fd(), 0);
+  CgroupId id_a{hier_.id, inode(a)}, id_b{hier_.id, inode(b)};
+  ASSERT_TRUE(sensor->watch({{id_b, 100'000, 5, 100'000'000}}));
+  start(true, a, 1);
+  start(true, a, 1);
+  start(false, b, 1);
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = sensor->events_fd();
+  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, sensor->events_fd(), &ev), 0);
+  epoll_event got{};
+  EXPECT_EQ(epoll_wait(ep, &got, 1, 3000), 1) << "no wake-up within 3 s";
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto events = sensor->take_events();
+  ASSERT_FALSE(events.empty());
+  for (const auto& e : events) {
+    EXPECT_EQ(e.id, id_b) << "only the watched cgroup";
+    EXPECT_EQ(e.over, 5u);
+    EXPECT_GT(e.wait_ns, 100'000u);
+  }
+  // At most one per 100 ms window: ~500 ms of waiting gives a handful, not one per wait.
+  EXPECT_LE(events.size(), 8u);
+  ASSERT_TRUE(sensor->watch({}));
+  (void)sensor->take_events();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(sensor->take_events().empty()) << "unwatched: no more events";
+  close(ep);
+  (void)id_a;
 }
 
 // A hog in A and a 1 ms sleeper in B (B with the smallest share) on one CPU: B waits, and its

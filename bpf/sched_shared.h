@@ -46,6 +46,26 @@ struct keel_cg_stats {
   keel_u64 counters[KEEL_MAX_COUNTERS]; /* perf counter deltas charged to the task switched out */
 };
 
+/* The SLO watch: a critical cgroup's run-queue SLO. Waits longer than slo_ns are counted per window of
+ * window_ns; the wait that makes the count reach `threshold` sends one keel_slo_event through the ring
+ * buffer with a forced wakeup (once per window), so keel ticks at once instead of at the period's end. */
+#define KEEL_SLO_WATCH_MAX 256
+struct keel_slo_watch {
+  keel_u64 slo_ns;
+  keel_u64 window_ns;
+  keel_u32 threshold;
+  keel_u32 pad;
+  keel_u64 window_start; /* kernel side: the window's start (bpf_ktime_get_ns) */
+  keel_u64 over;         /* kernel side: waits over slo_ns in it */
+};
+
+struct keel_slo_event {
+  struct keel_cg_key key;
+  keel_u64 at_ns;   /* bpf_ktime_get_ns (CLOCK_MONOTONIC) of the crossing */
+  keel_u64 wait_ns; /* the wait that crossed */
+  keel_u64 over;    /* waits over the SLO in the window so far */
+};
+
 /* Slots of the global per-CPU `errors` array: what could not be recorded, never silently. */
 enum keel_sched_error {
   KEEL_ERR_CG_MAP_FULL = 0, /* a cgroup had no entry and the stats map was full */

@@ -59,6 +59,7 @@ Spec compile(const Config& cfg, const CpuSet& online) {
   s.metrics_listen = cfg.daemon.metrics_listen;
   s.metrics_max_workloads = static_cast<size_t>(std::max(0LL, cfg.daemon.metrics_max_workloads));
   s.hierarchy = cfg.daemon.hierarchy;
+  s.early_ticks = cfg.daemon.early_ticks;
   s.online = online;
   s.reserved = cfg.host.reserved_cpus;
   for (const auto& w : cfg.workloads) s.workloads.push_back(compile_workload(w, online));

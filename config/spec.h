@@ -55,6 +55,7 @@ struct Spec {
   std::string metrics_listen;
   size_t metrics_max_workloads = 256;
   Hierarchy hierarchy = Hierarchy::automatic;
+  bool early_ticks = true;
   CpuSet online;                        // the host's CPUs the bounds were compiled for
   CpuSet reserved;                      // host.reserved_cpus: never handed to workloads
   std::vector<WorkloadSpec> workloads;  // config order: the first that matches a cgroup wins

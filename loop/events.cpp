@@ -34,6 +34,15 @@ Result<Events> Events::open() {
   return e;
 }
 
+Result<void> Events::add(int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+    return fail("cannot watch a descriptor", "", errno);
+  return {};
+}
+
 Events::Wake Events::wait_until(std::chrono::steady_clock::time_point t) {
   if (stopped_) return Wake::stop;
   // std::chrono::steady_clock is CLOCK_MONOTONIC: the timer's absolute time is its time point.
@@ -44,11 +53,11 @@ Events::Wake Events::wait_until(std::chrono::steady_clock::time_point t) {
   if (when.it_value.tv_sec == 0 && when.it_value.tv_nsec == 0) when.it_value.tv_nsec = 1;  // 0 disarms
   (void)::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &when, nullptr);
   for (;;) {
-    epoll_event ev[2];
-    int n = ::epoll_wait(epoll_.get(), ev, 2, -1);
+    epoll_event ev[4];
+    int n = ::epoll_wait(epoll_.get(), ev, 4, -1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Wake::due;  // cannot wait: go on rather than spin (epoll only fails on bad fds)
-    bool due = false;
+    bool due = false, event = false;
     for (int i = 0; i < n; ++i) {
       if (ev[i].data.fd == signals_.get()) {
         signalfd_siginfo si{};
@@ -56,6 +65,8 @@ Events::Wake Events::wait_until(std::chrono::steady_clock::time_point t) {
           stopped_ = true;
           signal_ = static_cast<int>(si.ssi_signo);
         }
+      } else if (ev[i].data.fd != timer_.get()) {
+        event = true;
       } else {
         uint64_t expirations = 0;
         if (::read(timer_.get(), &expirations, sizeof expirations) ==
@@ -65,6 +76,7 @@ Events::Wake Events::wait_until(std::chrono::steady_clock::time_point t) {
     }
     if (stopped_) return Wake::stop;
     if (due) return Wake::due;
+    if (event) return Wake::event;
   }
 }
 

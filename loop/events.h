@@ -18,9 +18,13 @@ class Events {
   // ever arrives here.
   static Result<Events> open();
 
-  enum class Wake { due, stop };
-  // Sleeps until `t` (steady clock) or a stop signal, whichever comes first. After a stop, every call
-  // returns stop at once.
+  // One more descriptor to wake for (a BPF ring buffer's epoll fd): wait_until returns `event` when
+  // it is readable (and the time is not due yet). The caller drains it.
+  Result<void> add(int fd);
+
+  enum class Wake { due, stop, event };
+  // Sleeps until `t` (steady clock), a stop signal or an added descriptor, whichever comes first.
+  // After a stop, every call returns stop at once.
   Wake wait_until(std::chrono::steady_clock::time_point t);
   bool stopped() const { return stopped_; }
   int stop_signal() const { return signal_; }  // which one, once stopped

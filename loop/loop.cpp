@@ -1,11 +1,13 @@
 #include "loop/loop.h"
 
 #include <malloc.h>
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "actuators/journal.h"
 #include "actuators/sched_features.h"
@@ -21,6 +23,16 @@ namespace {
 void log(const std::string& line) {
   std::fprintf(stderr, "keel: %s\n", line.c_str());
   std::fflush(stderr);
+}
+
+// Milliseconds from a CLOCK_MONOTONIC stamp (the BPF programs' clock, steady_clock's) to now.
+std::string ms_since(uint64_t mono_ns) {
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f ms", static_cast<double>(now - static_cast<int64_t>(mono_ns)) / 1e6);
+  return b;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -97,15 +109,87 @@ Loop::Loop(Parts parts)
       reconciler_(p_.spec, p_.topo, *p_.writer),
       labels_(p_.spec.metrics_max_workloads) {}
 
+// keel's own loop thread runs off the CPUs critical instances hold: on the reserved CPUs where the
+// config declares some, else on every CPU no critical instance holds (all of them when none does).
+void Loop::keep_off_critical_cpus(const ctl::Plan& plan, const ctl::Snapshot& snap) {
+  CpuSet held;
+  for (const auto& w : snap.workloads)
+    if (w.critical)
+      if (auto d = plan.desired.find(w.instance); d != plan.desired.end() && d->second.cpus)
+        held |= *d->second.cpus;
+  if (started_cpus_.empty()) {  // where keel was started (an operator's taskset is kept to)
+    cpu_set_t now;
+    CPU_ZERO(&now);
+    if (::sched_getaffinity(0, sizeof now, &now) == 0)
+      for (unsigned c : p_.topo.online().cpus())
+        if (c < CPU_SETSIZE && CPU_ISSET(c, &now)) started_cpus_.add(c);
+    if (started_cpus_.empty()) started_cpus_ = p_.topo.online();
+    own_cpus_ = started_cpus_;
+  }
+  CpuSet want = (!p_.spec.reserved.empty() ? p_.spec.reserved : p_.topo.online() - held) & started_cpus_;
+  if (want.empty()) want = started_cpus_;
+  if (want == own_cpus_) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (unsigned c : want.cpus())
+    if (c < CPU_SETSIZE) CPU_SET(c, &set);
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+    log("cannot move keel's thread to CPUs " + want.to_list() + ": " + std::strerror(errno));
+    own_cpus_ = want;  // said once
+    return;
+  }
+  log("keel's thread runs on CPUs " + want.to_list());
+  own_cpus_ = want;
+}
+
+void Loop::log_early(uint64_t n, const bpf::SloEvent& e) {
+  std::string who = e.id.str();
+  if (const inv::Node* node = p_.sensing->inventory().find(e.id); node != nullptr && !node->instance.empty())
+    who = node->instance;
+  char wait[32];
+  std::snprintf(wait, sizeof wait, "%.0f us", static_cast<double>(e.wait_ns) / 1e3);
+  log("tick " + std::to_string(n) + " early: " + who + " waited longer than its SLO " +
+      std::to_string(e.over) + " times within " + std::to_string(Sensing::kEarlyWindow.count()) +
+      " ms (the last " + wait + "), " + ms_since(e.at_ns) + " ago");
+}
+
 void Loop::run(Events& events, bool once) {
-  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(p_.spec.period);
-  auto next = std::chrono::steady_clock::now() + period;
-  for (uint64_t n = 1;; ++n) {
-    if (events.wait_until(next) == Events::Wake::stop) break;
-    next += period;
-    if (next < std::chrono::steady_clock::now())
-      next = std::chrono::steady_clock::now() + period;  // fell behind
+  using Clock = std::chrono::steady_clock;
+  const auto period = std::chrono::duration_cast<Clock::duration>(p_.spec.period);
+  const auto gap = std::chrono::duration_cast<Clock::duration>(kEarlyGap);
+  if (int fd = p_.sensing->events_fd(); fd >= 0)
+    if (auto r = events.add(fd); !r) log("early ticks off: " + r.error().message());
+  auto next = Clock::now() + period;
+  auto last = Clock::now() - gap;      // the latest tick's start
+  std::optional<bpf::SloEvent> early;  // the crossing an early tick is due for
+  Clock::time_point early_at;
+  for (uint64_t n = 1;;) {
+    const auto w = events.wait_until(early ? std::min(next, early_at) : next);
+    if (w == Events::Wake::stop) break;
+    auto now = Clock::now();
+    if (w == Events::Wake::event) {
+      auto crossings = p_.sensing->take_events();
+      if (!crossings.empty() && !early) {
+        early = crossings.front();
+        early_at = std::max(now, last + gap);  // at most one early tick per gap
+      }
+      if (!early || early_at > now) continue;
+    }
+    const bool periodic = now >= next;
+    if (!periodic && !(early && now >= early_at)) continue;
+    if (periodic) {
+      next += period;
+      if (next < now) next = now + period;  // fell behind
+    }
+    if (early && !periodic) log_early(n, *early);
+    const bool was_early = early.has_value() && !periodic;
+    const bpf::SloEvent cause = early.value_or(bpf::SloEvent{});
+    early.reset();
+    last = now;
     tick(n);
+    if (was_early)
+      log("tick " + std::to_string(n) + " early: done " + ms_since(cause.at_ns) + " after the crossing");
+    ++n;
     if (once) break;
   }
 }
@@ -124,6 +208,7 @@ void Loop::tick(uint64_t n) {
   // Decide, act.
   const ctl::Plan& plan = controller_.step(*snap);
   auto done = reconciler_.apply(plan, *snap, p_.sensing->inventory());
+  keep_off_critical_cpus(plan, *snap);
   p_.sensing->touched(done.touched);
   // Publish: status when a critical workload's state turns (or every tick with --verbose), then the
   // decisions, then what was written (or would be); the metrics.

@@ -67,12 +67,18 @@ class Loop {
     SysRoots roots;
   };
   explicit Loop(Parts parts);
-  // Ticks every period until a stop signal (or after one tick with `once`).
+  // At most one early tick (daemon.early_ticks: a critical cgroup's waits crossed its SLO) per this.
+  static constexpr std::chrono::milliseconds kEarlyGap{100};
+  // Ticks every period, and early when the sensing's SLO watch wakes it, until a stop signal (or
+  // after one tick with `once`).
   void run(Events& events, bool once);
   // One tick: sense -> decide -> act -> publish -> record.
   void tick(uint64_t n);
 
  private:
+  void log_early(uint64_t n, const bpf::SloEvent& e);
+  void keep_off_critical_cpus(const ctl::Plan& plan, const ctl::Snapshot& snap);
+  CpuSet started_cpus_, own_cpus_;  // where keel's loop thread was started, and may run now
   Parts p_;
   ctl::Controller controller_;
   Reconciler reconciler_;

@@ -59,6 +59,7 @@ struct Sensing::State {
   }
   std::chrono::steady_clock::time_point last;
   SensedCounts counts;
+  std::vector<bpf::SloWatch> watch;
 
   void read_facts(const inv::Node& n, NodeState& ns);
   void read_counters(const inv::Node& n, NodeState& ns, bool ran, double& usage_s, bool& usage,
@@ -102,6 +103,10 @@ Result<Sensing> Sensing::open(config::Spec spec, const SysRoots& roots, const To
   if (!sensor) return std::unexpected(sensor.error());
   return open(std::move(spec), roots, topo, std::move(*sensor));
 }
+
+int Sensing::events_fd() const { return s_->spec.early_ticks ? s_->sensor->events_fd() : -1; }
+
+std::vector<bpf::SloEvent> Sensing::take_events() { return s_->sensor->take_events(); }
 
 void Sensing::touched(const std::vector<CgroupId>& cgroups) {
   for (const CgroupId& id : cgroups)
@@ -221,6 +226,19 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
   inv.match([&](CgroupId id) { return ran.contains(id); });
   if (!inv.take_removed().empty())  // their state goes when their slots are taken again
     st.sensor->reclaim([&](CgroupId id) { return inv.find(id) != nullptr; });
+  if (st.spec.early_ticks) {
+    // The critical cgroups with an SLO, watched by the sensor (it compares: unchanged is no work).
+    st.watch.clear();
+    const auto window = std::chrono::duration_cast<std::chrono::nanoseconds>(kEarlyWindow).count();
+    for (const inv::Instance& ins : inv.instances()) {
+      if (!ins.spec->critical || !ins.spec->slo_p99_us) continue;
+      for (const inv::Node* n : ins.cgroups)
+        st.watch.push_back({n->dir.id(), static_cast<uint64_t>(*ins.spec->slo_p99_us * 1000.0), kEarlyOver,
+                            static_cast<uint64_t>(window)});
+    }
+    // A failure only costs early ticks: the periodic ones go on.
+    (void)st.sensor->watch(st.watch);
+  }
 
   // This tick's counts in place of the last tick's (the two together would be twice the memory).
   SensedCounts& counts = st.counts;

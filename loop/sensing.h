@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -59,6 +60,13 @@ class Sensing {
   Result<void> sample(uint64_t tick, ctl::Snapshot& snap);
   // These cgroups' cpuset and weight are read again at the next sample (keel just changed them).
   void touched(const std::vector<CgroupId>& cgroups);
+  // Early wake-ups (daemon.early_ticks): each sample keeps the sensor watching the cgroups of the
+  // critical instances with an SLO, for kEarlyOver waits over it within kEarlyWindow. events_fd() is
+  // readable when one crossed (-1: never); take_events() drains them.
+  static constexpr uint32_t kEarlyOver = 5;
+  static constexpr std::chrono::milliseconds kEarlyWindow{100};
+  int events_fd() const;
+  std::vector<bpf::SloEvent> take_events();
 
   const SensedCounts& counts() const;  // of the latest sample
   inv::Inventory& inventory();

@@ -18,6 +18,9 @@ class BpfSensor final : public Sensor {
   bpf::AttachKind attach() const override { return s_.sensor.kind(); }
   bool pmu() const override { return s_.pmu; }
   std::string counters_note() const override { return s_.counters_note; }
+  Result<void> watch(const std::vector<bpf::SloWatch>& w) override { return s_.sensor.watch(w); }
+  int events_fd() const override { return s_.sensor.events_fd(); }
+  std::vector<bpf::SloEvent> take_events() override { return s_.sensor.take_events(); }
 
  private:
   bpf::HostSensor s_;

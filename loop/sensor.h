@@ -29,6 +29,10 @@ class Sensor {
   virtual bpf::AttachKind attach() const = 0;
   virtual bool pmu() const = 0;                   // hardware counters are counted
   virtual std::string counters_note() const = 0;  // "hardware counters" or "n/a (why)"
+  // The SLO watch (bpf::SchedSensor::watch): sensors without it never wake keel early.
+  virtual Result<void> watch(const std::vector<bpf::SloWatch>&) { return {}; }
+  virtual int events_fd() const { return -1; }
+  virtual std::vector<bpf::SloEvent> take_events() { return {}; }
 };
 
 // keel's BPF programs on `hierarchy` (root): CPU-to-LLC/NUMA tables from `topo`, hardware counters

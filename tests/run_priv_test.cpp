@@ -190,11 +190,11 @@ class RunPriv : public ::testing::Test {
   }
 
   fs::path write_config(const fs::path& dir, const std::string& mode, const std::string& actuators,
-                        double slo_us = kSloUs) {
+                        double slo_us = kSloUs, const std::string& period = "500ms") {
     fs::path f = dir / "keel.toml";
     std::ofstream out(f);
     metrics_port_ = testing::free_port();
-    out << "[daemon]\nmode = \"" << mode << "\"\nperiod = \"500ms\"\nstate_dir = \""
+    out << "[daemon]\nmode = \"" << mode << "\"\nperiod = \"" << period << "\"\nstate_dir = \""
         << (dir / "state").string()
         << "\"\nhierarchy = \"cpu\"\nmetrics_listen = \"127.0.0.1:" << metrics_port_ << "\"\n\n"
         << actuators << "\n"
@@ -413,6 +413,35 @@ TEST_F(RunPriv, TheClassTakesTheNoiseOutOfTheWakersRunQueueWaitAndGoesAwayWithKe
 
   EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
   EXPECT_EQ(knobs(), before) << slurp(log);
+}
+
+// daemon.early_ticks: with a 4 s period, noise that starts after keel's first tick makes the waker's
+// run-queue waits cross its SLO; the BPF watch wakes keel, which ticks at once (tick 2 comes early,
+// long before the period's end) and acts in it (the class off, so the ladder's first step shows).
+TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
+  testing::TempDir dir;
+  fs::path cfg = write_config(dir.path(), "enforce", "[actuators]\npreempt_class = \"off\"\n", kSloUs, "4s");
+  start_waker();
+  fs::path log = dir.path() / "keel.log";
+  pid_t keel = start_keel({"run", "--config", cfg.string(), "--verbose"}, log);
+  ASSERT_TRUE(wait_for([&] { return slurp(log).find("tick 1 ") != std::string::npos; }, 10s)) << slurp(log);
+  std::this_thread::sleep_for(300ms);
+  const auto noise_at = std::chrono::steady_clock::now();
+  start_noise();
+  const bool early =
+      wait_for([&] { return slurp(log).find("tick 2 early: crit waited") != std::string::npos; }, 3s);
+  const double after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - noise_at).count();
+  std::string text = slurp(log);
+  ASSERT_TRUE(early) << text;
+  std::printf("early tick %.2f s after the noise started (period 4 s)\n", after_s);
+  EXPECT_LT(after_s, 3.0) << "the periodic tick 2 is due 4 s after tick 1";
+  // It acted in that tick: the ladder's first step for crit, logged as tick 2.
+  ASSERT_TRUE(wait_for([&] { return slurp(log).find("tick 2 early: done") != std::string::npos; }, 2s));
+  text = slurp(log);
+  const size_t done = text.find("tick 2 early: done");
+  std::printf("%s\n", text.substr(done, text.find('\n', done) - done).c_str());
+  EXPECT_NE(text.find("tick 2 enforce act crit"), std::string::npos) << text;
+  EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
 }
 
 TEST_F(RunPriv, ObserveNamesTheAntagonistSaysWouldAndChangesNothing) {
