@@ -158,12 +158,13 @@ std::vector<Interference> Controller::rank(const Snapshot& s, const WorkloadSign
 std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const WorkloadSignals& victim,
                                                       InstanceState& st,
                                                       const std::vector<Interference>& antagonists,
-                                                      std::string& why_not) const {
+                                                      std::string& why_not, bool jump) const {
   const config::WorkloadSpec& vs = spec_of(victim);
   // Recalling the last busy spell: only the rung it took next.
   const bool recalling = st.steps.size() < st.recall.size();
   auto locked = [&](Rung r) {
     if (recalling && st.recall[st.steps.size()] != r) return true;
+    if (jump && r == Rung::weight) return true;  // the class stays: it suffices as often as cores
     auto it = st.locked_until.find(r);
     return it != st.locked_until.end() && s.tick < it->second;
   };
@@ -574,7 +575,12 @@ const Plan& Controller::step(const Snapshot& s) {
     }
     if (view.violated) {
       std::string why_not;
-      auto next = next_step(s, *v, st, antagonists, why_not);
+      // Many times the SLO over plenty of waits: whole cores at once where they can be had.
+      const bool jump = !recalling && spec_.actuators.cpuset && view.slack <= policy_.jump_below &&
+                        v->rq_waits >= 5 * static_cast<uint64_t>(policy_.min_waits);
+      auto next = jump ? next_step(s, *v, st, antagonists, why_not, true) : std::nullopt;
+      const bool jumped = next.has_value();
+      if (!next) next = next_step(s, *v, st, antagonists, why_not);
       // At most one step per knob per instance per tick: another victim's step this tick wins.
       if (next && clashes(*next, plan, true)) {
         next.reset();
@@ -593,7 +599,7 @@ const Plan& Controller::step(const Snapshot& s) {
               numbers +
                   (st.bad >= policy_.violate_ticks ? " for " + std::to_string(st.bad) + " ticks"
                                                    : " (severe: over twice the SLO, at once)") +
-                  named + recalled);
+                  named + recalled + (jumped ? "; many times the SLO: whole cores at once" : ""));
         next->verified = recalling;  // it worked in the last episode
         st.steps.push_back(*next);
         if (st.steps.size() >= st.recall.size()) st.recall.clear();

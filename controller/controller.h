@@ -95,6 +95,9 @@ struct Policy {
   // A tick whose slack is below this (p99 over twice the target) over at least 5 x min_waits waits
   // is a violation at once: a busy service hit hard is not kept waiting for violate_ticks.
   double severe_below = -1.0;
+  // A violation with slack at or below this (p99 four times the target or more) over at least
+  // 5 x min_waits waits jumps to the rung that suffices: whole cores at once, not weights first.
+  double jump_below = -3.0;
   // Give-back needs the load to have eased since the step (the victim's waits/s or the best-effort
   // CPUs busy or queued halved); under unchanged load it is only probed, after this many good ticks.
   unsigned probe_ticks = 30;
@@ -166,8 +169,10 @@ class Controller {
   // Pieces of step(), in controller.cpp.
   void smooth(const Snapshot& s, Plan& plan);
   std::vector<Interference> rank(const Snapshot& s, const WorkloadSignals& victim) const;
+  // `jump`: a violation many times the SLO skips the cheap rungs (class, weights) for whole cores.
   std::optional<Step> next_step(const Snapshot& s, const WorkloadSignals& victim, InstanceState& st,
-                                const std::vector<Interference>& antagonists, std::string& why_not) const;
+                                const std::vector<Interference>& antagonists, std::string& why_not,
+                                bool jump = false) const;
   void apply(const Step& step, Plan& plan, Action::Kind kind, const std::string& reason);
   bool fits(const Snapshot& s, const std::map<std::string, KnobState>& to, std::string& why) const;
   bool clashes(const Step& step, const Plan& plan, bool forward) const;

@@ -1241,6 +1241,45 @@ TEST(ControllerScenario, VictimAndHogOnTwoCpus) {
   EXPECT_LE(home, 70 + pol.lockout_ticks + 4 + 4 * (pol.give_back_ticks + 1)) << log;
 }
 
+// The ladder one rung at a time (no jump to whole cores however severe), for the tests of its order.
+Policy no_jump() {
+  Policy p;
+  p.jump_below = -1e9;
+  return p;
+}
+
+// Many times the SLO over plenty of waits: the first step is whole cores, not weights.
+TEST(ControllerScenario, ASevereViolationJumpsToWholeCores) {
+  Scenario sc =
+      hand("pack:1 numa:1 l3:1 core:2 pu:1", kSvcAndHog, {critical("svc", 0.5), best_effort("hog", 2.0)}, 20);
+  std::vector<Action> first;
+  std::vector<std::string> problems;
+  uint64_t checks = 0;
+  simulate(sc, [&](const TickView& v) {
+    for (const auto& p : bound_violations(sc, v, checks)) problems.push_back(p);
+    if (first.empty())
+      for (const auto& a : v.plan.actions)
+        if (a.instance == "svc") first.push_back(a);
+  });
+  const std::string log = logged(sc);
+  EXPECT_TRUE(problems.empty()) << problems.front() << log;
+  ASSERT_FALSE(first.empty()) << log;
+  EXPECT_EQ(first.front().knob, Knob::cpus) << log;
+  EXPECT_NE(first.front().reason.find("whole cores at once"), std::string::npos) << log;
+  // One rung at a time (the jump off), the same scenario starts with weights.
+  std::vector<Action> stepwise;
+  simulate(
+      sc,
+      [&](const TickView& v) {
+        if (stepwise.empty())
+          for (const auto& a : v.plan.actions)
+            if (a.instance == "svc") stepwise.push_back(a);
+      },
+      no_jump());
+  ASSERT_FALSE(stepwise.empty());
+  EXPECT_EQ(stepwise.front().knob, Knob::shares);
+}
+
 // A victim that goes idle and comes back to the same noise: its second busy spell climbs straight
 // back to the rung its first one needed (one step per tick, no cooldowns), and everything is given
 // back while it is idle.
@@ -1251,12 +1290,15 @@ TEST(ControllerScenario, ABusySpellAfterAnIdleOneRecallsTheRungsThatWorked) {
   std::map<uint64_t, unsigned> rung;  // tick -> the victim's rung
   std::vector<std::string> problems;
   uint64_t checks = 0, recalled_lines = 0;
-  simulate(sc, [&](const TickView& v) {
-    for (const auto& p : bound_violations(sc, v, checks)) problems.push_back(p);
-    rung[v.plan.tick] = v.plan.workloads.at("svc").rung;
-    for (const auto& a : v.plan.actions)
-      recalled_lines += a.reason.find("recalling step") != std::string::npos;
-  });
+  simulate(
+      sc,
+      [&](const TickView& v) {
+        for (const auto& p : bound_violations(sc, v, checks)) problems.push_back(p);
+        rung[v.plan.tick] = v.plan.workloads.at("svc").rung;
+        for (const auto& a : v.plan.actions)
+          recalled_lines += a.reason.find("recalling step") != std::string::npos;
+      },
+      no_jump());
   const std::string log = logged(sc);
   EXPECT_TRUE(problems.empty()) << problems.front() << log;
   unsigned first_max = 0;

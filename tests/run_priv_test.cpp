@@ -460,8 +460,15 @@ TEST_F(RunPriv, ObserveNamesTheAntagonistSaysWouldAndChangesNothing) {
       },
       30s);
   EXPECT_TRUE(said) << slurp(log);
-  // The metrics endpoint says the same: the pair, and the actions counted as observe mode's.
+  // The metrics endpoint says the same: the pair (published on the ticks crit is violated: not the
+  // one right after a step, whose judgement starts afresh), and the actions counted as observe mode's.
   auto scrape = testing::http_get(metrics_port_, "/metrics");
+  wait_for(
+      [&] {
+        scrape = testing::http_get(metrics_port_, "/metrics");
+        return scrape.body.find("keel_interference_detected{antagonist=\"noise/be") != std::string::npos;
+      },
+      10s);
   EXPECT_EQ(scrape.status, 200);
   EXPECT_NE(scrape.body.find("keel_interference_detected{antagonist=\"noise/be"), std::string::npos)
       << scrape.body;
