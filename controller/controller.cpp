@@ -169,8 +169,8 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     return it != st.locked_until.end() && s.tick < it->second;
   };
   auto current = [&](const std::string& inst) {
-    auto it = desired_.find(inst);
-    return it == desired_.end() ? KnobState{} : it->second;
+    auto it = plan_.desired.find(inst);
+    return it == plan_.desired.end() ? KnobState{} : it->second;
   };
   auto shares_now = [&](const std::string& inst) -> uint64_t {
     auto k = current(inst);
@@ -230,7 +230,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   if (spec_.actuators.cpuset && !locked(Rung::cpus)) {
     const CpuSet host = topo_.online();
     CpuSet other_critical;
-    for (const auto& [inst, k] : desired_)
+    for (const auto& [inst, k] : plan_.desired)
       if (inst != victim.instance && k.cpus) {
         const WorkloadSignals* w = signals(inst);
         if (w && w->critical) other_critical |= *k.cpus;
@@ -361,35 +361,55 @@ void Controller::preempt_classes(const Snapshot& s, Plan& plan) {
   std::vector<const WorkloadSignals*> critical;
   for (const auto& w : s.workloads)
     if (w.critical) critical.push_back(&w);
-  for (const auto& w : s.workloads) {
-    if (w.critical) continue;
-    KnobState k = desired_.contains(w.instance) ? desired_.at(w.instance) : KnobState{};
-    if (mode == config::PreemptMode::always) {
-      const CpuSet& pool = spec_of(w).pool;
-      const WorkloadSignals* near = nullptr;
+  // The critical instance beside each best-effort workload (by spec: pools are the workload's).
+  std::unordered_map<const config::WorkloadSpec*, const WorkloadSignals*> beside;
+  auto near_of = [&](const config::WorkloadSpec& bs) {
+    auto [it, fresh] = beside.try_emplace(&bs, nullptr);
+    if (fresh)
       for (const WorkloadSignals* c : critical)
-        if (!(spec_of(*c).pool & pool).empty()) {
-          near = c;
+        if (!(spec_of(*c).pool & bs.pool).empty()) {
+          it->second = c;
           break;
         }
-      if (near != nullptr && !k.preempt) {
-        plan.actions.push_back(
-            {plan.tick, w.instance, Knob::preempt_class, "", "on", Action::Kind::act,
-             "best-effort beside critical " + near->instance + ": preemption class from its first tick"});
-        k.preempt = true;
-      } else if (near == nullptr && k.preempt) {
-        plan.actions.push_back({plan.tick, w.instance, Knob::preempt_class, "on", "", Action::Kind::give_back,
-                                "no critical instance shares its CPUs"});
-        k.preempt = false;
+    return it->second;
+  };
+  // Snapshot (keel's) and desired state are both in name order: one cursor walks the map alongside
+  // (a snapshot out of order, as a test may make, costs a lookup where it is).
+  auto& desired = plan_.desired;
+  auto cur = desired.begin();
+  const std::string* prev = nullptr;
+  for (const auto& w : s.workloads) {
+    if (prev != nullptr && !(*prev < w.instance)) cur = desired.lower_bound(w.instance);  // out of order
+    prev = &w.instance;
+    while (cur != desired.end() && cur->first < w.instance) ++cur;
+    if (w.critical) continue;
+    const bool listed = cur != desired.end() && cur->first == w.instance;
+    bool preempt = listed && cur->second.preempt;
+    if (mode == config::PreemptMode::always) {
+      const WorkloadSignals* near = near_of(spec_of(w));
+      if ((near != nullptr) != preempt) {
+        if (near != nullptr)
+          plan.actions.push_back(
+              {plan.tick, w.instance, Knob::preempt_class, "", "on", Action::Kind::act,
+               "best-effort beside critical " + near->instance + ": preemption class from its first tick"});
+        else
+          plan.actions.push_back({plan.tick, w.instance, Knob::preempt_class, "on", "",
+                                  Action::Kind::give_back, "no critical instance shares its CPUs"});
+        preempt = near != nullptr;
+        KnobState k = listed ? cur->second : KnobState{};
+        k.preempt = preempt;
+        if (k == KnobState{}) {
+          if (listed) cur = desired.erase(cur);
+        } else if (listed) {
+          cur->second = std::move(k);
+        } else {
+          cur = desired.emplace_hint(cur, w.instance, std::move(k));
+        }
       }
-      if (k == KnobState{})
-        desired_.erase(w.instance);
-      else
-        desired_[w.instance] = k;
     }
+    const bool in = preempt;
     // Starved: on average half a task or more waiting for a CPU while it gets under 5% of one.
-    const bool starved =
-        k.preempt && w.rq_wait_s_per_s >= 0.5 && w.cpu_usage.has_value() && *w.cpu_usage < 0.05;
+    const bool starved = in && w.rq_wait_s_per_s >= 0.5 && w.cpu_usage.has_value() && *w.cpu_usage < 0.05;
     if (!starved) {
       if (!starved_.empty()) starved_.erase(w.instance);
     } else if (++starved_[w.instance] >= starvation_ticks_) {
@@ -399,7 +419,7 @@ void Controller::preempt_classes(const Snapshot& s, Plan& plan) {
                               "starved in the class for " + std::to_string(starvation_ticks_) + " ticks (" +
                                   fmt("%.1f", w.rq_wait_s_per_s) + " tasks waiting, " +
                                   fmt("%.2f", *w.cpu_usage) + " CPUs): lifted for one tick"});
-    } else if (k.preempt &&
+    } else if (in && !last_lifts_.empty() &&
                std::find(last_lifts_.begin(), last_lifts_.end(), w.instance) != last_lifts_.end()) {
       plan.actions.push_back({plan.tick, w.instance, Knob::preempt_class, "", "on", Action::Kind::act,
                               "back in the class after a starvation lift"});
@@ -414,9 +434,9 @@ bool Controller::fits(const Snapshot& s, const std::map<std::string, KnobState>&
   for (const auto& w : s.workloads) {
     if (!w.critical) continue;
     auto it = to.find(w.instance);
-    const KnobState* k = it != to.end()                  ? &it->second
-                         : desired_.contains(w.instance) ? &desired_.at(w.instance)
-                                                         : nullptr;
+    const KnobState* k = it != to.end()                       ? &it->second
+                         : plan_.desired.contains(w.instance) ? &plan_.desired.at(w.instance)
+                                                              : nullptr;
     if (k && k->cpus) taken |= *k->cpus;
   }
   if (taken.empty()) return true;
@@ -440,7 +460,7 @@ bool Controller::clashes(const Step& step, const Plan& plan, bool forward) const
     if (a.knob == Knob::steal && (step.steal_after || step.steal_before)) return true;
     auto it = to.find(a.instance);
     if (it == to.end()) continue;
-    KnobState cur = desired_.contains(a.instance) ? desired_.at(a.instance) : KnobState{};
+    KnobState cur = plan_.desired.contains(a.instance) ? plan_.desired.at(a.instance) : KnobState{};
     const KnobState& k = it->second;
     if ((a.knob == Knob::shares && k.shares != cur.shares) || (a.knob == Knob::cpus && k.cpus != cur.cpus) ||
         (a.knob == Knob::preempt_class && k.preempt != cur.preempt) ||
@@ -454,7 +474,7 @@ bool Controller::clashes(const Step& step, const Plan& plan, bool forward) const
 void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const std::string& reason) {
   const auto& to = kind == Action::Kind::act ? step.after : step.before;
   for (auto [inst, k] : to) {
-    KnobState was = desired_.contains(inst) ? desired_.at(inst) : KnobState{};
+    KnobState was = plan_.desired.contains(inst) ? plan_.desired.at(inst) : KnobState{};
     // A best-effort instance's CPUs are not stepped: they follow the critical ones every tick.
     if (auto at = at_.find(inst); at == at_.end() || !cur_->workloads[at->second].critical) k.cpus = was.cpus;
     // The class is only the class rung's: another step given back or reverted leaves it as it is now.
@@ -468,9 +488,9 @@ void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const st
     emit(Knob::mba_percent, show(was.mba_percent), show(k.mba_percent));
     emit(Knob::preempt_class, was.preempt ? "on" : "", k.preempt ? "on" : "");
     if (k == KnobState{})
-      desired_.erase(inst);
+      plan_.desired.erase(inst);
     else
-      desired_[inst] = k;
+      plan_.desired[inst] = k;
   }
   auto steal_to = kind == Action::Kind::act ? step.steal_after : step.steal_before;
   if (steal_to && *steal_to != steal_) {
@@ -493,7 +513,7 @@ const Plan& Controller::step(const Snapshot& s) {
   for (auto it = states_.begin(); it != states_.end();) {
     auto at = at_.find(it->first);
     if (at == at_.end() || s.workloads[at->second].fresh) {
-      desired_.erase(it->first);
+      plan_.desired.erase(it->first);
       it = states_.erase(it);
     } else {
       ++it;
@@ -650,7 +670,7 @@ const Plan& Controller::step(const Snapshot& s) {
   CpuSet taken;
   for (const auto& w : s.workloads)
     if (w.critical)
-      if (auto it = desired_.find(w.instance); it != desired_.end() && it->second.cpus)
+      if (auto it = plan_.desired.find(w.instance); it != plan_.desired.end() && it->second.cpus)
         taken |= *it->second.cpus;
   // What each workload's instances are given: its pool minus those CPUs and the reserved ones, capped
   // at its maximum; none when that breaks its minimum (it is left where it is).
@@ -666,30 +686,36 @@ const Plan& Controller::step(const Snapshot& s) {
     it->second = capped;
     return it->second;
   };
+  auto& desired = plan_.desired;
+  auto cur = desired.begin();  // name order, like the snapshot: a cursor, no lookups
+  const std::optional<CpuSet> none;
+  const std::string* prev = nullptr;
   for (const auto& w : s.workloads) {
+    if (prev != nullptr && !(*prev < w.instance)) cur = desired.lower_bound(w.instance);  // out of order
+    prev = &w.instance;
+    while (cur != desired.end() && cur->first < w.instance) ++cur;
     if (w.critical) continue;
-    KnobState k = desired_.contains(w.instance) ? desired_.at(w.instance) : KnobState{};
+    const bool listed = cur != desired.end() && cur->first == w.instance;
+    const std::optional<CpuSet>& now = listed ? cur->second.cpus : none;
     std::optional<CpuSet> want;
     if (!taken.empty() && spec_.actuators.cpuset) {
       want = give(spec_of(w));
       if (!want) continue;  // cannot move it off without breaking its minimum: leave it
     }
-    if (want == k.cpus) continue;
+    if (want == now) continue;
     plan.actions.push_back(
-        {plan.tick, w.instance, Knob::cpus, show(k.cpus), show(want),
+        {plan.tick, w.instance, Knob::cpus, show(now), show(want),
          want ? Action::Kind::act : Action::Kind::give_back,
          want ? "best-effort off critical CPUs " + taken.to_list() : "no critical CPUs held"});
+    KnobState k = listed ? cur->second : KnobState{};
     k.cpus = want;
-    if (k == KnobState{})
-      desired_.erase(w.instance);
-    else
-      desired_[w.instance] = k;
-  }
-  plan.desired = desired_;
-  for (const auto& inst : plan.starvation_lifts) {
-    KnobState& k = plan.desired[inst];
-    k.preempt = false;
-    if (k == KnobState{}) plan.desired.erase(inst);
+    if (k == KnobState{}) {
+      if (listed) cur = desired.erase(cur);
+    } else if (listed) {
+      cur->second = std::move(k);
+    } else {
+      cur = desired.emplace_hint(cur, w.instance, std::move(k));
+    }
   }
   plan.steal = steal_;
   for (auto& [inst, v] : plan.workloads)
@@ -736,6 +762,17 @@ std::vector<std::string> class_gaps(const Snapshot& s, const Plan& plan) {
     }
   }
   return out;
+}
+
+}  // namespace keel::ctl
+
+namespace keel::ctl {
+
+bool in_class(const Plan& p, const std::string& instance) {
+  auto d = p.desired.find(instance);
+  if (d == p.desired.end() || !d->second.preempt) return false;
+  return std::find(p.starvation_lifts.begin(), p.starvation_lifts.end(), instance) ==
+         p.starvation_lifts.end();
 }
 
 }  // namespace keel::ctl

@@ -70,15 +70,19 @@ struct WorkloadView {  // for logs and metrics
 
 struct Plan {
   uint64_t tick = 0;
-  std::vector<Action> actions;               // this tick's changes, in order
-  std::map<std::string, KnobState> desired;  // every managed instance's knob values after them
-  bool steal = false;                        // steal_task wanted on
-  std::vector<Interference> interference;    // victims' antagonists, strongest first
+  std::vector<Action> actions;  // this tick's changes, in order
+  // Every managed instance's knob values after them (kept from tick to tick: the controller's state).
+  // An instance in Plan::starvation_lifts is out of the class this tick whatever `preempt` says.
+  std::map<std::string, KnobState> desired;
+  bool steal = false;                      // steal_task wanted on
+  std::vector<Interference> interference;  // victims' antagonists, strongest first
   std::map<std::string, WorkloadView> workloads;
-  // Best-effort instances whose class is lifted this tick because they starved (in `desired` without
-  // it for this tick only).
+  // Best-effort instances whose class is lifted this tick because they starved.
   std::vector<std::string> starvation_lifts;
 };
+
+// Whether `instance` is to be in the preemption class this tick (desired, and not lifted).
+bool in_class(const Plan& p, const std::string& instance);
 
 struct Policy {
   double act_below = 0.05;
@@ -176,7 +180,6 @@ class Controller {
   void apply(const Step& step, Plan& plan, Action::Kind kind, const std::string& reason);
   bool fits(const Snapshot& s, const std::map<std::string, KnobState>& to, std::string& why) const;
   bool clashes(const Step& step, const Plan& plan, bool forward) const;
-  std::map<std::string, KnobState> desired_;
   void preempt_classes(const Snapshot& s, Plan& plan);
   unsigned starvation_ticks_ = 5;
   std::vector<std::string> last_lifts_;                // the last tick's starvation lifts

@@ -679,7 +679,7 @@ class PlanLedger {
       if (k.cpus) v[{inst, Knob::cpus}] = k.cpus->to_list();
       if (k.l3_ways) v[{inst, Knob::l3_ways}] = std::to_string(*k.l3_ways);
       if (k.mba_percent) v[{inst, Knob::mba_percent}] = std::to_string(*k.mba_percent);
-      if (k.preempt) v[{inst, Knob::preempt_class}] = "on";
+      if (in_class(p, inst)) v[{inst, Knob::preempt_class}] = "on";
     }
     v[{"", Knob::steal}] = p.steal ? "on" : "off";
     return v;
@@ -1720,11 +1720,6 @@ Snapshot snapshot(uint64_t tick, std::vector<WorkloadSignals> w) {
   std::sort(s.workloads.begin(), s.workloads.end(),
             [](const auto& a, const auto& b) { return a.instance < b.instance; });
   return s;
-}
-
-bool in_class(const Plan& p, const std::string& inst) {
-  auto it = p.desired.find(inst);
-  return it != p.desired.end() && it->second.preempt;
 }
 
 TEST(ControllerClass, AlwaysPutsBestEffortBesideACriticalPoolInItFromTheFirstTickAndGivesItBack) {

@@ -193,7 +193,7 @@ std::vector<std::string> Plant::apply(const Plan& plan) {
     auto it = plan.desired.find(name);
     KnobState want = it == plan.desired.end() ? KnobState{} : it->second;
     PlantKnobs& k = knobs_[i];
-    k.preempt = want.preempt;
+    k.preempt = in_class(plan, name);
 
     uint64_t shares = want.shares.value_or(found_[i].shares);
     k.shares = std::clamp(shares, kSharesMin, kSharesMax);

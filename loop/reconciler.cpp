@@ -1,7 +1,6 @@
 #include "loop/reconciler.h"
 
 #include <algorithm>
-#include <unordered_set>
 
 #include "actuators/cgroup_knobs.h"
 #include "actuators/irq.h"
@@ -66,7 +65,8 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   // The class before weights: leaving it first (the kernel refuses a weight in it), and a cgroup
   // entering it is one weights() then leaves alone (or gives the minimum weight, where it stands in).
   if (classes_on || !classed_.empty()) classes(plan, inv, out);
-  if (spec_.actuators.cpu_weight || !classed_.empty() || !found_weight_.empty()) weights(plan, inv, out);
+  if (spec_.actuators.cpu_weight || min_weight_classed_ > 0 || !found_weight_.empty())
+    weights(plan, inv, out);
   if (spec_.actuators.resctrl) resctrl(plan, snap, inv, out);
   if (spec_.actuators.steal_task) steal(plan, out);
   if (spec_.actuators.irq_affinity) irqs(plan, snap, out);
@@ -176,12 +176,14 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
   }
   const auto mapping = spec_.actuators.weight_mapping;
   std::map<CgroupId, bool> seen;
+  auto d = plan.desired.begin();  // instances and desired both in name order: a cursor, no lookups
   for (const inv::Instance& ins : inv.instances()) {
-    auto d = plan.desired.find(ins.name);
+    while (d != plan.desired.end() && d->first < ins.name) ++d;
+    const bool listed = d != plan.desired.end() && d->first == ins.name;
     // Plain values: g++ 12 sees a maybe-uninitialized optional here (a false positive at -O2).
-    const bool want = d != plan.desired.end() && d->second.shares.has_value();
+    const bool want = listed && d->second.shares.has_value();
     const uint64_t shares = want ? *d->second.shares : 0;
-    if (!want && found_weight_.empty() && classed_.empty()) continue;
+    if (!want && found_weight_.empty() && min_weight_classed_ == 0) continue;
     for (const inv::Node* n : ins.cgroups) {
       if (n->dir.path() == "/") continue;
       const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
@@ -195,7 +197,7 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
       seen[id] = true;
       bool want_here = want;
       uint64_t shares_here = shares;
-      if (auto c = classed_.find(id); c != classed_.end()) {
+      if (auto c = classed_.empty() ? classed_.end() : classed_.find(id); c != classed_.end()) {
         if (c->second.how != act::PreemptClass::min_weight) continue;  // the kernel fixes it in the class
         want_here = true;  // no class on this kernel: the minimum weight stands for it
         shares_here = kSharesMin;
@@ -255,11 +257,17 @@ void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled
       note(out, "no cpu controller on " + inv.defining().name() + ": the preemption class is not applied");
     return;
   }
-  std::unordered_set<CgroupId, inv::IdHash> seen;
-  seen.reserve(classed_.size());
+  const uint64_t stamp = ++class_pass_;
+  auto lifted = [&](const std::string& inst) {
+    return !plan.starvation_lifts.empty() &&
+           std::find(plan.starvation_lifts.begin(), plan.starvation_lifts.end(), inst) !=
+               plan.starvation_lifts.end();
+  };
+  auto d = plan.desired.begin();  // instances and desired both in name order: a cursor, no lookups
   for (const inv::Instance& ins : inv.instances()) {
-    auto d = plan.desired.find(ins.name);
-    const bool want = d != plan.desired.end() && d->second.preempt;
+    while (d != plan.desired.end() && d->first < ins.name) ++d;
+    const bool want =
+        d != plan.desired.end() && d->first == ins.name && d->second.preempt && !lifted(ins.name);
     if (!want && classed_.empty()) continue;
     for (const inv::Node* n : ins.cgroups) {
       if (n->dir.path() == "/") continue;  // never the root (it has no such files anyway)
@@ -267,14 +275,15 @@ void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled
       if (dir == nullptr) continue;
       const CgroupId id = dir->id();
       auto c = classed_.find(id);
-      seen.insert(id);
+      if (c != classed_.end()) c->second.seen = stamp;
       if (want == (c != classed_.end())) continue;  // as wanted
       if (want) {
-        Classed cl{dir->path(), act::preempt_class_of(*dir), ""};
+        Classed cl{dir->path(), act::preempt_class_of(*dir), "", stamp};
         if (cl.how == act::PreemptClass::min_weight) {
           note(out, "no cpu.idle, cpu.qos_level or cpu.bvt_warp_ns for " + ins.name + " (" + dir->path() +
                         "): the minimum weight stands for the preemption class");
           classed_.emplace(id, std::move(cl));  // weights() writes it
+          ++min_weight_classed_;
           continue;
         }
         if (auto weight = dir->read(CgroupFile::weight)) cl.weight_before = std::string(trim(*weight));
@@ -286,33 +295,38 @@ void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled
         if (*r) out.touched.push_back(n->dir.id());
         classed_.emplace(id, std::move(cl));
       } else {
-        if (c->second.how != act::PreemptClass::min_weight) {
-          const std::string* before = c->second.weight_before.empty() ? nullptr : &c->second.weight_before;
-          auto r = act::set_preempt_class(*w_, *dir, c->second.how, false, before);
-          if (!r) {
-            out.errors.push_back("preemption class of " + ins.name + " lifted: " + r.error().message());
-            continue;
-          }
-          if (*r) out.touched.push_back(n->dir.id());
-        }
+        if (!leave_class(*dir, c->second, out, ins.name)) continue;
+        if (c->second.how == act::PreemptClass::min_weight) --min_weight_classed_;
         classed_.erase(c);
       }
     }
   }
   // Their instance is gone: out of the class if the cgroup is still there (the same one).
   for (auto it = classed_.begin(); it != classed_.end();) {
-    if (seen.contains(it->first)) {
+    if (it->second.seen == stamp) {
       ++it;
       continue;
     }
-    if (it->second.how != act::PreemptClass::min_weight)
-      if (auto dir = same_cgroup(inv, *cpu, it->second.path, it->first)) {
-        const std::string* before = it->second.weight_before.empty() ? nullptr : &it->second.weight_before;
-        if (auto r = act::set_preempt_class(*w_, *dir, it->second.how, false, before); !r)
-          out.errors.push_back("preemption class of " + it->second.path + ": " + r.error().message());
-      }
+    if (auto dir = same_cgroup(inv, *cpu, it->second.path, it->first))
+      (void)leave_class(*dir, it->second, out, it->second.path);
+    if (it->second.how == act::PreemptClass::min_weight) --min_weight_classed_;
     it = classed_.erase(it);
   }
+}
+
+// Takes one cgroup out of the class (the minimum weight: weights() gives the weight back). False when
+// the kernel refused (reported; it stays classed, tried again next tick).
+bool Reconciler::leave_class(const CgroupDir& dir, const Classed& c, Reconciled& out,
+                             const std::string& who) {
+  if (c.how == act::PreemptClass::min_weight) return true;
+  const std::string* before = c.weight_before.empty() ? nullptr : &c.weight_before;
+  auto r = act::set_preempt_class(*w_, dir, c.how, false, before);
+  if (!r) {
+    out.errors.push_back("preemption class of " + who + " lifted: " + r.error().message());
+    return false;
+  }
+  if (*r) out.touched.push_back(dir.id());
+  return true;
 }
 
 void Reconciler::resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv,

@@ -69,8 +69,12 @@ class Reconciler {
     std::string path;
     act::PreemptClass how = act::PreemptClass::cpu_idle;
     std::string weight_before;
+    uint64_t seen = 0;  // the classes() pass that saw it last
   };
   std::map<CgroupId, Classed> classed_;
+  size_t min_weight_classed_ = 0;  // of classed_, those the minimum weight stands for
+  uint64_t class_pass_ = 0;
+  bool leave_class(const CgroupDir& dir, const Classed& c, Reconciled& out, const std::string& who);
   std::optional<act::Resctrl> resctrl_;
   bool resctrl_opened_ = false;
   std::map<std::string, std::string> groups_;   // instance -> keel's resctrl group

@@ -131,7 +131,10 @@ void instance_report(const config::Spec& spec, const ctl::WorkloadSignals& w, co
   set_knob(r, "l3_ways", set && d->second.l3_ways ? std::optional<double>(*d->second.l3_ways) : std::nullopt);
   set_knob(r, "mba_percent",
            set && d->second.mba_percent ? std::optional<double>(*d->second.mba_percent) : std::nullopt);
-  set_knob(r, "class", set && d->second.preempt ? std::optional<double>(1) : std::nullopt);
+  const bool lifted = set && d->second.preempt && !plan.starvation_lifts.empty() &&
+                      std::find(plan.starvation_lifts.begin(), plan.starvation_lifts.end(), w.instance) !=
+                          plan.starvation_lifts.end();
+  set_knob(r, "class", set && d->second.preempt && !lifted ? std::optional<double>(1) : std::nullopt);
 }
 
 }  // namespace
