@@ -276,13 +276,13 @@ if [[ -f $tmp/be.c && -f $tmp/be.d ]]; then
 fi
 if [[ -f $tmp/keel.d ]]; then
   awk -v base="$base" '
-    $5 == "act" {a++} $5 == "give-back" {g++} $5 == "revert" {r++}
+    $5 == "act" {a++} $5 == "give-back" {g++} $5 == "revert" {r++} $4 == "early:" && $5 != "done" {e++}
     $2 == "tick" {t = $3 + 0}
     $5 == "wrote" && index($6, base "/redis/cpuset.cpus") {if (ded) held += t - since; ded = ($NF != all); since = t}
     / status / && / VIOLATED/ {v++; if (match($0, /, [0-9]+ waits/) && substr($0, RSTART + 2, RLENGTH - 8) + 0 < 50) vi++}
     END {
       if (ded) held += t - since
-      printf "keel in (d): %d ticks; redis held a dedicated CPU for %d of them; %d act, %d give-back, %d revert decision lines; %d violation episodes, %d of them declared on a tick with fewer than 50 run-queue waits of redis (idle)\n", t, held, a, g, r, v, vi
+      printf "keel in (d): last decision logged at tick %d; redis held a dedicated CPU for %d ticks; %d act, %d give-back, %d revert decision lines; %d early ticks; %d violation episodes, %d of them declared on a tick with fewer than 50 run-queue waits of redis (idle)\n", t, held, a, g, r, e, v, vi
     }' all="$all_cpus" "$tmp/keel.d"
   grep -o 'run: stopped.*' "$tmp/keel.d"
 fi
