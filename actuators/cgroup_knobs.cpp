@@ -445,13 +445,13 @@ Result<bool> set_cpu_quota(KnobWriter& w, const CgroupHierarchy& h, const std::s
 
 // ---- idle ----
 
-Result<bool> set_cpu_idle(KnobWriter& w, const CgroupHierarchy& h, const std::string& cgroup, bool idle) {
-  auto path = writable_cgroup(cgroup);
-  if (!path) return std::unexpected(path.error());
-  if (auto r = need_controller(h, "cpu"); !r) return std::unexpected(r.error());
-  auto opened = open_cg(w, h, *path);
-  if (!opened) return std::unexpected(opened.error());
-  const Cg& cg = *opened;
+namespace {
+
+// cpu.idle of `cg`. The kernel sets an idle group's weight to its minimum and back to the default
+// when it leaves: the weight is journaled now (in both directions) so restore (cpu.idle first, then
+// weights) gives the old one back and never journals the kernel's side effect as an original; on
+// leaving, `weight_before` (when given) is written back.
+Result<bool> set_idle(KnobWriter& w, const Cg& cg, bool idle, const std::string* weight_before) {
   auto cur = current_value(w, cg, CgroupFile::idle);
   if (!cur && cg.dir() == nullptr) cur = "0";  // observe mode, a cgroup not made yet
   if (!cur) {
@@ -461,33 +461,26 @@ Result<bool> set_cpu_idle(KnobWriter& w, const CgroupHierarchy& h, const std::st
     return std::unexpected(cur.error());
   }
   if (parse_integer(*cur) == (idle ? 1 : 0)) return false;
-  if (w.mode() == Mode::enforce) {
-    // The kernel sets an idle group's weight to its minimum and back to the default when it leaves:
-    // journal the weight now (in both directions) so restore (cpu.idle first, then weights) gives
-    // the old one back, and never journals the kernel's side effect as an original.
-    if (cg.dir()->read(CgroupFile::weight))
-      if (auto r = w.journal(*cg.dir(), CgroupFile::weight); !r) return std::unexpected(r.error());
-  }
-  return set(w, cg, CgroupFile::idle, idle ? "1" : "0");
+  if (w.mode() == Mode::enforce && cg.dir()->read(CgroupFile::weight))
+    if (auto r = w.journal(*cg.dir(), CgroupFile::weight); !r) return std::unexpected(r.error());
+  auto r = set(w, cg, CgroupFile::idle, idle ? "1" : "0");
+  if (!r || !*r || idle || weight_before == nullptr || w.mode() != Mode::enforce) return r;
+  if (auto back = set(w, cg, CgroupFile::weight, *weight_before); !back) return std::unexpected(back.error());
+  return true;
 }
 
-}  // namespace keel::act
+}  // namespace
 
-namespace keel::act {
-
-const char* to_string(PreemptClass c) {
-  switch (c) {
-    case PreemptClass::cpu_idle:
-      return "cpu.idle";
-    case PreemptClass::qos_level:
-      return "cpu.qos_level";
-    case PreemptClass::bvt_warp:
-      return "cpu.bvt_warp_ns";
-    case PreemptClass::min_weight:
-      return "minimum weight";
-  }
-  return "?";
+Result<bool> set_cpu_idle(KnobWriter& w, const CgroupHierarchy& h, const std::string& cgroup, bool idle) {
+  auto path = writable_cgroup(cgroup);
+  if (!path) return std::unexpected(path.error());
+  if (auto r = need_controller(h, "cpu"); !r) return std::unexpected(r.error());
+  auto opened = open_cg(w, h, *path);
+  if (!opened) return std::unexpected(opened.error());
+  return set_idle(w, *opened, idle, nullptr);
 }
+
+// ---- the preemption class ----
 
 PreemptClass preempt_class_of(const CgroupDir& dir) {
   if (dir.read(CgroupFile::idle)) return PreemptClass::cpu_idle;
@@ -513,17 +506,7 @@ Result<bool> set_preempt_class(KnobWriter& w, const CgroupDir& dir, PreemptClass
     case PreemptClass::cpu_idle:
       break;
   }
-  auto cur = current_value(w, cg, CgroupFile::idle);
-  if (!cur) return std::unexpected(cur.error());
-  if (parse_integer(*cur) == (on ? 1 : 0)) return false;
-  if (w.mode() == Mode::enforce)
-    if (dir.read(CgroupFile::weight))
-      if (auto r = w.journal(dir, CgroupFile::weight); !r) return std::unexpected(r.error());
-  auto r = set(w, cg, CgroupFile::idle, on ? "1" : "0");
-  if (!r || !*r || on || weight_before == nullptr || w.mode() != Mode::enforce) return r;
-  // Out of the class: the kernel put the default weight; the one from before comes back.
-  if (auto back = set(w, cg, CgroupFile::weight, *weight_before); !back) return std::unexpected(back.error());
-  return true;
+  return set_idle(w, cg, on, weight_before);
 }
 
 }  // namespace keel::act

@@ -90,7 +90,6 @@ Result<bool> set_cpu_idle(KnobWriter& w, const CgroupHierarchy& h, const std::st
 // cpu.qos_level = -1 (offline), Anolis' cpu.bvt_warp_ns = -1. Where the kernel has none of them, the
 // minimum weight, which the caller writes as a weight.
 enum class PreemptClass { cpu_idle, qos_level, bvt_warp, min_weight };
-const char* to_string(PreemptClass c);
 // The first of them the cgroup offers, in that order.
 PreemptClass preempt_class_of(const CgroupDir& dir);
 // Puts the cgroup into the class (`on`) or takes it out, by `how` (not min_weight). Only this cgroup:

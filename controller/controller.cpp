@@ -20,6 +20,36 @@ std::string show(const std::optional<uint64_t>& v) { return v ? std::to_string(*
 std::string show(const std::optional<unsigned>& v) { return v ? std::to_string(*v) : ""; }
 std::string show(const std::optional<CpuSet>& v) { return v ? v->to_list() : ""; }
 
+// Walks the desired state alongside a snapshot: both in name order (keel's snapshots are), so one
+// cursor does without lookups; an instance out of order (as a test may make) costs a lookup.
+class DesiredCursor {
+ public:
+  explicit DesiredCursor(std::map<std::string, KnobState>& m) : m_(m), cur_(m.begin()) {}
+  // The desired state of `inst`, or null.
+  const KnobState* seek(const std::string& inst) {
+    if (prev_ != nullptr && !(*prev_ < inst)) cur_ = m_.lower_bound(inst);
+    prev_ = &inst;
+    while (cur_ != m_.end() && cur_->first < inst) ++cur_;
+    return cur_ != m_.end() && cur_->first == inst ? &cur_->second : nullptr;
+  }
+  // Replaces the state of the instance last sought (an empty one removes its entry).
+  void set(const std::string& inst, KnobState k) {
+    const bool listed = cur_ != m_.end() && cur_->first == inst;
+    if (k == KnobState{}) {
+      if (listed) cur_ = m_.erase(cur_);
+    } else if (listed) {
+      cur_->second = std::move(k);
+    } else {
+      cur_ = m_.emplace_hint(cur_, inst, std::move(k));
+    }
+  }
+
+ private:
+  std::map<std::string, KnobState>& m_;
+  std::map<std::string, KnobState>::iterator cur_;
+  const std::string* prev_ = nullptr;
+};
+
 }  // namespace
 
 const char* to_string(Knob k) {
@@ -373,18 +403,11 @@ void Controller::preempt_classes(const Snapshot& s, Plan& plan) {
         }
     return it->second;
   };
-  // Snapshot (keel's) and desired state are both in name order: one cursor walks the map alongside
-  // (a snapshot out of order, as a test may make, costs a lookup where it is).
-  auto& desired = plan_.desired;
-  auto cur = desired.begin();
-  const std::string* prev = nullptr;
+  DesiredCursor desired(plan_.desired);
   for (const auto& w : s.workloads) {
-    if (prev != nullptr && !(*prev < w.instance)) cur = desired.lower_bound(w.instance);  // out of order
-    prev = &w.instance;
-    while (cur != desired.end() && cur->first < w.instance) ++cur;
+    const KnobState* now = desired.seek(w.instance);
     if (w.critical) continue;
-    const bool listed = cur != desired.end() && cur->first == w.instance;
-    bool preempt = listed && cur->second.preempt;
+    bool preempt = now != nullptr && now->preempt;
     if (mode == config::PreemptMode::always) {
       const WorkloadSignals* near = near_of(spec_of(w));
       if ((near != nullptr) != preempt) {
@@ -396,15 +419,9 @@ void Controller::preempt_classes(const Snapshot& s, Plan& plan) {
           plan.actions.push_back({plan.tick, w.instance, Knob::preempt_class, "on", "",
                                   Action::Kind::give_back, "no critical instance shares its CPUs"});
         preempt = near != nullptr;
-        KnobState k = listed ? cur->second : KnobState{};
+        KnobState k = now != nullptr ? *now : KnobState{};
         k.preempt = preempt;
-        if (k == KnobState{}) {
-          if (listed) cur = desired.erase(cur);
-        } else if (listed) {
-          cur->second = std::move(k);
-        } else {
-          cur = desired.emplace_hint(cur, w.instance, std::move(k));
-        }
+        desired.set(w.instance, std::move(k));
       }
     }
     const bool in = preempt;
@@ -686,17 +703,12 @@ const Plan& Controller::step(const Snapshot& s) {
     it->second = capped;
     return it->second;
   };
-  auto& desired = plan_.desired;
-  auto cur = desired.begin();  // name order, like the snapshot: a cursor, no lookups
+  DesiredCursor desired(plan_.desired);
   const std::optional<CpuSet> none;
-  const std::string* prev = nullptr;
   for (const auto& w : s.workloads) {
-    if (prev != nullptr && !(*prev < w.instance)) cur = desired.lower_bound(w.instance);  // out of order
-    prev = &w.instance;
-    while (cur != desired.end() && cur->first < w.instance) ++cur;
+    const KnobState* state = desired.seek(w.instance);
     if (w.critical) continue;
-    const bool listed = cur != desired.end() && cur->first == w.instance;
-    const std::optional<CpuSet>& now = listed ? cur->second.cpus : none;
+    const std::optional<CpuSet>& now = state != nullptr ? state->cpus : none;
     std::optional<CpuSet> want;
     if (!taken.empty() && spec_.actuators.cpuset) {
       want = give(spec_of(w));
@@ -707,15 +719,9 @@ const Plan& Controller::step(const Snapshot& s) {
         {plan.tick, w.instance, Knob::cpus, show(now), show(want),
          want ? Action::Kind::act : Action::Kind::give_back,
          want ? "best-effort off critical CPUs " + taken.to_list() : "no critical CPUs held"});
-    KnobState k = listed ? cur->second : KnobState{};
+    KnobState k = state != nullptr ? *state : KnobState{};
     k.cpus = want;
-    if (k == KnobState{}) {
-      if (listed) cur = desired.erase(cur);
-    } else if (listed) {
-      cur->second = std::move(k);
-    } else {
-      cur = desired.emplace_hint(cur, w.instance, std::move(k));
-    }
+    desired.set(w.instance, std::move(k));
   }
   plan.steal = steal_;
   for (auto& [inst, v] : plan.workloads)

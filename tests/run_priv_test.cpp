@@ -238,6 +238,17 @@ class RunPriv : public ::testing::Test {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   }
 
+  // Each tick's own run-queue p99 of crit (us) from keel's --verbose status lines, in tick order.
+  static std::vector<double> tick_p99s(const std::string& text) {
+    std::vector<double> v;
+    const std::string mark = "enforce status crit p99 ";
+    for (size_t at = text.find(mark); at != std::string::npos; at = text.find(mark, at + 1)) {
+      size_t t = text.find("(tick ", at);
+      if (t != std::string::npos) v.push_back(std::stod(text.substr(t + 6)));
+    }
+    return v;
+  }
+
   // Polls `cond` every 100 ms for up to `limit`; true when it held.
   static bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
     auto end = std::chrono::steady_clock::now() + limit;
@@ -316,12 +327,7 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   std::string text = slurp(log);
   // Each tick's own run-queue p99 after the split (the first status line is the violation itself):
   // their median is under the SLO (one tick may catch a stray spike of this VM).
-  std::vector<double> tick_p99;
-  const std::string mark = "enforce status crit p99 ";
-  for (size_t at = text.find(mark); at != std::string::npos; at = text.find(mark, at + 1)) {
-    size_t t = text.find("(tick ", at);
-    if (t != std::string::npos) tick_p99.push_back(std::stod(text.substr(t + 6)));
-  }
+  std::vector<double> tick_p99 = tick_p99s(text);
   ASSERT_GE(tick_p99.size(), 4u) << text;
   std::vector<double> after(tick_p99.begin() + 1, tick_p99.end());
   std::sort(after.begin(), after.end());
@@ -393,12 +399,7 @@ TEST_F(RunPriv, TheClassTakesTheNoiseOutOfTheWakersRunQueueWaitAndGoesAwayWithKe
   // hypervisor delays, several ms on this VM even alone, that no cgroup knob controls): tick 1 is
   // the noise uncontrolled; after it, with the noise in the class, the median tick is a small fraction
   // of it and under the SLO.
-  std::vector<double> tick_p99;
-  const std::string mark = "enforce status crit p99 ";
-  for (size_t at = text.find(mark); at != std::string::npos; at = text.find(mark, at + 1)) {
-    size_t t = text.find("(tick ", at);
-    if (t != std::string::npos) tick_p99.push_back(std::stod(text.substr(t + 6)));
-  }
+  std::vector<double> tick_p99 = tick_p99s(text);
   ASSERT_GE(tick_p99.size(), 4u) << text;
   std::vector<double> after(tick_p99.begin() + 1, tick_p99.end());
   std::sort(after.begin(), after.end());
