@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +58,35 @@ struct WakeLog {
   uint64_t at_ns[kCap];
   uint32_t late_ns[kCap];
 };
+
+// The kernel's own account of a task's run-queue wait (/proc/PID/schedstat, CONFIG_SCHED_INFO): the
+// nanoseconds it waited runnable and the times it was switched in. Independent of keel's BPF, and blind
+// to what no cgroup knob controls (a late timer, a halted vCPU the hypervisor wakes late).
+struct SchedStat {
+  uint64_t wait_ns = 0, slices = 0;
+};
+SchedStat schedstat(pid_t pid) {
+  std::istringstream in(slurp("/proc/" + std::to_string(pid) + "/schedstat"));
+  uint64_t run = 0;
+  SchedStat s;
+  in >> run >> s.wait_ns >> s.slices;
+  return s;
+}
+// The mean run-queue wait (us) per time on a CPU between two readings.
+double mean_wait_us(const SchedStat& a, const SchedStat& b) {
+  return b.slices > a.slices
+             ? static_cast<double>(b.wait_ns - a.wait_ns) / 1e3 / static_cast<double>(b.slices - a.slices)
+             : 0;
+}
+// Jiffies the hypervisor took from this guest (/proc/stat's steal column), all CPUs.
+uint64_t steal_jiffies() {
+  std::istringstream in(slurp("/proc/stat"));
+  std::string cpu;
+  uint64_t v[8] = {};
+  in >> cpu;
+  for (auto& x : v) in >> x;
+  return v[7];
+}
 
 // The waker's p99 lateness (us) over wake-ups in [from, to).
 double p99_between(const WakeLog& log, uint64_t from, uint64_t to, size_t* count = nullptr) {
@@ -151,9 +182,9 @@ class RunPriv : public ::testing::Test {
 
   // The critical workload: every 1 ms (timer slack 1 ns) it wakes, records how late it is, and works
   // 300 us; with `idle` set it only sleeps.
-  void start_waker() {
+  pid_t start_waker() {
     WakeLog* log = log_;
-    child("crit", [log] {
+    return child("crit", [log] {
       ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
       for (;;) {
         if (log->idle.load()) {  // stopped: a few wake-ups a second, too few to judge a p99 on
@@ -287,17 +318,27 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   fs::path cfg =
       write_config(dir.path(), "enforce", "[actuators]\ncpu_weight = false\npreempt_class = \"off\"\n");
   const auto before = knobs();
-  start_waker();
+  const pid_t waker = start_waker();
   std::this_thread::sleep_for(500ms);
   start_noise();
-  // The uncontrolled baseline, measured by the waker itself: it must be late, or the test proves nothing.
-  std::this_thread::sleep_for(3s);
+  // The uncontrolled baseline: the kernel's count of the waker's run-queue wait must show the noise, or
+  // the test proves nothing.
+  std::this_thread::sleep_for(1s);
+  const SchedStat s0 = schedstat(waker);
+  const uint64_t steal0 = steal_jiffies();
+  std::this_thread::sleep_for(2s);
+  const SchedStat s1 = schedstat(waker);
+  const uint64_t steal1 = steal_jiffies();
   uint64_t t_keel = now_ns();
   size_t n_before = 0;
   double p99_before = p99_between(*log_, t_keel - 2'000'000'000ull, t_keel, &n_before);
-  std::printf("waker with noise, no keel: p99 %.0f us over %zu wake-ups\n", p99_before, n_before);
+  const double wait_before = mean_wait_us(s0, s1);
+  std::printf("waker with noise, no keel: mean run-queue wait %.0f us over %" PRIu64
+              " times on a CPU; lateness p99 %.0f us over %zu wake-ups (steal %" PRIu64 " jiffies)\n",
+              wait_before, s1.slices - s0.slices, p99_before, n_before, steal1 - steal0);
   ASSERT_GT(n_before, 500u);
-  ASSERT_GT(p99_before, kSloUs) << "the noise did not delay the waker: nothing to control";
+  // A mean over every time on a CPU (most short waits); 100 us is many times this waker's wait alone.
+  ASSERT_GT(wait_before, 100.0) << "the noise did not delay the waker: nothing to control";
 
   fs::path log = dir.path() / "keel.log";
   pid_t keel = start_keel({"run", "--config", cfg.string(), "--verbose"}, log);
@@ -314,16 +355,26 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   uint64_t t_split = now_ns();
   ASSERT_TRUE(split) << slurp(log);
   std::printf("keel split the CPUs %.1f s after it started\n", static_cast<double>(t_split - t_keel) / 1e9);
-  // Latency measured by the waker settles under the SLO within a few seconds.
-  std::this_thread::sleep_for(3s);
+  // The waker's run-queue wait settles within a few seconds.
+  std::this_thread::sleep_for(1s);
+  const SchedStat s2 = schedstat(waker);
+  const uint64_t steal2 = steal_jiffies();
+  std::this_thread::sleep_for(2s);
+  const SchedStat s3 = schedstat(waker);
+  const uint64_t steal3 = steal_jiffies();
   size_t n_after = 0;
   double p99_after = p99_between(*log_, now_ns() - 2'000'000'000ull, now_ns(), &n_after);
-  std::printf("waker with noise, keel enforcing: p99 %.0f us over %zu wake-ups\n", p99_after, n_after);
-  EXPECT_GT(n_after, 500u);
-  // The SLO is on run-queue wait, which keel measures (checked against runqlat in the sensor tests):
-  // its smoothed p99 of the last ticks is under the SLO. The waker's own lateness also counts timer
-  // and hypervisor delays no cgroup knob controls (and keel's own CPU time: keel runs in the root cgroup),
-  // so it is held to an improvement instead.
+  const double wait_after = mean_wait_us(s2, s3);
+  std::printf("waker with noise, keel enforcing: mean run-queue wait %.0f us over %" PRIu64
+              " times on a CPU; lateness p99 %.0f us over %zu wake-ups (steal %" PRIu64 " jiffies)\n",
+              wait_after, s3.slices - s2.slices, p99_after, n_after, steal3 - steal2);
+  EXPECT_GT(s3.slices - s2.slices, 500u);
+  // The kernel's own count: the noise no longer queues ahead of the waker.
+  EXPECT_LT(wait_after, wait_before / 4) << slurp(log);
+  // The SLO is on run-queue wait, which keel measures (checked against runqlat in the sensor tests).
+  // The waker's lateness is printed, not asserted: it also counts timer and hypervisor delays no cgroup
+  // knob controls. Alone on its CPU the waker leaves it idle 70% of the time, and a halted vCPU that
+  // the host wakes late made it 6 ms in one CI run (keel's per-tick p99 was 30 us then).
   std::string text = slurp(log);
   // Each tick's own run-queue p99 after the split (the first status line is the violation itself):
   // their median is under the SLO (one tick may catch a stray spike of this VM).
@@ -332,7 +383,6 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   std::vector<double> after(tick_p99.begin() + 1, tick_p99.end());
   std::sort(after.begin(), after.end());
   EXPECT_LT(after[after.size() / 2], kSloUs) << text;
-  EXPECT_LT(p99_after, p99_before / 2) << text;
   EXPECT_NE(text.find("enforce act crit cpus (as found) -> "), std::string::npos) << text;
   EXPECT_NE(text.find("interference crit antagonist noise/be"), std::string::npos) << text;
 
