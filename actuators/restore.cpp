@@ -64,6 +64,41 @@ struct Step {
 
 }  // namespace
 
+Result<size_t> move_procs_to_parent(const fs::path& dir) {
+  const fs::path to = dir.parent_path() / "cgroup.procs";
+  size_t moved = 0;
+  // Processes may fork while they are moved: read again until nothing is left (bounded).
+  for (int pass = 0; pass < 8; ++pass) {
+    auto procs = read_file(dir / "cgroup.procs");
+    if (!procs) return std::unexpected(procs.error());
+    size_t here = 0;
+    Error last;
+    bool failed = false;
+    for (std::string_view rest = *procs; !rest.empty();) {
+      size_t end = rest.find('\n');
+      std::string_view pid = trim(rest.substr(0, end));
+      rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+      if (pid.empty()) continue;
+      ++here;
+      int fd = ::open(to.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) return fail_errno("cannot open to move pid " + std::string(pid) + " back", to.string());
+      const std::string line = std::string(pid) + "\n";
+      ssize_t w = ::write(fd, line.data(), line.size());
+      int e = errno;
+      ::close(fd);
+      if (w < 0 && e != ESRCH) {
+        last = Error{e, to.string(), "cannot move pid " + std::string(pid) + " back to the parent cgroup"};
+        failed = true;
+      } else if (w >= 0) {
+        ++moved;
+      }
+    }
+    if (failed) return std::unexpected(last);
+    if (here == 0) return moved;
+  }
+  return moved;
+}
+
 RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dirs) {
   RestoreReport rep;
   const auto& all = journal.entries();
@@ -90,7 +125,8 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
     if (resctrl_lock >= 0) (void)::flock(resctrl_lock, LOCK_EX);
   }
 
-  // 1. Directories keel created (resctrl groups), newest first; their tasks fall back to the parent.
+  // 1. Directories keel created, newest first: resctrl groups (their tasks fall back to the default
+  // group) and cgroups (their processes are moved to the parent first: a cgroup with tasks is busy).
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     if (it->kind != EntryKind::created_dir) continue;
     fs::path p = it->path.abs(roots);
@@ -98,6 +134,10 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
     if (!fs::exists(p, ec)) {
       ++rep.gone;
       removed_dirs.push_back(p);
+    } else if (auto moved = it->path.root == Root::cgroup ? move_procs_to_parent(p) : Result<size_t>(0);
+               !moved) {
+      rep.failed.push_back(moved.error());  // a cgroup keel made for tasks: they go back first
+      left.push_back(*it);
     } else if (dirs.remove(p) == 0) {
       ++rep.restored;
       removed_dirs.push_back(p);

@@ -26,4 +26,8 @@ struct RestoreReport {
 // reboot): its entries are dropped and reported as gone.
 RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dirs = DirOps::real());
 
+// Moves every process of the cgroup at `dir` (its cgroup.procs) into its parent's cgroup.procs, so a
+// cgroup keel created can be removed. A process that exits meanwhile is no error. The number moved.
+Result<size_t> move_procs_to_parent(const std::filesystem::path& dir);
+
 }  // namespace keel::act

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "actuators/unmanaged.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/host_facts.h"
@@ -57,6 +58,56 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (!cfg) return cfg.error();
   return loop::run(std::move(*cfg), o, roots);
 }
+
+namespace {
+
+// actuators.isolate_unmanaged: what keel run would keep off the critical CPUs, and what it would leave.
+void print_unmanaged(const config::Spec& spec, const SysRoots& roots, const inv::Inventory& inv,
+                     const ctl::Plan& plan, const ctl::Snapshot& snap) {
+  const CgroupHierarchy* cs = inv.cpuset_hierarchy();
+  if (cs == nullptr) {
+    std::printf("unmanaged work: no cpuset controller, nothing is kept off critical CPUs\n");
+    return;
+  }
+  std::vector<std::string> managed;
+  for (const inv::Instance& ins : inv.instances())
+    for (const inv::Node* n : ins.cgroups)
+      if (const CgroupDir* d = inv.cpuset_dir(*n)) managed.push_back(d->path());
+  auto s = act::survey_unmanaged(roots, *cs, managed, spec.actuators.isolate_root_tasks);
+  if (!s) {
+    std::printf("unmanaged work: %s\n", s.error().message().c_str());
+    return;
+  }
+  const CpuSet held = ctl::critical_cpus(plan, snap);
+  std::printf(
+      "unmanaged work, kept off %s: %s\n",
+      held.empty() ? "the CPUs critical instances are given (none this window)"
+                   : ("CPUs " + held.to_list() + " (critical instances')").c_str(),
+      s->groups.empty() ? "no top-level cgroup without a workload" : act::describe_groups(*s).c_str());
+  for (const auto& g : s->groups)
+    for (size_t i = 0; i < g.cgroups.size(); ++i)
+      if (!held.empty() && (g.cpus[i] - held).empty())
+        std::printf("  not isolated: %s: %s has only CPUs critical workloads hold (%s)\n",
+                    act::printable(g.top, 256).c_str(), act::printable(g.cgroups[i].path(), 256).c_str(),
+                    g.cpus[i].to_list().c_str());
+  if (spec.actuators.isolate_root_tasks)
+    std::printf("  the root cgroup: %zu user-space processes would move into %s\n", s->movable.size(),
+                std::string(act::kRootTasksGroup).c_str());
+  for (const auto& n : s->not_isolated)
+    std::printf("  not isolated: %s: %s\n", n.what.c_str(), n.why.c_str());
+  for (const auto& p : s->pinned)
+    std::printf("  not isolated: pid %d (%s): pinned to CPUs %s by its own affinity, left where it is\n",
+                p.pid, p.comm.c_str(), p.cpus.to_list().c_str());
+  if (!s->kernel_threads.empty()) {
+    std::string names;
+    for (size_t i = 0; i < s->kernel_threads.size() && i < 8; ++i)
+      names += (i ? ", " : "") + s->kernel_threads[i];
+    std::printf("  kernel threads: %zu (%s%s)\n", s->kernel_threads.size(), names.c_str(),
+                s->kernel_threads.size() > 8 ? ", ..." : "");
+  }
+}
+
+}  // namespace
 
 int cmd_plan(const std::vector<std::string>& argv) {
   auto args = parse_args(argv, {.switches = {}, .with_value = {"config", "window"}});
@@ -118,6 +169,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
         w.cpus.to_list().c_str(), w.critical ? (v.violated ? "  SLO violated" : "  SLO met") : "");
   }
   for (const auto& gap : ctl::class_gaps(*snap, plan)) std::printf("note: %s\n", gap.c_str());
+  if (spec.actuators.isolate_unmanaged) print_unmanaged(spec, roots, sensing->inventory(), plan, *snap);
   std::string decisions = ctl::format_actions(plan, "observe");
   if (decisions.empty())
     std::printf("no action: every critical workload meets its SLO (or has none)\n");

@@ -130,6 +130,12 @@ struct Actuators {
   bool resctrl = false;
   bool steal_task = false;
   bool irq_affinity = false;
+  // While critical instances hold CPUs, top-level cgroups no workload is in are kept off them (with
+  // their descendants); with `isolate_root_tasks` also the root cgroup's user-space processes, moved
+  // into a cpuset group keel creates (and moved back when it is given back or keel stops).
+  bool isolate_unmanaged = false;
+  bool isolate_root_tasks = false;
+  Pos isolate_unmanaged_pos, isolate_root_tasks_pos;
   WeightMapping weight_mapping = WeightMapping::systemd;
   PreemptMode preempt_class = PreemptMode::always;
   // A best-effort instance in the class that stays runnable and starved (tasks waiting, almost no CPU)

@@ -903,5 +903,24 @@ TEST(Names, ToString) {
   EXPECT_STREQ(to_string(NumaPolicy::single), "single");
 }
 
+TEST(Load, UnmanagedIsolationIsOffByDefaultAndReadWhenSet) {
+  const char* base = R"([daemon]
+mode = "enforce"
+
+[[workload]]
+name = "be"
+match = { cgroup = "/batch" }
+class = "best-effort"
+)";
+  Config off = load_ok(base, corpus_host());
+  EXPECT_FALSE(off.actuators.isolate_unmanaged);
+  EXPECT_FALSE(off.actuators.isolate_root_tasks);
+  Config on =
+      load_ok(std::string(base) + "\n[actuators]\nisolate_unmanaged = true\nisolate_root_tasks = true\n",
+              corpus_host());
+  EXPECT_TRUE(on.actuators.isolate_unmanaged);
+  EXPECT_TRUE(on.actuators.isolate_root_tasks);
+}
+
 }  // namespace
 }  // namespace keel::config

@@ -159,8 +159,8 @@ class Section {
     return out;
   }
 
-  std::optional<bool> boolean(std::string_view key) const {
-    auto* n = find(key, nullptr);
+  std::optional<bool> boolean(std::string_view key, Pos* at = nullptr) const {
+    auto* n = find(key, at);
     if (!n) return std::nullopt;
     if (auto* b = n->as_boolean()) return b->get();
     wrong_type(key, *n, "a boolean (true or false)");
@@ -306,7 +306,8 @@ HostSection read_host(Section& s) {
 
 Actuators read_actuators(Section& s) {
   s.reject_unknown({"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity", "weight_mapping",
-                    "irq_names", "preempt_class", "starvation_limit"});
+                    "irq_names", "preempt_class", "starvation_limit", "isolate_unmanaged",
+                    "isolate_root_tasks"});
   Actuators a;
   a.pos = s.pos();
   if (auto v = s.word<WeightMapping>("weight_mapping",
@@ -326,6 +327,8 @@ Actuators read_actuators(Section& s) {
   if (auto v = s.boolean("resctrl")) a.resctrl = *v;
   if (auto v = s.boolean("steal_task")) a.steal_task = *v;
   if (auto v = s.boolean("irq_affinity")) a.irq_affinity = *v;
+  if (auto v = s.boolean("isolate_unmanaged", &a.isolate_unmanaged_pos)) a.isolate_unmanaged = *v;
+  if (auto v = s.boolean("isolate_root_tasks", &a.isolate_root_tasks_pos)) a.isolate_root_tasks = *v;
   return a;
 }
 

@@ -200,6 +200,15 @@ class Validator {
       if (n.empty() || n.find_first_of(" \t") != std::string::npos)
         error(a.irq_names_pos,
               "actuators.irq_names: \"" + n + "\" is not a device name pattern (empty or with spaces)");
+    if (a.isolate_unmanaged && !a.cpuset)
+      error(
+          a.isolate_unmanaged_pos,
+          "actuators.isolate_unmanaged = true needs actuators.cpuset = true: it keeps unmanaged cgroups off "
+          "the CPUs critical workloads are given, and without cpusets none are");
+    if (a.isolate_root_tasks && !a.isolate_unmanaged)
+      error(a.isolate_root_tasks_pos,
+            "actuators.isolate_root_tasks = true needs actuators.isolate_unmanaged = true: the root cgroup's "
+            "processes are moved only where unmanaged cgroups are kept off critical CPUs");
     if (a.starvation_limit_pos.line != 0 && a.starvation_limit < config_.daemon.period)
       error(a.starvation_limit_pos, "actuators.starvation_limit " + format_duration(a.starvation_limit) +
                                         " is shorter than daemon.period " +

@@ -774,6 +774,15 @@ std::vector<std::string> class_gaps(const Snapshot& s, const Plan& plan) {
 
 namespace keel::ctl {
 
+CpuSet critical_cpus(const Plan& p, const Snapshot& s) {
+  CpuSet held;
+  for (const auto& w : s.workloads)
+    if (w.critical)
+      if (auto d = p.desired.find(w.instance); d != p.desired.end() && d->second.cpus)
+        held |= *d->second.cpus;
+  return held;
+}
+
 bool in_class(const Plan& p, const std::string& instance) {
   auto d = p.desired.find(instance);
   if (d == p.desired.end() || !d->second.preempt) return false;

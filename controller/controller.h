@@ -83,6 +83,9 @@ struct Plan {
 
 // Whether `instance` is to be in the preemption class this tick (desired, and not lifted).
 bool in_class(const Plan& p, const std::string& instance);
+// The CPUs critical instances are given this tick (their desired cpusets): what IRQs, keel's own thread
+// and unmanaged work are kept off.
+CpuSet critical_cpus(const Plan& p, const Snapshot& s);
 
 struct Policy {
   double act_below = 0.05;

@@ -112,11 +112,7 @@ Loop::Loop(Parts parts)
 // keel's own loop thread runs off the CPUs critical instances hold: on the reserved CPUs where the
 // config declares some, else on every CPU no critical instance holds (all of them when none does).
 void Loop::keep_off_critical_cpus(const ctl::Plan& plan, const ctl::Snapshot& snap) {
-  CpuSet held;
-  for (const auto& w : snap.workloads)
-    if (w.critical)
-      if (auto d = plan.desired.find(w.instance); d != plan.desired.end() && d->second.cpus)
-        held |= *d->second.cpus;
+  const CpuSet held = ctl::critical_cpus(plan, snap);
   if (started_cpus_.empty()) {  // where keel was started (an operator's taskset is kept to)
     cpu_set_t now;
     CPU_ZERO(&now);

@@ -4,6 +4,7 @@
 
 #include "actuators/cgroup_knobs.h"
 #include "actuators/irq.h"
+#include "actuators/restore.h"
 #include "actuators/sched_features.h"
 #include "host/fileio.h"
 
@@ -70,6 +71,7 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   if (spec_.actuators.resctrl) resctrl(plan, snap, inv, out);
   if (spec_.actuators.steal_task) steal(plan, out);
   if (spec_.actuators.irq_affinity) irqs(plan, snap, out);
+  if (spec_.actuators.isolate_unmanaged) unmanaged(plan, snap, inv, out);
   out.changes = w_->take_changes();
   return out;
 }
@@ -418,10 +420,7 @@ void Reconciler::steal(const ctl::Plan& plan, Reconciled& out) {
 // NIC queues by hand): each IRQ's affinity as found minus those CPUs (or every other CPU when that
 // leaves none), and as found again when no critical instance holds CPUs.
 void Reconciler::irqs(const ctl::Plan& plan, const ctl::Snapshot& snap, Reconciled& out) {
-  CpuSet critical;
-  for (const auto& w : snap.workloads)
-    if (auto d = plan.desired.find(w.instance); w.critical && d != plan.desired.end() && d->second.cpus)
-      critical |= *d->second.cpus;
+  const CpuSet critical = ctl::critical_cpus(plan, snap);
   auto knob = act::irq_affinity_knob;
   if (critical.empty()) {
     for (auto it = found_irqs_.begin(); it != found_irqs_.end();) {
@@ -466,6 +465,179 @@ void Reconciler::irqs(const ctl::Plan& plan, const ctl::Snapshot& snap, Reconcil
     else if (!r->warning.empty())
       note(out, r->warning);
   }
+}
+
+}  // namespace keel::loop
+
+namespace keel::loop {
+
+// How often the unmanaged cgroups are surveyed again while the critical CPUs stay the same (new
+// cgroups and processes appear; each survey reads every unmanaged cgroup's cpuset).
+constexpr uint64_t kUnmanagedEvery = 8;
+
+void Reconciler::unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv,
+                           Reconciled& out) {
+  const CgroupHierarchy* cs = inv.cpuset_hierarchy();
+  if (cs == nullptr) {
+    note(out, "no cpuset controller: unmanaged work is not kept off critical CPUs");
+    return;
+  }
+  const CpuSet host = topo_.online();
+  CpuSet held = ctl::critical_cpus(plan, snap) & host;
+  if (!held.empty() && held == host) {
+    note(out, "critical instances hold every CPU: unmanaged work stays where it is");
+    held = CpuSet{};
+  }
+  if (held.empty()) return give_back_unmanaged(inv, *cs, out);
+  if (held == unmanaged_held_ && inv.tick() < unmanaged_tick_ + kUnmanagedEvery) return;
+  unmanaged_held_ = held;
+  unmanaged_tick_ = inv.tick();
+  std::vector<std::string> managed;
+  for (const inv::Instance& ins : inv.instances())
+    for (const inv::Node* n : ins.cgroups)
+      if (const CgroupDir* d = inv.cpuset_dir(*n)) managed.push_back(d->path());
+  auto survey = act::survey_unmanaged(w_->roots(), *cs, managed, spec_.actuators.isolate_root_tasks);
+  if (!survey) {
+    out.errors.push_back("unmanaged cgroups: " + survey.error().message());
+    return;
+  }
+  std::map<CgroupId, bool> seen;
+  for (const act::UnmanagedGroup& g : survey->groups) {
+    std::vector<act::CpusetTarget> want, found;
+    std::string why;
+    for (size_t i = 0; i < g.cgroups.size(); ++i) {
+      const CgroupDir& dir = g.cgroups[i];
+      seen[dir.id()] = true;
+      auto f =
+          found_unmanaged_.try_emplace(dir.id(), Found{dir.path(), g.cpus[i].to_list(), {}, {}, 0}).first;
+      const CpuSet as_found = CpuSet::parse_list(f->second.value).value_or(g.cpus[i]);
+      found.push_back({dir.path(), as_found, std::nullopt, &dir});
+      const CpuSet off = as_found - held;
+      if (off.empty() && why.empty())
+        why = act::printable(dir.path(), 256) + " has only CPUs critical workloads hold (" +
+              as_found.to_list() + ")";
+      want.push_back({dir.path(), off, std::nullopt, &dir});
+    }
+    if (!why.empty()) note(out, "not isolated: " + act::printable(g.top, 256) + ": " + why);
+    auto r = act::apply_cpusets(*w_, *cs, why.empty() ? want : found, host);
+    if (!r)
+      out.errors.push_back("unmanaged cgroup " + act::printable(g.top, 256) + ": " + r.error().message());
+  }
+  // Cgroups keel changed that are no longer unmanaged (a workload came into them) or gone.
+  std::vector<CgroupDir> held_dirs;
+  std::vector<act::CpusetTarget> back;
+  held_dirs.reserve(found_unmanaged_.size());
+  for (auto it = found_unmanaged_.begin(); it != found_unmanaged_.end();) {
+    if (seen.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    auto dir = same_cgroup(inv, *cs, it->second.path, it->first);
+    auto set = CpuSet::parse_list(it->second.value);
+    if (dir && set && !set->empty()) {
+      held_dirs.push_back(std::move(*dir));
+      back.push_back({it->second.path, *set, std::nullopt, &held_dirs.back()});
+    }
+    it = found_unmanaged_.erase(it);
+  }
+  if (!back.empty())
+    if (auto r = act::apply_cpusets(*w_, *cs, back, host); !r)
+      out.errors.push_back("unmanaged cgroups given back: " + r.error().message());
+  for (const act::NotIsolated& n : survey->not_isolated) note(out, "not isolated: " + n.what + ": " + n.why);
+  if (spec_.actuators.isolate_root_tasks) root_tasks(*survey, *cs, held, out);
+}
+
+void Reconciler::root_tasks(const act::UnmanagedSurvey& survey, const CgroupHierarchy& cs, const CpuSet& held,
+                            Reconciled& out) {
+  for (const act::RootProcess& p : survey.pinned)
+    if (!(p.cpus & held).empty())
+      note(out, "not isolated: pid " + std::to_string(p.pid) + " (" + p.comm + "): pinned to CPUs " +
+                    p.cpus.to_list() +
+                    " by its own affinity; keel leaves it (a cpuset move resets affinity before Linux 6.2)");
+  auto procs = act::cgroup_knob(w_->roots(), cs, act::kRootTasksGroup, "cgroup.procs");
+  if (!procs) {
+    out.errors.push_back("root processes: " + procs.error().message());
+    return;
+  }
+  const act::KnobPath group{procs->root, procs->rel.parent_path()};
+  if (w_->mode() == act::Mode::observe) {
+    if (!survey.movable.empty())
+      note(out, "would move the root cgroup's " + std::to_string(survey.movable.size()) +
+                    " user-space processes into " + std::string(act::kRootTasksGroup) +
+                    ", kept off critical CPUs");
+    return;
+  }
+  if (!root_group_) {
+    auto made = w_->make_dir(group);
+    if (!made) {
+      out.errors.push_back("root processes: " + made.error().message());
+      return;
+    }
+    if (!*made) {
+      note(out, std::string(act::kRootTasksGroup) +
+                    " exists and this keel did not create it: the root cgroup's processes are not moved");
+      return;
+    }
+    root_group_ = true;
+  }
+  // The group's CPUs: every one no critical instance holds (a new v1 cpuset gets the root's mems).
+  if (auto r = act::apply_cpusets(
+          *w_, cs, {{std::string(act::kRootTasksGroup), topo_.online() - held, std::nullopt, nullptr}},
+          topo_.online());
+      !r) {
+    out.errors.push_back("root processes: " + r.error().message());
+    return;
+  }
+  std::map<pid_t, std::string> refused;
+  for (const act::RootProcess& p : survey.movable) {
+    if (auto f = refused_.find(p.pid); f != refused_.end()) {
+      refused.insert(*f);  // said once; a pid the kernel refused is not tried every survey
+      continue;
+    }
+    auto r = w_->append(*procs, std::to_string(p.pid));
+    if (!r) {
+      refused[p.pid] = r.error().message();
+      note(out, "not isolated: pid " + std::to_string(p.pid) + " (" + p.comm +
+                    "): the kernel refused the move: " + r.error().message());
+    }
+  }
+  refused_ = std::move(refused);
+}
+
+void Reconciler::give_back_unmanaged(const inv::Inventory& inv, const CgroupHierarchy& cs, Reconciled& out) {
+  unmanaged_held_ = CpuSet{};
+  if (!found_unmanaged_.empty()) {
+    std::vector<CgroupDir> dirs;
+    std::vector<act::CpusetTarget> back;
+    dirs.reserve(found_unmanaged_.size());
+    for (const auto& [id, f] : found_unmanaged_) {
+      auto dir = same_cgroup(inv, cs, f.path, id);
+      auto set = CpuSet::parse_list(f.value);
+      if (!dir || !set || set->empty()) continue;
+      dirs.push_back(std::move(*dir));
+      back.push_back({f.path, *set, std::nullopt, &dirs.back()});
+    }
+    if (auto r = back.empty() ? Result<std::vector<act::CpusetGranted>>{}
+                              : act::apply_cpusets(*w_, cs, back, topo_.online());
+        !r)
+      out.errors.push_back("unmanaged cgroups given back: " + r.error().message());  // tried again next tick
+    else
+      found_unmanaged_.clear();
+  }
+  if (!root_group_) return;
+  auto procs = act::cgroup_knob(w_->roots(), cs, act::kRootTasksGroup, "cgroup.procs");
+  if (!procs) return;
+  const act::KnobPath group{procs->root, procs->rel.parent_path()};
+  if (auto moved = act::move_procs_to_parent(group.abs(w_->roots())); !moved) {
+    out.errors.push_back("root processes back to the root cgroup: " + moved.error().message());
+    return;
+  }
+  if (auto r = w_->remove_dir(group); !r) {
+    out.errors.push_back("root processes: " + r.error().message());
+    return;
+  }
+  root_group_ = false;
+  refused_.clear();
 }
 
 }  // namespace keel::loop

@@ -15,6 +15,7 @@
 
 #include "actuators/cgroup_knobs.h"
 #include "actuators/resctrl.h"
+#include "actuators/unmanaged.h"
 #include "actuators/writer.h"
 #include "config/spec.h"
 #include "controller/controller.h"
@@ -46,6 +47,13 @@ class Reconciler {
   void resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv, Reconciled& out);
   void steal(const ctl::Plan& plan, Reconciled& out);
   void irqs(const ctl::Plan& plan, const ctl::Snapshot& snap, Reconciled& out);
+  // actuators.isolate_unmanaged: top-level cgroups no workload is in (and the root's processes, with
+  // isolate_root_tasks) kept off the CPUs critical instances hold; given back when none holds any.
+  void unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv,
+                 Reconciled& out);
+  void give_back_unmanaged(const inv::Inventory& inv, const CgroupHierarchy& cs, Reconciled& out);
+  void root_tasks(const act::UnmanagedSurvey& survey, const CgroupHierarchy& cs, const CpuSet& held,
+                  Reconciled& out);
   void note(Reconciled& out, const std::string& n);
   config::Spec spec_;
   Topology topo_;
@@ -79,6 +87,11 @@ class Reconciler {
   bool resctrl_opened_ = false;
   std::map<std::string, std::string> groups_;   // instance -> keel's resctrl group
   std::map<unsigned, std::string> found_irqs_;  // IRQ -> smp_affinity_list as found
+  std::map<CgroupId, Found> found_unmanaged_;   // unmanaged cpuset cgroup -> cpuset.cpus as found
+  CpuSet unmanaged_held_;                       // the CPUs the last survey kept unmanaged work off
+  uint64_t unmanaged_tick_ = 0;                 // and its tick
+  bool root_group_ = false;                     // keel made act::kRootTasksGroup and moved processes in
+  std::map<pid_t, std::string> refused_;        // root processes the kernel refused to move, and why
   bool steal_ = false;
   bool steal_probed_ = false, steal_found_on_ = false;
   std::vector<std::string> said_;

@@ -163,6 +163,7 @@ class RunPriv : public ::testing::Test {
     }
     for (const auto& m : mounts_)
       for (const char* d : {"/crit", "/be1", "/be2", "/be3", ""}) ::rmdir((m / (name_ + d)).c_str());
+    for (const fs::path& d : extra_dirs_) ::rmdir(d.c_str());  // children first, as added
     if (log_ && log_ != MAP_FAILED) munmap(log_, sizeof(WakeLog));
   }
 
@@ -305,7 +306,8 @@ class RunPriv : public ::testing::Test {
   std::vector<fs::path> mounts_;
   uint16_t metrics_port_ = 0;  // keel's metrics endpoint in the latest write_config()
   fs::path cpuset_, cpu_, cpuacct_;
-  std::vector<pid_t> keels_;  // started by start_keel: stopped in TearDown when a test ends early
+  std::vector<pid_t> keels_;          // started by start_keel: stopped in TearDown when a test ends early
+  std::vector<fs::path> extra_dirs_;  // cgroups a test made beside name_: removed in TearDown, in order
   std::string name_;
   std::vector<pid_t> pids_;
   WakeLog* log_ = nullptr;
@@ -398,6 +400,34 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   EXPECT_EQ(knobs(), before) << slurp(log);
   text = slurp(log);
   EXPECT_NE(text.find("run: stopped"), std::string::npos) << text;
+}
+
+// The cpuset path of process `pid` ("/", "/keel-root-tasks"), from /proc/PID/cgroup.
+std::string cpuset_of(pid_t pid) {
+  std::string text = slurp("/proc/" + std::to_string(pid) + "/cgroup");
+  for (size_t at = 0, e; at < text.size(); at = e + 1) {
+    e = text.find('\n', at);
+    if (e == std::string::npos) e = text.size();
+    std::string_view line(text.data() + at, e - at);
+    size_t c1 = line.find(':'), c2 = line.find(':', c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos) continue;
+    std::string_view ctl = line.substr(c1 + 1, c2 - c1 - 1);
+    for (size_t k = 0; k <= ctl.size();) {
+      size_t comma = std::min(ctl.find(',', k), ctl.size());
+      if (ctl.substr(k, comma - k) == "cpuset") return std::string(line.substr(c2 + 1));
+      k = comma + 1;
+    }
+  }
+  return "";
+}
+
+// The CPUs a process may run on (Cpus_allowed_list in /proc/PID/status).
+std::string allowed_cpus(pid_t pid) {
+  std::string text = slurp("/proc/" + std::to_string(pid) + "/status");
+  size_t at = text.find("Cpus_allowed_list:");
+  if (at == std::string::npos) return "";
+  size_t e = text.find('\n', at);
+  return std::string(trim(std::string_view(text).substr(at + 18, e - at - 18)));
 }
 
 // The preemption class alone (cpusets and weights off): keel puts the three noisy cgroups in cpu.idle
@@ -500,6 +530,128 @@ TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
   std::printf("%s\n", text.substr(done, text.find('\n', done) - done).c_str());
   EXPECT_NE(text.find("tick 2 enforce act crit"), std::string::npos) << text;
   EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
+}
+
+// actuators.isolate_unmanaged and isolate_root_tasks on the real kernel: while keel gives the waker a
+// CPU of its own, a hog in a top-level cgroup no workload declares (and that cgroup's child) is kept off
+// that CPU, a hog in the root cgroup is moved into keel's group, which holds only the other CPU, and
+// kernel threads stay in the root (the log says so); when the critical load stops everything is given
+// back, keel's group is removed, and after keel stops every cpuset and membership is as found.
+TEST_F(RunPriv, UnmanagedWorkIsKeptOffTheCriticalCpuAndGivenBack) {
+  if (cpuset_of(getpid()) != "/") GTEST_SKIP() << "skipped: the test does not run in the root cpuset cgroup";
+  testing::TempDir dir;
+  fs::path cfg = write_config(dir.path(), "enforce",
+                              "[actuators]\ncpu_weight = false\npreempt_class = \"off\"\n"
+                              "isolate_unmanaged = true\nisolate_root_tasks = true\n");
+  const fs::path top = cpuset_ / ("keel-unmanaged-test-" + std::to_string(getpid())), job = top / "job";
+  const std::string mems(trim(slurp(cpuset_ / "cpuset.mems")));
+  for (const fs::path& p : {top, job}) {
+    ASSERT_TRUE(fs::create_directory(p)) << p;
+    ASSERT_TRUE(write_file(p / "cpuset.mems", mems));
+    ASSERT_TRUE(write_file(p / "cpuset.cpus", "0-1"));
+  }
+  extra_dirs_ = {job, top};
+  auto hog = [&](const fs::path* cg) {
+    pid_t p = fork();
+    if (p == 0) {
+      ::setpgid(0, 0);
+      if (cg != nullptr && !write_file(*cg / "cgroup.procs", "0")) _exit(3);
+      for (;;) {
+      }
+    }
+    pids_.push_back(p);
+    return p;
+  };
+  const pid_t unmanaged_hog = hog(&job), root_hog = hog(nullptr);
+  const auto before = knobs();
+  start_waker();
+  start_noise();
+  fs::path log = dir.path() / "keel.log";
+  pid_t keel = start_keel({"run", "--config", cfg.string(), "--verbose"}, log);
+  auto cpus = [&](const fs::path& cg) { return std::string(trim(slurp(cg / "cpuset.cpus"))); };
+  const fs::path group = cpuset_ / "keel-root-tasks";
+  std::string off;
+  bool isolated = wait_for(
+      [&] {
+        std::string c = cpus(cpuset_ / name_ / "crit");
+        off = c == "0" ? "1" : "0";
+        return (c == "0" || c == "1") && cpus(top) == off && cpus(job) == off &&
+               cpuset_of(root_hog) == "/keel-root-tasks" && fs::exists(group) && cpus(group) == off;
+      },
+      20s);
+  ASSERT_TRUE(isolated) << slurp(log);
+  // The kernel moved them: they may run only on the other CPU now.
+  EXPECT_EQ(allowed_cpus(unmanaged_hog), off);
+  EXPECT_EQ(allowed_cpus(root_hog), off);
+  EXPECT_EQ(cpuset_of(unmanaged_hog), "/" + top.filename().string() + "/job");
+  EXPECT_EQ(cpuset_of(2), "/") << "kthreadd is the kernel's";
+  EXPECT_EQ(cpuset_of(1), "/") << "keel does not move init";
+  std::string text = slurp(log);
+  EXPECT_NE(text.find("not isolated: kernel threads in the root cgroup"), std::string::npos) << text;
+
+  // The critical load stops: the unmanaged cgroups get every CPU back and the root's processes return.
+  log_->idle.store(1);
+  bool back = wait_for(
+      [&] {
+        return cpus(top) == "0-1" && cpus(job) == "0-1" && cpuset_of(root_hog) == "/" && !fs::exists(group);
+      },
+      30s);
+  EXPECT_TRUE(back) << slurp(log);
+  EXPECT_EQ(allowed_cpus(root_hog), "0-1");
+  EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
+  EXPECT_EQ(knobs(), before) << slurp(log);
+  EXPECT_EQ(cpus(top), "0-1");
+  EXPECT_EQ(cpus(job), "0-1");
+  EXPECT_EQ(cpuset_of(getpid()), "/");
+}
+
+// A keel killed while it keeps unmanaged work off the critical CPU: `keel restore` moves the root's
+// processes back out of keel's group, removes the group and gives the unmanaged cgroup its CPUs.
+TEST_F(RunPriv, RestoreAfterAKilledKeelBringsTheRootProcessesBackAndRemovesKeelsGroup) {
+  if (cpuset_of(getpid()) != "/") GTEST_SKIP() << "skipped: the test does not run in the root cpuset cgroup";
+  testing::TempDir dir;
+  fs::path cfg = write_config(dir.path(), "enforce",
+                              "[actuators]\ncpu_weight = false\npreempt_class = \"off\"\n"
+                              "isolate_unmanaged = true\nisolate_root_tasks = true\n");
+  const fs::path top = cpuset_ / ("keel-unmanaged-test-" + std::to_string(getpid()));
+  ASSERT_TRUE(fs::create_directory(top));
+  extra_dirs_ = {top};
+  ASSERT_TRUE(write_file(top / "cpuset.mems", std::string(trim(slurp(cpuset_ / "cpuset.mems")))));
+  ASSERT_TRUE(write_file(top / "cpuset.cpus", "0-1"));
+  pid_t sleeper = fork();
+  if (sleeper == 0) {
+    ::setpgid(0, 0);
+    for (;;) ::pause();
+  }
+  pids_.push_back(sleeper);
+  start_waker();
+  start_noise();
+  fs::path log = dir.path() / "keel.log";
+  pid_t keel = start_keel({"run", "--config", cfg.string()}, log);
+  const fs::path group = cpuset_ / "keel-root-tasks";
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return cpuset_of(sleeper) == "/keel-root-tasks" && trim(slurp(top / "cpuset.cpus")).size() == 1;
+      },
+      20s))
+      << slurp(log);
+  ::kill(keel, SIGKILL);
+  ::waitpid(keel, nullptr, 0);
+  std::erase(keels_, keel);
+  ASSERT_TRUE(fs::exists(group));
+  const std::string journal = slurp(dir.path() / "state/journal");
+  EXPECT_NE(journal.find("keel-root-tasks"), std::string::npos) << journal;
+
+  fs::path log2 = dir.path() / "restore.log";
+  pid_t restore = start_keel({"restore", "--config", cfg.string()}, log2);
+  int st = 0;
+  ::waitpid(restore, &st, 0);
+  std::erase(keels_, restore);
+  EXPECT_EQ(WEXITSTATUS(st), 0) << slurp(log2);
+  EXPECT_FALSE(fs::exists(group)) << slurp(log2);
+  EXPECT_EQ(cpuset_of(sleeper), "/");
+  EXPECT_EQ(cpuset_of(getpid()), "/");
+  EXPECT_EQ(std::string(trim(slurp(top / "cpuset.cpus"))), "0-1");
 }
 
 TEST_F(RunPriv, ObserveNamesTheAntagonistSaysWouldAndChangesNothing) {
