@@ -41,8 +41,8 @@ std::vector<std::string> subdirs(const fs::path& dir, size_t limit) {
 }
 
 bool within(const std::string& path, const std::string& top) {
-  return path == top || (path.size() > top.size() && path.compare(0, top.size(), top) == 0 &&
-                         path[top.size()] == '/');
+  return path == top ||
+         (path.size() > top.size() && path.compare(0, top.size(), top) == 0 && path[top.size()] == '/');
 }
 
 // "/" + name joined under `parent` ("/" or "/a").

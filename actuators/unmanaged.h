@@ -30,9 +30,9 @@ inline constexpr std::string_view kRootTasksGroup = "/keel-root-tasks";
 inline constexpr size_t kMaxTopGroups = 256, kMaxGroupCgroups = 1024, kMaxDepth = 16, kMaxRootProcs = 65536;
 
 struct UnmanagedGroup {
-  std::string top;                  // "/system.slice"
-  std::vector<CgroupDir> cgroups;   // the top one first, every parent before its children
-  std::vector<CpuSet> cpus;         // cpuset.cpus of each, as read
+  std::string top;                 // "/system.slice"
+  std::vector<CgroupDir> cgroups;  // the top one first, every parent before its children
+  std::vector<CpuSet> cpus;        // cpuset.cpus of each, as read
 };
 
 struct NotIsolated {

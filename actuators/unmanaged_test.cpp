@@ -26,8 +26,9 @@ class UnmanagedTree : public ::testing::Test {
     roots_ = SysRoots::under(t_.path());
     cs_ = CgroupHierarchy{3, false, {"cpuset"}, roots_.cgroup / "cpuset", "/"};
     auto cpuset = [](const std::string& dir, const std::string& cpus) {
-      return std::vector<std::pair<std::string, std::string>>{{"sys/fs/cgroup/cpuset" + dir + "/cpuset.cpus", cpus},
-                                                              {"sys/fs/cgroup/cpuset" + dir + "/cgroup.procs", ""}};
+      return std::vector<std::pair<std::string, std::string>>{
+          {"sys/fs/cgroup/cpuset" + dir + "/cpuset.cpus", cpus},
+          {"sys/fs/cgroup/cpuset" + dir + "/cgroup.procs", ""}};
     };
     std::vector<std::pair<std::string, std::string>> files;
     for (auto [dir, cpus] : std::vector<std::pair<std::string, std::string>>{
@@ -92,7 +93,8 @@ TEST_F(UnmanagedTree, RootProcessesSplitIntoMovablePinnedKernelThreadsAndInit) {
   auto r = survey_unmanaged(roots_, cs_, {"/"}, true);
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->movable.empty());
-  EXPECT_EQ(r->groups.size(), 3u) << "a workload of the root cgroup is its own processes, not the cgroups below";
+  EXPECT_EQ(r->groups.size(), 3u)
+      << "a workload of the root cgroup is its own processes, not the cgroups below";
 }
 
 TEST_F(UnmanagedTree, HostileTreesAreBoundedAndSaidNotIsolated) {

@@ -7,6 +7,8 @@
 #       2048 for every cgroup (the seed's docker --cpuset-cpus / --cpu-shares)
 #   (c') (c)'s placement with keel observing (keel run --observe): what keel's sensing costs redis
 #   (d) with keel enforcing (keel run, enforce mode) from the as-found state of (b)
+#   (h) (d) plus a hog (stress-ng --cpu HOGS_TOP) in a top-level cgroup no workload declares
+#   (e) (h) with actuators.isolate_unmanaged: keel keeps the hog off the CPUs it gives redis
 # redis-benchmark: GET/SET, 256-byte values, CLIENTS connections, pipeline 1, REQUESTS requests per test
 # per run, CYCLES runs in (c) and (d), BASE_RUNS in (a), (b) and (c'); p50/p99 from its --csv lines (mean over
 # runs and tests, and the worst line's p99), throughput = all requests / time spent in them.
@@ -15,10 +17,15 @@
 # ends; the noise runs throughout. Best-effort work over the whole phased window: CPU seconds of the
 # best-effort cgroups (cpuacct.usage) and stress-ng bogo ops; CPUs they used while redis was busy and
 # while it was idle. keel's decision log of (d) is summed up under the table (KEEL_LOG=F keeps it).
+# Each busy spell of (c), (d), (h), (e) opens with a short GET run (FIRST_REQUESTS requests, about a
+# second), reported apart as "first second"; reaction times are polled (every 20 ms, no fork): from the
+# noise's start to redis protected from the noise (each noise cgroup in the preemption class or off
+# redis's CPUs), and from each busy spell's start to redis protected from everything that competes with
+# it (the noise so, and in (h) and (e) the hog off redis's CPUs).
 # Every cgroup and process it creates is removed on exit (also on failure and Ctrl-C); keel is stopped
 # with SIGTERM and its knobs are checked to be back. Needs root, cgroup v1 cpu, cpuacct and cpuset.
 # Usage: sudo bench/controller.sh   (env: CYCLES CYCLE IDLE BASE_RUNS REQUESTS CLIENTS NOISE_GROUPS NOISE_HOGS
-#        PERIOD SLO CRIT_CPUS KEEL SCENARIOS="a b c o d")
+#        PERIOD SLO CRIT_CPUS KEEL FIRST_REQUESTS HOGS_TOP SCENARIOS="a b c o d h e")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 keel=${KEEL:-build/cli/keel}
@@ -33,7 +40,9 @@ hogs=${NOISE_HOGS:-2}
 period=${PERIOD:-500ms}
 slo=${SLO:-300us}
 crit_cpus=${CRIT_CPUS:-0}  # static pinning: the critical cgroup's CPUs (keel's planner picks the lowest core too)
-scenarios=${SCENARIOS:-a b c o d}
+scenarios=${SCENARIOS:-a b c o d h e}
+first_requests=${FIRST_REQUESTS:-60000}  # the GET run that opens each busy spell ("first second")
+hogs_top=${HOGS_TOP:-1}
 cpu_method=int64           # one fixed stress-ng method, so bogo ops compare across scenarios
 
 [[ $(id -u) -eq 0 ]] || { echo "needs root (cgroups, BPF)" >&2; exit 1; }
@@ -54,7 +63,7 @@ made=()  # cgroups created, relative to each hierarchy's root, parents first
 
 log() { echo "controller.sh: $*" >&2; }
 
-procs_of() { cat "$cg/$1/$base/$2/cgroup.procs" 2>/dev/null || true; }
+procs_of() { cat "$cg/$1/$2/cgroup.procs" 2>/dev/null || true; }  # procs_of HIERARCHY CGROUP
 
 stop_keel() {
   [[ $keel_pid -ne 0 ]] || return 0
@@ -71,7 +80,7 @@ cleanup() {
   local i sig pids
   for sig in TERM TERM KILL; do
     pids=""
-    for ((i = ${#made[@]} - 1; i >= 1; i--)); do pids+=" $(procs_of cpu "${made[i]#$base/}")"; done
+    for ((i = ${#made[@]} - 1; i >= 1; i--)); do pids+=" $(procs_of cpu "${made[i]}")"; done
     pids=$(echo $pids)
     [[ -z $pids ]] && break
     kill -$sig $pids 2>/dev/null || true
@@ -103,6 +112,11 @@ run_in() {
   for h in $hier; do echo $BASHPID > "$cg/$h/$base/$name/cgroup.procs"; done
   exec "$@"
 }
+run_top() {  # run_top NAME CMD...: the same for a top-level cgroup NAME
+  local name=$1; shift
+  for h in $hier; do echo $BASHPID > "$cg/$h/$name/cgroup.procs"; done
+  exec "$@"
+}
 set_knobs() {  # set_knobs NAME CPUS SHARES
   echo "$2" > "$cg/cpuset/$base/$1/cpuset.cpus"
   echo "$3" > "$cg/cpu/$base/$1/cpu.shares"
@@ -115,6 +129,8 @@ sleep_until() { local d; d=$(awk -v t="$1" -v n="$EPOCHREALTIME" 'BEGIN {d = t -
 mkcg $base
 mkcg $base/redis
 for n in $(be_names); do mkcg $base/$n; done
+hog_cg=$base-hog  # top level, beside $base: no workload declares it
+mkcg $hog_cg
 
 # redis-server on a free port of 127.0.0.1, in the critical cgroup.
 port=16379
@@ -125,22 +141,83 @@ for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; 
 (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null || { log "redis-server did not come up"; exit 1; }
 
 noise_pids=()
-start_noise() {  # $1 = tag for the metrics files
+start_noise() {  # $1 = tag for the metrics files; $2 = yes: the top-level hog too
   noise_pids=()
   local n
   for n in $(be_names); do
     run_in $n stress-ng --cpu $hogs --cpu-method $cpu_method --metrics-brief > "$tmp/noise.$1.$n" 2>&1 &
     noise_pids+=($!)
   done
-  sleep 1  # hogs dispatched
+  if [[ ${2:-no} == yes ]]; then
+    run_top $hog_cg stress-ng --cpu $hogs_top --cpu-method $cpu_method --metrics-brief > "$tmp/hog.$1" 2>&1 &
+    noise_pids+=($!)
+  fi
+}
+
+# Reaction: polled without forking (reads with bash builtins, the wait a read on a FIFO that never
+# gets data), so the watcher costs redis next to nothing.
+mkfifo "$tmp/never"
+exec {never_fd}<>"$tmp/never"
+expand() {  # expand LIST: the CPUs of a cpuset list into the array CPUS
+  local r a b x IFS=,
+  CPUS=()
+  for r in $1; do
+    if [[ $r == *-* ]]; then a=${r%-*}; b=${r#*-}; for ((x = a; x <= b; x++)); do CPUS+=("$x"); done; else CPUS+=("$r"); fi
+  done
+}
+disjoint() {  # disjoint LIST LIST
+  local -a first
+  local x y
+  expand "$1"; first=("${CPUS[@]}"); expand "$2"
+  for x in "${first[@]}"; do for y in "${CPUS[@]}"; do [[ $x == "$y" ]] && return 1; done; done
+  return 0
+}
+read -ra be_list <<< "$(be_names | tr '\n' ' ')"
+protected() {  # redis protected from the noise and (with $1 = yes) the hog
+  local rc v n
+  read -r rc < "$cg/cpuset/$base/redis/cpuset.cpus"
+  for n in "${be_list[@]}"; do
+    v=0; [[ -f $cg/cpu/$base/$n/cpu.idle ]] && read -r v < "$cg/cpu/$base/$n/cpu.idle"
+    [[ $v == 1 ]] && continue
+    read -r v < "$cg/cpuset/$base/$n/cpuset.cpus"
+    disjoint "$rc" "$v" || return 1
+  done
+  if [[ $1 == yes ]]; then read -r v < "$cg/cpuset/$hog_cg/cpuset.cpus"; disjoint "$rc" "$v" || return 1; fi
+  return 0
+}
+watch_pid=0
+watch_start() {  # watch_start FILE HOG: in the background, the ms until protected() holds, into FILE
+  local file=$1 hog=$2
+  (
+    t0=$EPOCHREALTIME
+    while ! protected "$hog"; do read -rt 0.02 -u $never_fd _ || true; done
+    t1=$EPOCHREALTIME
+    echo $(( (${t1/./} - ${t0/./}) / 1000 )) > "$file"
+  ) &
+  watch_pid=$!
+}
+watch_stop() {  # the watcher gives up when the spell ends unprotected ("-" in the table)
+  [[ $watch_pid -ne 0 ]] || return 0
+  kill $watch_pid 2>/dev/null || true
+  wait $watch_pid 2>/dev/null || true
+  watch_pid=0
 }
 stop_noise() {  # SIGINT: stress-ng stops its hogs and prints its metrics
   kill -INT "${noise_pids[@]}" 2>/dev/null || true
+  watch_stop
   wait "${noise_pids[@]}" 2>/dev/null || true
   noise_pids=()
 }
 bogo_ops() { cat "$tmp"/noise.$1.* | awk '/metrc:.* cpu +[0-9]/ {for (i = 1; i <= NF; i++) if ($i == "cpu") {t += $(i+1); break}} END {print t+0}'; }
 
+bench_first() {  # bench_first TAG: the short GET run that opens a busy spell, its CSV and seconds kept
+  local s0=$EPOCHREALTIME s1
+  (run_in redis redis-benchmark -h 127.0.0.1 -p $port -t get -d 256 -c $clients -P 1 -n $first_requests --csv \
+    > "$tmp/rb1.$1" 2>/dev/null) &
+  wait $!
+  s1=$EPOCHREALTIME
+  echo "$(( (${s1/./} - ${s0/./}) / 1000 ))" > "$tmp/rb1s.$1"
+}
 bench_run() {  # bench_run TAG: one redis-benchmark run in the critical cgroup, its CSV kept
   (run_in redis redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 -n $requests --csv \
     > "$tmp/rb.$1" 2>/dev/null) &
@@ -167,20 +244,33 @@ name = "noise"
 match = { cgroup = "/$base/be*", each = true }
 class = "best-effort"
 EOF
-"$keel" check-config "$tmp/keel.toml" > "$tmp/check" 2>&1 || { cat "$tmp/check" >&2; exit 1; }
+{ cat "$tmp/keel.toml"; printf '\n[actuators]\nisolate_unmanaged = true\n'; } > "$tmp/keel-isolate.toml"
+for f in keel keel-isolate; do
+  "$keel" check-config "$tmp/$f.toml" > "$tmp/check" 2>&1 || { cat "$tmp/check" >&2; exit 1; }
+done
 
-# scenario TAG PHASED NOISE: the benchmark runs of one scenario, phased (c, d) or back to back.
+# scenario TAG PHASED NOISE [HOG]: the benchmark runs of one scenario, phased (c, d, h, e) or back to back.
 # be.TAG: best-effort CPU-s and seconds over the window, the same while redis was busy, then bogo ops.
 scenario() {
-  local tag=$1 phased=$2 noise=$3 c t0 u0 u1 t1 b0 b1 s0 s1 runs=$cycles busy_ns=0 busy_s=0
+  local tag=$1 phased=$2 noise=$3 hog=${4:-no} c t0 u0 u1 t1 b0 b1 s0 s1 runs=$cycles busy_ns=0 busy_s=0
   [[ $phased == yes ]] || runs=$base_runs
   log "($tag)"
-  [[ $noise == yes ]] && start_noise $tag
+  if [[ $noise == yes ]]; then
+    [[ $phased == yes ]] && watch_start "$tmp/react.$tag.noise" no  # the noise's start: the hog is judged per spell
+    start_noise $tag $hog
+    sleep 1  # hogs dispatched
+  fi
   t0=$(now); u0=$(be_usage_ns)
   for ((c = 0; c < runs; c++)); do
     [[ $phased == yes ]] && sleep_until "$(awk -v t=$t0 -v c=$c -v l=$cycle -v i=$idle 'BEGIN {printf "%.6f", t + c * l + i}')"
     s0=$(now); b0=$(be_usage_ns)
+    if [[ $phased == yes ]]; then
+      watch_stop
+      watch_start "$tmp/react.$tag.$c" $hog
+      bench_first $tag.$c
+    fi
     bench_run $tag.$c
+    watch_stop
     b1=$(be_usage_ns); s1=$(now)
     busy_ns=$((busy_ns + b1 - b0)); busy_s=$(awk -v a=$busy_s -v s=$s0 -v e=$s1 'BEGIN {printf "%.6f", a + e - s}')
   done
@@ -192,9 +282,9 @@ scenario() {
   if [[ $noise == yes ]]; then bogo_ops $tag >> "$tmp/be.$tag"; else echo 0 >> "$tmp/be.$tag"; fi
 }
 
-start_keel() {  # start_keel TAG [--observe]: keel run with the bench config, its log in keel.TAG
-  local tag=$1; shift
-  "$keel" run --config "$tmp/keel.toml" "$@" 2> "$tmp/keel.$tag" &
+start_keel() {  # start_keel TAG CONFIG [--observe]: keel run, its log in keel.TAG
+  local tag=$1 config=$2; shift 2
+  "$keel" run --config "$config" "$@" 2> "$tmp/keel.$tag" &
   keel_pid=$!
   for _ in $(seq 100); do grep -q 'keel: run: \(enforce\|observe\)' "$tmp/keel.$tag" && break; sleep 0.1; done
   grep -q 'keel: run: \(enforce\|observe\)' "$tmp/keel.$tag" || { cat "$tmp/keel.$tag" >&2; log "keel did not start"; exit 1; }
@@ -231,14 +321,18 @@ for s in $scenarios; do
     b) scenario b no yes ;;
     c) static_pin; scenario c yes yes; reset_knobs ;;
     o)  # (c)'s placement, unphased, with keel observing: what keel's sensing costs redis
-      static_pin; start_keel o --observe; scenario o no yes; stop_keel; reset_knobs ;;
-    d)
-      start_keel d
-      scenario d yes yes
+      static_pin; start_keel o "$tmp/keel.toml" --observe; scenario o no yes; stop_keel; reset_knobs ;;
+    d | h | e)
+      config=$tmp/keel.toml hog=no
+      [[ $s == d ]] || hog=yes
+      [[ $s == e ]] && config=$tmp/keel-isolate.toml
+      start_keel $s "$config"
+      scenario $s yes yes $hog
       stop_keel
-      grep -q 'run: stopped' "$tmp/keel.d" || { cat "$tmp/keel.d" >&2; log "keel did not report its restore"; exit 1; }
+      grep -q 'run: stopped' "$tmp/keel.$s" || { cat "$tmp/keel.$s" >&2; log "keel did not report its restore"; exit 1; }
       knobs_as_found || { log "keel left knobs changed"; exit 1; }
-      [[ -n ${KEEL_LOG:-} ]] && cp "$tmp/keel.d" "$KEEL_LOG"
+      [[ $(cat "$cg/cpuset/$hog_cg/cpuset.cpus") == "$all_cpus" ]] || { log "keel left the hog's cgroup changed"; exit 1; }
+      [[ -n ${KEEL_LOG:-} ]] && cp "$tmp/keel.$s" "$KEEL_LOG.$s"
       ;;
     *) log "unknown scenario $s"; exit 2 ;;
   esac
@@ -252,29 +346,63 @@ label() {
     c) echo "(c) + noise, static pinning (seed 000)" ;;
     o) echo "(c') = (c) with keel observing" ;;
     d) echo "(d) + noise, keel enforce" ;;
+    h) echo "(h) = (d) + a hog in an undeclared top-level cgroup" ;;
+    e) echo "(e) = (h) with isolate_unmanaged" ;;
   esac
 }
 echo
-echo "| scenario | p50 ms | p99 ms | worst p99 ms | req/s | best-effort CPU-s | best-effort CPUs, redis busy | best-effort CPUs, redis idle | best-effort bogo ops |"
-echo "|---|---|---|---|---|---|---|---|---|"
+is_phased() { [[ $1 == c || $1 == d || $1 == h || $1 == e ]]; }
+# first_second TAG: p99 of the first-second GET runs (mean over spells, worst) and their mean length.
+first_second() {
+  is_phased $1 || { echo "- - -"; return; }
+  cat "$tmp"/rb1.$1.* | tr -d '"' | awk -F, -v ms="$(cat "$tmp"/rb1s.$1.* | tr '\n' ' ')" '
+    $1 == "test" {next} {k++; p += $7; if ($7 > w) w = $7}
+    END {n = split(ms, m, " "); for (i = 1; i <= n; i++) t += m[i]; printf "%.3f %.3f %.2f\n", p / k, w, t / n / 1000}'
+}
+reaction() {  # reaction TAG: "noise N ms; spells A, B ms" ("-": not protected within the spell)
+  local out="" f c
+  is_phased $1 || { echo "-"; return; }
+  f=$tmp/react.$1.noise; out="noise $([[ -f $f ]] && cat "$f" || echo -) ms; spells"
+  for ((c = 0; c < cycles; c++)); do f=$tmp/react.$1.$c; out+=" $([[ -f $f ]] && cat "$f" || echo -)"; done
+  echo "$out ms"
+}
+echo "| scenario | p50 ms | p99 ms | worst p99 ms | first-second p99 ms (worst) | req/s | best-effort CPU-s | best-effort CPUs, redis busy | best-effort CPUs, redis idle | best-effort bogo ops | reaction |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for s in $scenarios; do
   cat "$tmp"/rb.$s.* | tr -d '"' | awk -F, -v n=$requests -v lab="$(label $s)" -v be="$(tr '\n' ' ' < "$tmp/be.$s")" \
-    -v phased=$([[ $s == c || $s == d ]] && echo 1 || echo 0) -v noise=$([[ $s == a ]] && echo 0 || echo 1) '
+    -v phased=$(is_phased $s && echo 1 || echo 0) -v noise=$([[ $s == a ]] && echo 0 || echo 1) \
+    -v first="$(first_second $s)" -v react="$(reaction $s)" '
     $1 == "test" {next}
     {k++; p50 += $5; p99 += $7; if ($7 > w) w = $7; secs += n / $2}
     END {
       split(be, b, " ")  # window CPU-s, window s, busy CPU-s, busy s, bogo ops
+      split(first, f, " ")
       cpu = ops = idle = "-"; busy = noise ? sprintf("%.2f", b[3] / b[4]) : "-"
+      fs = f[1] == "-" ? "-" : sprintf("%s (%s)", f[1], f[2])
       if (phased) {cpu = sprintf("%.1f", b[1]); idle = sprintf("%.2f", (b[1] - b[3]) / (b[2] - b[4])); ops = b[5]}
-      printf "| %s | %.3f | %.3f | %.3f | %.0f | %s | %s | %s | %s |\n", lab, p50 / k, p99 / k, w, k * n / secs, cpu, busy, idle, ops
+      printf "| %s | %.3f | %.3f | %.3f | %s | %.0f | %s | %s | %s | %s | %s |\n", lab, p50 / k, p99 / k, w, fs, k * n / secs, cpu, busy, idle, ops, react
     }'
 done
 echo
-if [[ -f $tmp/be.c && -f $tmp/be.d ]]; then
-  paste -d' ' <(tr '\n' ' ' < "$tmp/be.c") <(tr '\n' ' ' < "$tmp/be.d") | awk '{
-    printf "best-effort work, keel (d) / static (c): CPU-s %.2fx, bogo ops %.2fx (phased windows %.1f s and %.1f s; redis busy %.1f s and %.1f s of them)\n", $6 / $1, $10 / $5, $2, $7, $4, $9 }'
+for s in $scenarios; do
+  is_phased $s && echo "first second of the busy spells in ($s): $(first_second $s | awk '{printf "%s s of GETs on average", $3}')"
+done
+echo
+# The issue's targets, as ratios to (c) in this run.
+if [[ -f $tmp/be.c ]]; then
+  p99_of() { cat "$tmp"/rb.$1.* | tr -d '"' | awk -F, '$1 != "test" {k++; p += $7} END {printf "%.4f", p / k}'; }
+  for s in d h e; do
+    [[ -f $tmp/be.$s ]] || continue
+    echo "($s) / (c): p99 $(awk -v a=$(p99_of $s) -v b=$(p99_of c) 'BEGIN {printf "%.2fx", a / b}'), first-second p99 $(awk -v a="$(first_second $s)" -v b="$(first_second c)" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.2fx", x[1] / y[1]}')"
+  done
 fi
-if [[ -f $tmp/keel.d ]]; then
+for s in d h e; do
+  [[ -f $tmp/be.c && -f $tmp/be.$s ]] || continue
+  paste -d' ' <(tr '\n' ' ' < "$tmp/be.c") <(tr '\n' ' ' < "$tmp/be.$s") | awk -v s=$s '{
+    printf "best-effort work, keel (%s) / static (c): CPU-s %.2fx, bogo ops %.2fx (phased windows %.1f s and %.1f s; redis busy %.1f s and %.1f s of them)\n", s, $6 / $1, $10 / $5, $2, $7, $4, $9 }'
+done
+for s in d h e; do
+  [[ -f $tmp/keel.$s ]] || continue
   awk -v base="$base" '
     $5 == "act" {a++} $5 == "give-back" {g++} $5 == "revert" {r++} $4 == "early:" && $5 != "done" {e++}
     $2 == "tick" {t = $3 + 0}
@@ -282,11 +410,12 @@ if [[ -f $tmp/keel.d ]]; then
     / status / && / VIOLATED/ {v++; if (match($0, /, [0-9]+ waits/) && substr($0, RSTART + 2, RLENGTH - 8) + 0 < 50) vi++}
     END {
       if (ded) held += t - since
-      printf "keel in (d): last decision logged at tick %d; redis held a dedicated CPU for %d ticks; %d act, %d give-back, %d revert decision lines; %d early ticks; %d violation episodes, %d of them declared on a tick with fewer than 50 run-queue waits of redis (idle)\n", t, held, a, g, r, e, v, vi
-    }' all="$all_cpus" "$tmp/keel.d"
-  grep -o 'run: stopped.*' "$tmp/keel.d"
-fi
+      printf "keel in (%s): last decision logged at tick %d; redis held a dedicated CPU for %d ticks; %d act, %d give-back, %d revert decision lines; %d early ticks; %d violation episodes, %d of them declared on a tick with fewer than 50 run-queue waits of redis (idle)\n", s, t, held, a, g, r, e, v, vi
+    }' all="$all_cpus" s=$s "$tmp/keel.$s"
+  grep -o 'run: stopped.*' "$tmp/keel.$s"
+done
 echo "(p50/p99: redis-benchmark --csv per run and test, mean over runs x {SET, GET} of $requests requests each: $base_runs run(s) in (a), (b), (c'), $cycles in (c), (d); -c $clients -P 1 -d 256."
-echo " (c), (d): $cycles cycles of $cycle s, redis idle for the first $idle s of each and after its run; noise: $groups_n cgroups x stress-ng --cpu $hogs --cpu-method $cpu_method."
+echo " (c), (d), (h), (e): $cycles cycles of $cycle s, redis idle for the first $idle s of each and after its run; noise: $groups_n cgroups x stress-ng --cpu $hogs --cpu-method $cpu_method; (h), (e): + stress-ng --cpu $hogs_top in /$hog_cg."
+echo " first second: each busy spell opens with $first_requests GETs, reported apart; reaction: ms until redis is protected from what competes with it"
 echo " keel: period $period, SLO runqueue p99 $slo, no bounds; static: redis on CPUs $crit_cpus, noise on $rest, cpu.shares 2048)"
 echo "machine: $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(redis-server --version | awk '{print $1, $3}'), stress-ng $(stress-ng --version | awk '{print $3}')"

@@ -241,6 +241,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
       k.shares = std::clamp<uint64_t>(std::max<uint64_t>(now * 2, now + 1), vmin, max);
       step.after[victim.instance] = k;
     }
+    size_t lowered = 0;
     for (const auto& a : antagonists) {
       const WorkloadSignals* aw = signals(a.antagonist);
       const config::WorkloadSpec& as = aw ? spec_of(*aw) : fallback_best_effort_;
@@ -251,9 +252,17 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
       step.before[a.antagonist] = k;
       k.shares = std::clamp<uint64_t>(an / 2, min, std::max(min, amax));
       step.after[a.antagonist] = k;
+      ++lowered;
     }
-    if (!step.after.empty()) return step;
-    notes.push_back("weights at their bounds");
+    // No best-effort antagonist left to lower (they yield already, in the class): what still delays the
+    // victim is work keel does not manage, which its own weight does not reach (they meet higher up). With
+    // unmanaged work kept off critical cores, whole cores are the rung that suffices.
+    const bool unmanaged =
+        spec_.actuators.isolate_unmanaged && spec_.actuators.cpuset && lowered == 0 && !recalling;
+    if (!step.after.empty() && !unmanaged) return step;
+    notes.push_back(unmanaged
+                        ? "the antagonists yield already (the class): unmanaged work is kept off whole cores"
+                        : "weights at their bounds");
   }
 
   // 2. Whole cores for the victim from its pool, best-effort work off them.

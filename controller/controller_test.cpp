@@ -1774,6 +1774,30 @@ TEST(ControllerClass, OffNeverAndReactiveAsTheFirstRungBeforeWeights) {
   EXPECT_EQ(first.size(), 1u) << "the class alone is the first step";
 }
 
+// With actuators.isolate_unmanaged, a violation while every best-effort antagonist is in the class comes
+// from work keel does not manage: the victim's weight would not reach it, so the first step is whole
+// cores (unmanaged work is then kept off them). Without the switch the weight step comes first.
+TEST(ControllerClass, WithUnmanagedIsolationAViolationBesideClassedAntagonistsTakesWholeCores) {
+  const Topology& topo = topology("pack:1 numa:1 l3:1 core:4 pu:1");
+  Controller isolating(class_spec("always", "isolate_unmanaged = true\n"), topo),
+      plain(class_spec("always"), topo);
+  std::optional<Action> first_isolating, first_plain;
+  for (uint64_t t = 1; t <= 6; ++t) {
+    // db at 1.5x its SLO (not a jump), near in the class and busy on db's CPUs.
+    auto s = snapshot(t, {signals("db", true, 750, 0.5), signals("near", false, 50, 3.0, 1.0),
+                          signals("apart", false, 50, 0.5)});
+    for (auto& w : s.workloads) w.cpus = w.instance == "apart" ? CpuSet::range(2, 3) : CpuSet::range(0, 1);
+    for (const auto& a : isolating.step(s).actions)
+      if (a.instance == "db" && !first_isolating) first_isolating = a;
+    for (const auto& a : plain.step(s).actions)
+      if (a.instance == "db" && !first_plain) first_plain = a;
+  }
+  ASSERT_TRUE(first_isolating);
+  EXPECT_EQ(first_isolating->knob, Knob::cpus) << action_line(*first_isolating);
+  ASSERT_TRUE(first_plain);
+  EXPECT_EQ(first_plain->knob, Knob::shares) << action_line(*first_plain);
+}
+
 TEST(ControllerClass, AStarvedBestEffortInstanceHasTheClassLiftedForOneTick) {
   const Topology& topo = topology("pack:1 numa:1 l3:1 core:4 pu:1");
   Controller c(class_spec("always", "starvation_limit = \"3s\"\n"), topo);
