@@ -147,14 +147,18 @@ Result<UnmanagedSurvey> survey_unmanaged(const SysRoots& roots, const CgroupHier
         why = "cannot read the cpuset of " + printable(path, 256) + ": " + cpus.error().message();
         break;
       }
-      auto set = CpuSet::parse_list(trim(*cpus));
+      const std::string text(trim(*cpus));
+      auto set = CpuSet::parse_list(text);
+      if (set && set->empty() && cs.unified)  // v2: not set, the parent's CPUs apply
+        if (auto eff = dir->read(CgroupFile::effective_cpus)) set = CpuSet::parse_list(trim(*eff));
       if (!set) {
         why = "cannot parse the cpuset of " + printable(path, 256);
         break;
       }
-      if (set->empty()) continue;  // no CPUs (v1: a cpuset never configured): nothing runs there
+      if (set->empty()) continue;  // v1: a cpuset never configured, where no task can run
       g.cgroups.push_back(std::move(*dir));
       g.cpus.push_back(*set);
+      g.found.push_back(text);
       std::vector<std::string> kids = subdirs(cs.mount / path.substr(1), kMaxGroupCgroups);
       if (!kids.empty() && depth + 1 > kMaxDepth) {
         why = "cgroups more than " + std::to_string(kMaxDepth) + " levels deep";

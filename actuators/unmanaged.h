@@ -32,7 +32,8 @@ inline constexpr size_t kMaxTopGroups = 256, kMaxGroupCgroups = 1024, kMaxDepth 
 struct UnmanagedGroup {
   std::string top;                 // "/system.slice"
   std::vector<CgroupDir> cgroups;  // the top one first, every parent before its children
-  std::vector<CpuSet> cpus;        // cpuset.cpus of each, as read
+  std::vector<CpuSet> cpus;        // the CPUs of each: its cpuset.cpus, or (v2, not set) the effective ones
+  std::vector<std::string> found;  // cpuset.cpus of each as read ("" on v2: not set, the parent's)
 };
 
 struct NotIsolated {

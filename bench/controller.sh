@@ -42,7 +42,7 @@ slo=${SLO:-300us}
 crit_cpus=${CRIT_CPUS:-0}  # static pinning: the critical cgroup's CPUs (keel's planner picks the lowest core too)
 scenarios=${SCENARIOS:-a b c o d h e}
 first_requests=${FIRST_REQUESTS:-60000}  # the GET run that opens each busy spell ("first second")
-hogs_top=${HOGS_TOP:-1}
+hogs_top=${HOGS_TOP:-2}  # CPU hogs in the undeclared top-level cgroup of (h), (e): one per CPU here
 cpu_method=int64           # one fixed stress-ng method, so bogo ops compare across scenarios
 
 [[ $(id -u) -eq 0 ]] || { echo "needs root (cgroups, BPF)" >&2; exit 1; }
@@ -327,6 +327,7 @@ for s in $scenarios; do
       [[ $s == d ]] || hog=yes
       [[ $s == e ]] && config=$tmp/keel-isolate.toml
       start_keel $s "$config"
+      sleep 2  # keel running before the noise starts, as on a host it already watches (its first tick is a period in)
       scenario $s yes yes $hog
       stop_keel
       grep -q 'run: stopped' "$tmp/keel.$s" || { cat "$tmp/keel.$s" >&2; log "keel did not report its restore"; exit 1; }

@@ -91,8 +91,10 @@ void print_unmanaged(const config::Spec& spec, const SysRoots& roots, const inv:
                     act::printable(g.top, 256).c_str(), act::printable(g.cgroups[i].path(), 256).c_str(),
                     g.cpus[i].to_list().c_str());
   if (spec.actuators.isolate_root_tasks)
-    std::printf("  the root cgroup: %zu user-space processes would move into %s\n", s->movable.size(),
-                std::string(act::kRootTasksGroup).c_str());
+    std::printf(
+        "  the root cgroup: %zu user-space processes would move into %s (a move the kernel refuses is "
+        "logged by keel run, with its reason)\n",
+        s->movable.size(), std::string(act::kRootTasksGroup).c_str());
   for (const auto& n : s->not_isolated)
     std::printf("  not isolated: %s: %s\n", n.what.c_str(), n.why.c_str());
   for (const auto& p : s->pinned)

@@ -503,48 +503,77 @@ void Reconciler::unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, con
   }
   std::map<CgroupId, bool> seen;
   for (const act::UnmanagedGroup& g : survey->groups) {
-    std::vector<act::CpusetTarget> want, found;
+    std::vector<act::CpusetTarget> want;
     std::string why;
     for (size_t i = 0; i < g.cgroups.size(); ++i) {
       const CgroupDir& dir = g.cgroups[i];
       seen[dir.id()] = true;
-      auto f =
-          found_unmanaged_.try_emplace(dir.id(), Found{dir.path(), g.cpus[i].to_list(), {}, {}, 0}).first;
-      const CpuSet as_found = CpuSet::parse_list(f->second.value).value_or(g.cpus[i]);
-      found.push_back({dir.path(), as_found, std::nullopt, &dir});
+      auto f = found_unmanaged_.try_emplace(dir.id(), Found{dir.path(), g.found[i], {}, {}, 0}).first;
+      auto parsed = CpuSet::parse_list(f->second.value);
+      // Not set (v2: the parent's CPUs): what it has now, as the survey read it.
+      const CpuSet as_found = parsed && !parsed->empty() ? *parsed : g.cpus[i];
       const CpuSet off = as_found - held;
       if (off.empty() && why.empty())
         why = act::printable(dir.path(), 256) + " has only CPUs critical workloads hold (" +
               as_found.to_list() + ")";
       want.push_back({dir.path(), off, std::nullopt, &dir});
     }
-    if (!why.empty()) note(out, "not isolated: " + act::printable(g.top, 256) + ": " + why);
-    auto r = act::apply_cpusets(*w_, *cs, why.empty() ? want : found, host);
-    if (!r)
+    if (!why.empty()) {
+      // Left as found (given back, if an earlier survey had changed it).
+      note(out, "not isolated: " + act::printable(g.top, 256) + ": " + why);
+      std::vector<std::pair<const CgroupDir*, std::string>> back;
+      for (const CgroupDir& dir : g.cgroups)
+        if (auto f = found_unmanaged_.find(dir.id()); f != found_unmanaged_.end())
+          back.emplace_back(&dir, f->second.value);
+      give_back_cpusets(*cs, back, out);
+      continue;
+    }
+    if (auto r = act::apply_cpusets(*w_, *cs, want, host); !r)
       out.errors.push_back("unmanaged cgroup " + act::printable(g.top, 256) + ": " + r.error().message());
   }
   // Cgroups keel changed that are no longer unmanaged (a workload came into them) or gone.
   std::vector<CgroupDir> held_dirs;
-  std::vector<act::CpusetTarget> back;
+  std::vector<std::pair<const CgroupDir*, std::string>> back;
   held_dirs.reserve(found_unmanaged_.size());
   for (auto it = found_unmanaged_.begin(); it != found_unmanaged_.end();) {
     if (seen.contains(it->first)) {
       ++it;
       continue;
     }
-    auto dir = same_cgroup(inv, *cs, it->second.path, it->first);
-    auto set = CpuSet::parse_list(it->second.value);
-    if (dir && set && !set->empty()) {
+    if (auto dir = same_cgroup(inv, *cs, it->second.path, it->first)) {
       held_dirs.push_back(std::move(*dir));
-      back.push_back({it->second.path, *set, std::nullopt, &held_dirs.back()});
+      back.emplace_back(&held_dirs.back(), it->second.value);
     }
     it = found_unmanaged_.erase(it);
   }
-  if (!back.empty())
-    if (auto r = act::apply_cpusets(*w_, *cs, back, host); !r)
-      out.errors.push_back("unmanaged cgroups given back: " + r.error().message());
+  give_back_cpusets(*cs, back, out);
   for (const act::NotIsolated& n : survey->not_isolated) note(out, "not isolated: " + n.what + ": " + n.why);
   if (spec_.actuators.isolate_root_tasks) root_tasks(*survey, *cs, held, out);
+}
+
+bool Reconciler::give_back_cpusets(const CgroupHierarchy& cs,
+                                   const std::vector<std::pair<const CgroupDir*, std::string>>& back,
+                                   Reconciled& out) {
+  std::vector<act::CpusetTarget> targets;
+  bool ok = true;
+  for (const auto& [dir, value] : back) {
+    auto set = CpuSet::parse_list(value);
+    if (set && !set->empty()) {
+      targets.push_back({dir->path(), *set, std::nullopt, dir});
+    } else if (set && cs.unified) {  // v2, found not set: not set again (the parent's CPUs)
+      if (auto r = w_->set(*dir, CgroupFile::cpus, ""); !r) {
+        out.errors.push_back("unmanaged cgroup " + act::printable(dir->path(), 256) +
+                             " given back: " + r.error().message());
+        ok = false;
+      }
+    }
+  }
+  if (targets.empty()) return ok;
+  if (auto r = act::apply_cpusets(*w_, cs, targets, topo_.online()); !r) {
+    out.errors.push_back("unmanaged cgroups given back: " + r.error().message());
+    return false;
+  }
+  return ok;
 }
 
 void Reconciler::root_tasks(const act::UnmanagedSurvey& survey, const CgroupHierarchy& cs, const CpuSet& held,
@@ -581,9 +610,9 @@ void Reconciler::root_tasks(const act::UnmanagedSurvey& survey, const CgroupHier
     root_group_ = true;
   }
   // The group's CPUs: every one no critical instance holds (a new v1 cpuset gets the root's mems).
-  if (auto r = act::apply_cpusets(
-          *w_, cs, {{std::string(act::kRootTasksGroup), topo_.online() - held, std::nullopt, nullptr}},
-          topo_.online());
+  const CpuSet off = topo_.online() - held;
+  if (auto r = act::apply_cpusets(*w_, cs, {{std::string(act::kRootTasksGroup), off, std::nullopt, nullptr}},
+                                  topo_.online());
       !r) {
     out.errors.push_back("root processes: " + r.error().message());
     return;
@@ -608,21 +637,14 @@ void Reconciler::give_back_unmanaged(const inv::Inventory& inv, const CgroupHier
   unmanaged_held_ = CpuSet{};
   if (!found_unmanaged_.empty()) {
     std::vector<CgroupDir> dirs;
-    std::vector<act::CpusetTarget> back;
+    std::vector<std::pair<const CgroupDir*, std::string>> back;
     dirs.reserve(found_unmanaged_.size());
-    for (const auto& [id, f] : found_unmanaged_) {
-      auto dir = same_cgroup(inv, cs, f.path, id);
-      auto set = CpuSet::parse_list(f.value);
-      if (!dir || !set || set->empty()) continue;
-      dirs.push_back(std::move(*dir));
-      back.push_back({f.path, *set, std::nullopt, &dirs.back()});
-    }
-    if (auto r = back.empty() ? Result<std::vector<act::CpusetGranted>>{}
-                              : act::apply_cpusets(*w_, cs, back, topo_.online());
-        !r)
-      out.errors.push_back("unmanaged cgroups given back: " + r.error().message());  // tried again next tick
-    else
-      found_unmanaged_.clear();
+    for (const auto& [id, f] : found_unmanaged_)
+      if (auto dir = same_cgroup(inv, cs, f.path, id)) {
+        dirs.push_back(std::move(*dir));
+        back.emplace_back(&dirs.back(), f.value);
+      }
+    if (give_back_cpusets(cs, back, out)) found_unmanaged_.clear();  // else tried again next tick
   }
   if (!root_group_) return;
   auto procs = act::cgroup_knob(w_->roots(), cs, act::kRootTasksGroup, "cgroup.procs");

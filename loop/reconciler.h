@@ -52,6 +52,9 @@ class Reconciler {
   void unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv,
                  Reconciled& out);
   void give_back_unmanaged(const inv::Inventory& inv, const CgroupHierarchy& cs, Reconciled& out);
+  // Cpusets of unmanaged cgroups back to the text found ("" on v2: not set). False when one failed.
+  bool give_back_cpusets(const CgroupHierarchy& cs,
+                         const std::vector<std::pair<const CgroupDir*, std::string>>& back, Reconciled& out);
   void root_tasks(const act::UnmanagedSurvey& survey, const CgroupHierarchy& cs, const CpuSet& held,
                   Reconciled& out);
   void note(Reconciled& out, const std::string& n);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 
@@ -280,6 +281,57 @@ TEST_F(ReconcilerV2Tree, ObserveComputesTheWritesAndChangesNoByte) {
   ASSERT_EQ(done.changes.size(), 4u);
   for (const auto& c : done.changes) EXPECT_FALSE(c.written) << c.path.str();
   EXPECT_EQ(testing::tree_files(t_.path()), before);
+}
+
+// actuators.isolate_unmanaged over the v2 tree: a top-level cgroup no workload is in, with a child
+// without a cpuset of its own (the parent's CPUs) and one pinned to 4-7, is kept off the CPUs the critical
+// instance is given, each from its CPUs as found (the pinned one has no critical CPU: untouched); observe
+// mode computes it and changes no byte; when the plan gives the CPUs back every cpuset.cpus reads as
+// found again ("" where it was not set), and the managed top-level cgroup is never touched.
+TEST_F(ReconcilerV2Tree, UnmanagedTopLevelCgroupsLeaveTheCriticalCpusAndComeBackAsFound) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (auto [cg, procs, cpus, eff] :
+       std::vector<std::array<std::string, 4>>{{"system.slice", "", "", "0-7"},
+                                               {"system.slice/sshd.service", "300\n", "", "0-7"},
+                                               {"system.slice/pinned.service", "301\n", "4-7", "4-7"}}) {
+    auto f = testing::cgroup_v2_files("sys/fs/cgroup/" + cg, procs, cpus, eff, "0");
+    files.insert(files.end(), f.begin(), f.end());
+  }
+  testing::make_tree(t_.path(), files);
+  config::Config cfg = cfg_;
+  cfg.actuators.isolate_unmanaged = true;
+  {
+    auto before = testing::tree_files(t_.path());
+    act::KnobWriter w(roots_, act::Mode::observe, nullptr);
+    Reconciler r(config::compile(cfg, topo_.online()), topo_, w);
+    auto done = r.apply(acting(), snap_, *inv_);
+    EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+    bool would = false;
+    for (const auto& c : done.changes)
+      would |= c.path.str() == "cgroup:system.slice/cpuset.cpus" && c.to == "2-7" && !c.written;
+    EXPECT_TRUE(would);
+    EXPECT_EQ(testing::tree_files(t_.path()), before);
+  }
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j);
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(config::compile(cfg, topo_.online()), topo_, w);
+  auto done = r.apply(acting(), snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("system.slice/cpuset.cpus"), "2-7");
+  EXPECT_EQ(file("system.slice/sshd.service/cpuset.cpus"), "2-7");
+  EXPECT_EQ(file("system.slice/pinned.service/cpuset.cpus"), "4-7\n") << "none of its CPUs is critical";
+  EXPECT_EQ(file("svc/cpuset.cpus"), "\n") << "a workload's top-level cgroup is not unmanaged";
+  EXPECT_TRUE(j->has(act::KnobPath{act::Root::cgroup, "system.slice/cpuset.cpus"}));
+
+  Plan back = acting();
+  back.desired["crit"].cpus.reset();
+  back.desired["batch"].cpus.reset();
+  done = r.apply(back, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(trim(file("system.slice/cpuset.cpus")), "");
+  EXPECT_EQ(trim(file("system.slice/sshd.service/cpuset.cpus")), "");
+  EXPECT_EQ(file("system.slice/pinned.service/cpuset.cpus"), "4-7\n");
 }
 
 TEST_F(ReconcilerV2Tree, AnInvalidPlanIsReportedAndWritesNoCpuset) {
