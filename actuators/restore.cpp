@@ -210,8 +210,15 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
     } else if (e.value == ValueKind::cpuset_list) {
       auto now = cur ? CpuSet::parse_list(*cur) : Result<CpuSet>(fail("unreadable"));
       auto want = CpuSet::parse_list(e.original);
+      std::error_code ec;
+      // v2 (a cgroup.controllers file beside it): "" is "not set", the parent's CPUs, written back as is.
+      const bool unset_v2 = want && want->empty() && fs::exists(p.parent_path() / "cgroup.controllers", ec);
+      if (unset_v2) {
+        steps.push_back({&e, e.original, true, 3, -depth});
+        continue;
+      }
       if (want && want->empty()) {
-        // keel gave a new cpuset its CPUs and tasks joined since: emptying it is refused by the
+        // v1: keel gave a new cpuset its CPUs and tasks joined since: emptying it is refused by the
         // kernel (ENOSPC) and would strand them; it keeps what it has.
         auto procs = read_file(p.parent_path() / cgroup_file_name(CgroupFile::procs, /*unified=*/false));
         if (procs && !trim(*procs).empty()) {

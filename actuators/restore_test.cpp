@@ -231,6 +231,26 @@ TEST_F(Tree, ACpusetKeelGaveCpusIsNotEmptiedOnceItHoldsTasks) {
   EXPECT_TRUE(j.entries().empty());
 }
 
+// On cgroup v2 an empty cpuset.cpus is "not set" (the parent's CPUs), not an empty set: a populated
+// v2 cgroup found so is given back so, where v1's rule above would keep keel's value for good.
+TEST_F(Tree, AV2CpusetFoundNotSetIsNotSetAgainOnRestoreThoughItHasTasks) {
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/system.slice/cgroup.controllers", "cpuset cpu\n"},
+                                 {"sys/fs/cgroup/system.slice/cpuset.cpus", "\n"},
+                                 {"sys/fs/cgroup/system.slice/cgroup.procs", "300\n"}});
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j);
+    ASSERT_TRUE(w.set({Root::cgroup, "system.slice/cpuset.cpus"}, "2-7"));
+  }
+  Journal j = journal();
+  auto rep = restore(roots_, j);
+  EXPECT_TRUE(rep.failed.empty());
+  EXPECT_EQ(rep.kept, 0u);
+  EXPECT_EQ(rep.restored, 1u);
+  EXPECT_EQ(std::string(trim(slurp(t_.path() / "sys/fs/cgroup/system.slice/cpuset.cpus"))), "");
+  EXPECT_TRUE(j.entries().empty());
+}
+
 }  // namespace
 }  // namespace keel::act
 

@@ -159,6 +159,9 @@ Result<UnmanagedSurvey> survey_unmanaged(const SysRoots& roots, const CgroupHier
       g.cgroups.push_back(std::move(*dir));
       g.cpus.push_back(*set);
       g.found.push_back(text);
+      // v2: a child's effective CPUs are always within its parent's, so the top-level cgroup is all
+      // there is to write (and a tenant's child set to critical CPUs cannot keep the rest from moving).
+      if (cs.unified) break;
       std::vector<std::string> kids = subdirs(cs.mount / path.substr(1), kMaxGroupCgroups);
       if (!kids.empty() && depth + 1 > kMaxDepth) {
         why = "cgroups more than " + std::to_string(kMaxDepth) + " levels deep";

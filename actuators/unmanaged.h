@@ -31,7 +31,7 @@ inline constexpr size_t kMaxTopGroups = 256, kMaxGroupCgroups = 1024, kMaxDepth 
 
 struct UnmanagedGroup {
   std::string top;                 // "/system.slice"
-  std::vector<CgroupDir> cgroups;  // the top one first, every parent before its children
+  std::vector<CgroupDir> cgroups;  // the top one first, every parent before its children (v2: the top only)
   std::vector<CpuSet> cpus;        // the CPUs of each: its cpuset.cpus, or (v2, not set) the effective ones
   std::vector<std::string> found;  // cpuset.cpus of each as read ("" on v2: not set, the parent's)
 };

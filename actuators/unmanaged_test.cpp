@@ -72,6 +72,21 @@ TEST_F(UnmanagedTree, TopLevelGroupsWithoutAWorkloadAndTheirDescendantsParentsFi
   EXPECT_TRUE(s->kernel_threads.empty());
 }
 
+// On v2 a child's effective CPUs stay within its parent's: the top-level cgroup is all keel writes, and
+// one whose cpuset.cpus is not set counts with its effective CPUs.
+TEST_F(UnmanagedTree, OnV2OnlyTheTopLevelCgroupIsWrittenAndNotSetMeansItsEffectiveCpus) {
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/cpuset/user.slice/cpuset.cpus", "\n"},
+                                 {"sys/fs/cgroup/cpuset/user.slice/cpuset.cpus.effective", "0-3\n"}});
+  cs_.unified = true;
+  auto s = survey_unmanaged(roots_, cs_, {"/kubepods/pod1"}, false);
+  ASSERT_TRUE(s) << s.error().message();
+  ASSERT_EQ(s->groups.size(), 2u) << "system.slice and user.slice (never-set has no effective CPUs here)";
+  for (const auto& g : s->groups) EXPECT_EQ(g.cgroups.size(), 1u) << g.top;
+  EXPECT_EQ(s->groups[1].top, "/user.slice");
+  EXPECT_EQ(s->groups[1].found[0], "");
+  EXPECT_EQ(s->groups[1].cpus[0].to_list(), "0-3");
+}
+
 TEST_F(UnmanagedTree, RootProcessesSplitIntoMovablePinnedKernelThreadsAndInit) {
   auto s = survey_unmanaged(roots_, cs_, {"/kubepods/pod1"}, true);
   ASSERT_TRUE(s) << s.error().message();

@@ -230,6 +230,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   }
 
   // 1. Weight: the victim's up (x2, to its bounds), the antagonists' down (/2, to theirs).
+  std::optional<Step> weight_fallback;
   if (spec_.actuators.cpu_weight && !locked(Rung::weight)) {
     Step step;
     step.rung = Rung::weight;
@@ -260,6 +261,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     const bool unmanaged =
         spec_.actuators.isolate_unmanaged && spec_.actuators.cpuset && lowered == 0 && !recalling;
     if (!step.after.empty() && !unmanaged) return step;
+    if (!step.after.empty()) weight_fallback = std::move(step);  // if whole cores cannot be had
     notes.push_back(unmanaged
                         ? "the antagonists yield already (the class): unmanaged work is kept off whole cores"
                         : "weights at their bounds");
@@ -329,6 +331,8 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
                            : "no room for dedicated CPUs");
     }
   }
+
+  if (weight_fallback) return weight_fallback;
 
   // 3. More L3 ways to the victim (its bounds), when resctrl is enabled.
   if (spec_.actuators.resctrl && vs.l3_ways && !locked(Rung::l3_ways)) {

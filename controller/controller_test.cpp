@@ -1798,6 +1798,30 @@ TEST(ControllerClass, WithUnmanagedIsolationAViolationBesideClassedAntagonistsTa
   EXPECT_EQ(first_plain->knob, Knob::shares) << action_line(*first_plain);
 }
 
+// The same when whole cores cannot be had (the best-effort neighbour would keep fewer CPUs than its
+// minimum): the weight step skipped for them is taken after all, not "nothing left".
+TEST(ControllerClass, WithUnmanagedIsolationTheWeightStepStillComesWhenNoCoresCanBeHad) {
+  const Topology& topo = topology("pack:1 numa:1 l3:1 core:4 pu:1");
+  const std::string toml =
+      "[[workload]]\nname = \"db\"\nmatch = { cgroup = \"/db\" }\nclass = \"critical\"\n"
+      "slo = { runqueue_p99 = \"500us\" }\n[workload.bounds]\ncpu_pool = \"0-1\"\n"
+      "[[workload]]\nname = \"near\"\nmatch = { cgroup = \"/near\" }\nclass = \"best-effort\"\n"
+      "[workload.bounds]\ncpu_pool = \"0-1\"\ncpus = { min = 2, max = 2 }\n"
+      "[actuators]\nisolate_unmanaged = true\n";
+  auto cfg = config::load_string(toml, "class.toml", facts(topo));
+  ASSERT_TRUE(cfg) << cfg.error().front().str();
+  Controller c(config::compile(*cfg, topo.online()), topo);
+  std::optional<Action> first;
+  for (uint64_t t = 1; t <= 6 && !first; ++t) {
+    auto s = snapshot(t, {signals("db", true, 750, 0.5), signals("near", false, 50, 1.5, 1.0)});
+    for (auto& w : s.workloads) w.cpus = CpuSet::range(0, 1);
+    for (const auto& a : c.step(s).actions)
+      if (a.instance == "db" && !first) first = a;
+  }
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->knob, Knob::shares) << action_line(*first);
+}
+
 TEST(ControllerClass, AStarvedBestEffortInstanceHasTheClassLiftedForOneTick) {
   const Topology& topo = topology("pack:1 numa:1 l3:1 core:4 pu:1");
   Controller c(class_spec("always", "starvation_limit = \"3s\"\n"), topo);

@@ -55,12 +55,17 @@ Reconciler::Reconciler(config::Spec spec, Topology topo, act::KnobWriter& w)
 
 void Reconciler::note(Reconciled& out, const std::string& n) {
   if (std::find(said_.begin(), said_.end(), n) != said_.end()) return;
+  // Notes name pids and cgroups that come and go: the oldest are forgotten (and may be said again).
+  if (said_.size() >= 1024) said_.erase(said_.begin(), said_.begin() + 512);
   said_.push_back(n);
   out.notes.push_back(n);
 }
 
 Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::Inventory& inv) {
   Reconciled out;
+  // Unmanaged work first: a top-level cgroup a workload just came into grows back before the
+  // workload's own cpuset is placed inside it (v1 keeps a child inside its parent).
+  if (spec_.actuators.isolate_unmanaged) unmanaged(plan, snap, inv, out);
   if (spec_.actuators.cpuset) cpus(plan, inv, out);
   const bool classes_on = spec_.actuators.preempt_class != config::PreemptMode::off;
   // The class before weights: leaving it first (the kernel refuses a weight in it), and a cgroup
@@ -71,7 +76,6 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   if (spec_.actuators.resctrl) resctrl(plan, snap, inv, out);
   if (spec_.actuators.steal_task) steal(plan, out);
   if (spec_.actuators.irq_affinity) irqs(plan, snap, out);
-  if (spec_.actuators.isolate_unmanaged) unmanaged(plan, snap, inv, out);
   out.changes = w_->take_changes();
   return out;
 }
@@ -489,13 +493,18 @@ void Reconciler::unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, con
     held = CpuSet{};
   }
   if (held.empty()) return give_back_unmanaged(inv, *cs, out);
-  if (held == unmanaged_held_ && inv.tick() < unmanaged_tick_ + kUnmanagedEvery) return;
-  unmanaged_held_ = held;
-  unmanaged_tick_ = inv.tick();
   std::vector<std::string> managed;
   for (const inv::Instance& ins : inv.instances())
     for (const inv::Node* n : ins.cgroups)
       if (const CgroupDir* d = inv.cpuset_dir(*n)) managed.push_back(d->path());
+  std::sort(managed.begin(), managed.end());
+  // Surveyed again when the critical CPUs or the managed cgroups change, and every few ticks.
+  if (held == unmanaged_held_ && managed == unmanaged_managed_ &&
+      inv.tick() < unmanaged_tick_ + kUnmanagedEvery)
+    return;
+  unmanaged_held_ = held;
+  unmanaged_managed_ = managed;
+  unmanaged_tick_ = inv.tick();
   auto survey = act::survey_unmanaged(w_->roots(), *cs, managed, spec_.actuators.isolate_root_tasks);
   if (!survey) {
     out.errors.push_back("unmanaged cgroups: " + survey.error().message());
@@ -504,37 +513,43 @@ void Reconciler::unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, con
   std::map<CgroupId, bool> seen;
   for (const act::UnmanagedGroup& g : survey->groups) {
     std::vector<act::CpusetTarget> want;
+    std::vector<FoundUnmanaged*> found;
     std::string why;
     for (size_t i = 0; i < g.cgroups.size(); ++i) {
       const CgroupDir& dir = g.cgroups[i];
       seen[dir.id()] = true;
-      auto f = found_unmanaged_.try_emplace(dir.id(), Found{dir.path(), g.found[i], {}, {}, 0}).first;
-      auto parsed = CpuSet::parse_list(f->second.value);
-      // Not set (v2: the parent's CPUs): what it has now, as the survey read it.
-      const CpuSet as_found = parsed && !parsed->empty() ? *parsed : g.cpus[i];
-      const CpuSet off = as_found - held;
+      FoundUnmanaged& f =
+          found_unmanaged_
+              .try_emplace(dir.id(), FoundUnmanaged{dir.path(), g.found[i], g.cpus[i], std::nullopt})
+              .first->second;
+      found.push_back(&f);
+      const CpuSet off = f.as_found - held;
       if (off.empty() && why.empty())
         why = act::printable(dir.path(), 256) + " has only CPUs critical workloads hold (" +
-              as_found.to_list() + ")";
+              f.as_found.to_list() + ")";
       want.push_back({dir.path(), off, std::nullopt, &dir});
     }
     if (!why.empty()) {
-      // Left as found (given back, if an earlier survey had changed it).
+      // Left as found (given back, where an earlier survey had changed it).
       note(out, "not isolated: " + act::printable(g.top, 256) + ": " + why);
-      std::vector<std::pair<const CgroupDir*, std::string>> back;
-      for (const CgroupDir& dir : g.cgroups)
-        if (auto f = found_unmanaged_.find(dir.id()); f != found_unmanaged_.end())
-          back.emplace_back(&dir, f->second.value);
-      give_back_cpusets(*cs, back, out);
+      std::vector<std::pair<const CgroupDir*, const FoundUnmanaged*>> back;
+      for (size_t i = 0; i < g.cgroups.size(); ++i) back.emplace_back(&g.cgroups[i], found[i]);
+      if (give_back_cpusets(*cs, back, out))
+        for (FoundUnmanaged* f : found) f->wrote.reset();
       continue;
     }
-    if (auto r = act::apply_cpusets(*w_, *cs, want, host); !r)
+    if (auto r = act::apply_cpusets(*w_, *cs, want, host); !r) {
       out.errors.push_back("unmanaged cgroup " + act::printable(g.top, 256) + ": " + r.error().message());
+      continue;
+    }
+    for (size_t i = 0; i < found.size(); ++i) found[i]->wrote = want[i].cpus;
   }
   // Cgroups keel changed that are no longer unmanaged (a workload came into them) or gone.
   std::vector<CgroupDir> held_dirs;
-  std::vector<std::pair<const CgroupDir*, std::string>> back;
+  std::vector<std::pair<const CgroupDir*, const FoundUnmanaged*>> back;
+  std::vector<FoundUnmanaged> leaving;
   held_dirs.reserve(found_unmanaged_.size());
+  leaving.reserve(found_unmanaged_.size());
   for (auto it = found_unmanaged_.begin(); it != found_unmanaged_.end();) {
     if (seen.contains(it->first)) {
       ++it;
@@ -542,7 +557,8 @@ void Reconciler::unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, con
     }
     if (auto dir = same_cgroup(inv, *cs, it->second.path, it->first)) {
       held_dirs.push_back(std::move(*dir));
-      back.emplace_back(&held_dirs.back(), it->second.value);
+      leaving.push_back(std::move(it->second));
+      back.emplace_back(&held_dirs.back(), &leaving.back());
     }
     it = found_unmanaged_.erase(it);
   }
@@ -551,13 +567,22 @@ void Reconciler::unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, con
   if (spec_.actuators.isolate_root_tasks) root_tasks(*survey, *cs, held, out);
 }
 
-bool Reconciler::give_back_cpusets(const CgroupHierarchy& cs,
-                                   const std::vector<std::pair<const CgroupDir*, std::string>>& back,
-                                   Reconciled& out) {
+bool Reconciler::give_back_cpusets(
+    const CgroupHierarchy& cs, const std::vector<std::pair<const CgroupDir*, const FoundUnmanaged*>>& back,
+    Reconciled& out) {
   std::vector<act::CpusetTarget> targets;
   bool ok = true;
-  for (const auto& [dir, value] : back) {
-    auto set = CpuSet::parse_list(value);
+  for (const auto& [dir, f] : back) {
+    if (!f->wrote) continue;  // keel never wrote it: nothing to give back
+    auto now = dir->read(CgroupFile::cpus);
+    auto now_set = now ? CpuSet::parse_list(trim(*now)) : Result<CpuSet>(std::unexpected(now.error()));
+    if (!now_set) continue;  // gone meanwhile
+    if (*now_set != *f->wrote) {
+      note(out, "unmanaged cgroup " + act::printable(dir->path(), 256) + " was changed by another writer (" +
+                    now_set->to_list() + "): left as it is");
+      continue;
+    }
+    auto set = CpuSet::parse_list(f->value);
     if (set && !set->empty()) {
       targets.push_back({dir->path(), *set, std::nullopt, dir});
     } else if (set && cs.unified) {  // v2, found not set: not set again (the parent's CPUs)
@@ -623,6 +648,8 @@ void Reconciler::root_tasks(const act::UnmanagedSurvey& survey, const CgroupHier
       refused.insert(*f);  // said once; a pid the kernel refused is not tried every survey
       continue;
     }
+    // Still in the root cgroup (the pid may have exited and been reused since the survey read it).
+    if (auto at = process_cgroup_path(w_->roots(), p.pid, cs); !at || *at != "/") continue;
     auto r = w_->append(*procs, std::to_string(p.pid));
     if (!r) {
       refused[p.pid] = r.error().message();
@@ -637,12 +664,12 @@ void Reconciler::give_back_unmanaged(const inv::Inventory& inv, const CgroupHier
   unmanaged_held_ = CpuSet{};
   if (!found_unmanaged_.empty()) {
     std::vector<CgroupDir> dirs;
-    std::vector<std::pair<const CgroupDir*, std::string>> back;
+    std::vector<std::pair<const CgroupDir*, const FoundUnmanaged*>> back;
     dirs.reserve(found_unmanaged_.size());
     for (const auto& [id, f] : found_unmanaged_)
       if (auto dir = same_cgroup(inv, cs, f.path, id)) {
         dirs.push_back(std::move(*dir));
-        back.emplace_back(&dirs.back(), f.value);
+        back.emplace_back(&dirs.back(), &f);
       }
     if (give_back_cpusets(cs, back, out)) found_unmanaged_.clear();  // else tried again next tick
   }

@@ -51,10 +51,13 @@ class Reconciler {
   // isolate_root_tasks) kept off the CPUs critical instances hold; given back when none holds any.
   void unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv,
                  Reconciled& out);
+  struct FoundUnmanaged;
   void give_back_unmanaged(const inv::Inventory& inv, const CgroupHierarchy& cs, Reconciled& out);
-  // Cpusets of unmanaged cgroups back to the text found ("" on v2: not set). False when one failed.
+  // Cpusets of unmanaged cgroups keel wrote back to the text found ("" on v2: not set); one another
+  // writer changed since is left as it is. False when a write failed (tried again next tick).
   bool give_back_cpusets(const CgroupHierarchy& cs,
-                         const std::vector<std::pair<const CgroupDir*, std::string>>& back, Reconciled& out);
+                         const std::vector<std::pair<const CgroupDir*, const FoundUnmanaged*>>& back,
+                         Reconciled& out);
   void root_tasks(const act::UnmanagedSurvey& survey, const CgroupHierarchy& cs, const CpuSet& held,
                   Reconciled& out);
   void note(Reconciled& out, const std::string& n);
@@ -90,7 +93,16 @@ class Reconciler {
   bool resctrl_opened_ = false;
   std::map<std::string, std::string> groups_;   // instance -> keel's resctrl group
   std::map<unsigned, std::string> found_irqs_;  // IRQ -> smp_affinity_list as found
-  std::map<CgroupId, Found> found_unmanaged_;   // unmanaged cpuset cgroup -> cpuset.cpus as found
+  // An unmanaged cpuset cgroup: cpuset.cpus as found (text; "" on v2: not set), the CPUs it had then
+  // (its effective ones when not set), and what keel wrote there last (none: never written).
+  struct FoundUnmanaged {
+    std::string path;
+    std::string value;
+    CpuSet as_found;
+    std::optional<CpuSet> wrote;
+  };
+  std::map<CgroupId, FoundUnmanaged> found_unmanaged_;
+  std::vector<std::string> unmanaged_managed_;  // the managed cpuset cgroups the last survey knew
   CpuSet unmanaged_held_;                       // the CPUs the last survey kept unmanaged work off
   uint64_t unmanaged_tick_ = 0;                 // and its tick
   bool root_group_ = false;                     // keel made act::kRootTasksGroup and moved processes in

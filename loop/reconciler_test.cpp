@@ -283,11 +283,12 @@ TEST_F(ReconcilerV2Tree, ObserveComputesTheWritesAndChangesNoByte) {
   EXPECT_EQ(testing::tree_files(t_.path()), before);
 }
 
-// actuators.isolate_unmanaged over the v2 tree: a top-level cgroup no workload is in, with a child
-// without a cpuset of its own (the parent's CPUs) and one pinned to 4-7, is kept off the CPUs the critical
-// instance is given, each from its CPUs as found (the pinned one has no critical CPU: untouched); observe
-// mode computes it and changes no byte; when the plan gives the CPUs back every cpuset.cpus reads as
-// found again ("" where it was not set), and the managed top-level cgroup is never touched.
+// actuators.isolate_unmanaged over the v2 tree: a top-level cgroup no workload is in (cpuset.cpus not
+// set: its parent's CPUs) is kept off the CPUs the critical instance is given; its children are not
+// written (v2 keeps a child's effective CPUs within its parent's); observe mode computes it and changes
+// no byte; when the critical CPUs move, it follows from its CPUs as found (not from keel's own value);
+// when the plan gives the CPUs back it reads as found again (not set), and the managed top-level cgroup
+// is never touched. A value another writer put there meanwhile is left as it is.
 TEST_F(ReconcilerV2Tree, UnmanagedTopLevelCgroupsLeaveTheCriticalCpusAndComeBackAsFound) {
   std::vector<std::pair<std::string, std::string>> files;
   for (auto [cg, procs, cpus, eff] :
@@ -319,10 +320,18 @@ TEST_F(ReconcilerV2Tree, UnmanagedTopLevelCgroupsLeaveTheCriticalCpusAndComeBack
   auto done = r.apply(acting(), snap_, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("system.slice/cpuset.cpus"), "2-7");
-  EXPECT_EQ(file("system.slice/sshd.service/cpuset.cpus"), "2-7");
-  EXPECT_EQ(file("system.slice/pinned.service/cpuset.cpus"), "4-7\n") << "none of its CPUs is critical";
+  EXPECT_EQ(file("system.slice/sshd.service/cpuset.cpus"), "\n") << "v2: the parent's CPUs bound it";
+  EXPECT_EQ(file("system.slice/pinned.service/cpuset.cpus"), "4-7\n");
   EXPECT_EQ(file("svc/cpuset.cpus"), "\n") << "a workload's top-level cgroup is not unmanaged";
   EXPECT_TRUE(j->has(act::KnobPath{act::Root::cgroup, "system.slice/cpuset.cpus"}));
+
+  // The critical instance moves to CPUs 2-3: the unmanaged cgroup gets 0-1 back.
+  Plan moved = acting();
+  moved.desired["crit"].cpus = L("2-3");
+  moved.desired["batch"].cpus = L("0-1,4-7");
+  done = r.apply(moved, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("system.slice/cpuset.cpus"), "0-1,4-7");
 
   Plan back = acting();
   back.desired["crit"].cpus.reset();
@@ -330,8 +339,17 @@ TEST_F(ReconcilerV2Tree, UnmanagedTopLevelCgroupsLeaveTheCriticalCpusAndComeBack
   done = r.apply(back, snap_, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(trim(file("system.slice/cpuset.cpus")), "");
-  EXPECT_EQ(trim(file("system.slice/sshd.service/cpuset.cpus")), "");
   EXPECT_EQ(file("system.slice/pinned.service/cpuset.cpus"), "4-7\n");
+
+  // Isolated again, then another writer sets the cgroup's CPUs: the give-back leaves its value.
+  done = r.apply(acting(), snap_, *inv_);
+  ASSERT_EQ(file("system.slice/cpuset.cpus"), "2-7");
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/system.slice/cpuset.cpus", "3-7\n"}});
+  done = r.apply(back, snap_, *inv_);
+  EXPECT_EQ(file("system.slice/cpuset.cpus"), "3-7\n");
+  bool said = false;
+  for (const auto& n : done.notes) said |= n.find("changed by another writer") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 TEST_F(ReconcilerV2Tree, AnInvalidPlanIsReportedAndWritesNoCpuset) {
