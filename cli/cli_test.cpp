@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/usage.h"
 #include "host/cgroup.h"
 #include "host/sys_roots.h"
 #include "tests/support/http.h"
@@ -19,6 +20,10 @@ namespace keel {
 namespace {
 
 namespace fs = std::filesystem;
+using cli::command_usages;
+using cli::parse_real;
+using cli::parse_whole;
+using cli::usage_of;
 using testing::run_command;
 
 std::string keel(const std::string& args) { return testing::keel_binary().string() + " " + args; }
@@ -50,6 +55,66 @@ TEST(Cli, UsageErrorsExitTwo) {
   auto [rc3, out3] = run_command(keel("help"));
   EXPECT_EQ(rc3, 0);
   EXPECT_NE(out3.find("check-config FILE"), std::string::npos);
+}
+
+// Every command answers --help and -h with its own usage (exit 0), `keel help CMD` prints the same, and
+// a usage error names the command's usage line.
+TEST(Cli, EveryCommandAnswersHelpWithItsOwnUsage) {
+  for (const auto& c : command_usages()) {
+    if (c.name == "help") continue;
+    const std::string name(c.name);
+    for (const char* flag : {"--help", "-h"}) {
+      auto [rc, out] = run_command(keel(name + " " + flag));
+      EXPECT_EQ(rc, 0) << name << " " << flag << ": " << out;
+      EXPECT_EQ(out.rfind("usage: keel " + name + " ", 0), 0u) << out;
+    }
+    auto [rc, out] = run_command(keel("help " + name));
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_EQ(out, usage_of(c));
+  }
+  auto [rc, out] = run_command(keel("help frobnicate"));
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("no command 'frobnicate'"), std::string::npos) << out;
+  auto [rc2, out2] = run_command(keel("topology --jsn"));
+  EXPECT_EQ(rc2, 2);
+  EXPECT_NE(out2.find("usage: keel topology [--synthetic SPEC] [--json]"), std::string::npos) << out2;
+}
+
+// keel --version: the release, then the git revision, compiler and libbpf in brackets.
+TEST(Cli, VersionNamesRevisionCompilerAndLibbpf) {
+  auto [rc, out] = run_command(keel("--version"));
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.rfind("keel ", 0), 0u) << out;
+  EXPECT_NE(out.find("(git "), std::string::npos) << out;
+  EXPECT_NE(out.find(", g++ "), std::string::npos) << out;
+  EXPECT_NE(out.find(", libbpf "), std::string::npos) << out;
+  // The revision is the checkout's at configure time: 12 hex digits, or "unknown" outside one.
+  const size_t at = out.find("(git ") + 5;
+  const std::string rev = out.substr(at, out.find(',', at) - at);
+  EXPECT_TRUE(rev == "unknown" ||
+              (rev.size() == 12 && rev.find_first_not_of("0123456789abcdef") == std::string::npos))
+      << rev;
+}
+
+// Garbage after a number is a usage error, never read as the number before it.
+TEST(Cli, NumbersInFlagsAreParsedWhole) {
+  EXPECT_EQ(parse_real("0.5"), 0.5);
+  EXPECT_EQ(parse_real("2"), 2.0);
+  EXPECT_FALSE(parse_real("1abc"));
+  EXPECT_FALSE(parse_real(""));
+  EXPECT_FALSE(parse_real(" 1"));
+  EXPECT_FALSE(parse_real("nan"));
+  EXPECT_EQ(parse_whole("12"), 12);
+  EXPECT_FALSE(parse_whole("3.5"));
+  EXPECT_FALSE(parse_whole("7x"));
+  auto [rc, out] = run_command(keel("top --interval 1abc"));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--interval takes seconds (e.g. 0.5), got '1abc'"), std::string::npos) << out;
+  auto [rc2, out2] = run_command(keel("top --count 3x"));
+  EXPECT_EQ(rc2, 2) << out2;
+  auto [rc3, out3] = run_command(keel("plan --config /nonexistent --window 2s"));
+  EXPECT_EQ(rc3, 2) << out3;
+  EXPECT_NE(out3.find("got '2s'"), std::string::npos) << out3;
 }
 
 TEST(Cli, TopologyOfSyntheticKunpengLikeHost) {

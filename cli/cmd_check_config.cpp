@@ -3,12 +3,17 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/host_facts.h"
+#include "cli/usage.h"
 #include "config/config.h"
 
 namespace keel::cli {
 
 int usage_error(const std::string& cmd, const std::string& message) {
-  std::fprintf(stderr, "keel %s: %s\nrun 'keel help' for usage\n", cmd.c_str(), message.c_str());
+  const CommandUsage* c = command_usage(cmd);
+  std::fprintf(stderr, "keel %s: %s\n", cmd.c_str(), message.c_str());
+  if (c != nullptr)
+    std::fprintf(stderr, "usage: keel %s %s\n", cmd.c_str(), std::string(c->synopsis).c_str());
+  std::fprintf(stderr, "run 'keel %s --help' for more\n", cmd.c_str());
   return kExitUsage;
 }
 

@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/host_facts.h"
+#include "cli/usage.h"
 #include "controller/controller.h"
 #include "controller/trace.h"
 #include "host/topology.h"
@@ -117,6 +118,11 @@ int cmd_plan(const std::vector<std::string>& argv) {
   if (!args->positional.empty()) return usage_error("plan", "takes no arguments");
   auto file = args->value("config");
   if (!file) return usage_error("plan", "needs --config FILE");
+  std::optional<double> window_arg;  // usage errors before the config is read
+  if (auto v = args->value("window")) {
+    window_arg = parse_real(*v);
+    if (!window_arg) return usage_error("plan", "--window takes seconds (e.g. 2), got '" + *v + "'");
+  }
   auto events = loop::Events::open();  // before anything else: stop signals end the window
   if (!events) {
     log("plan: " + events.error().message());
@@ -127,11 +133,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   if (!loaded) return loaded.error();
   config::Config cfg = *loaded;
   double window = std::chrono::duration<double>(cfg.daemon.period).count();
-  try {
-    if (auto v = args->value("window")) window = std::stod(*v);
-  } catch (const std::exception&) {
-    return usage_error("plan", "--window takes seconds (e.g. 2)");
-  }
+  if (window_arg) window = *window_arg;
   if (!(window >= 0.05 && window <= 3600))
     return usage_error("plan", "--window must be 0.05 .. 3600 seconds");
   auto topo = Topology::detect(roots);

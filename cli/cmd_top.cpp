@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/host_facts.h"
+#include "cli/usage.h"
 #include "config/spec.h"
 #include "host/json.h"
 #include "host/topology.h"
@@ -57,11 +58,15 @@ int cmd_top(const std::vector<std::string>& argv) {
   if (!args->positional.empty()) return usage_error("top", "takes no arguments");
   double interval = 1.0;
   long count = -1;
-  try {
-    if (auto v = args->value("interval")) interval = std::stod(*v);
-    if (auto v = args->value("count")) count = std::stol(*v);
-  } catch (const std::exception&) {
-    return usage_error("top", "--interval takes seconds (e.g. 0.5), --count a whole number");
+  if (auto v = args->value("interval")) {
+    auto n = parse_real(*v);
+    if (!n) return usage_error("top", "--interval takes seconds (e.g. 0.5), got '" + *v + "'");
+    interval = *n;
+  }
+  if (auto v = args->value("count")) {
+    auto n = parse_whole(*v);
+    if (!n) return usage_error("top", "--count takes a whole number, got '" + *v + "'");
+    count = *n;
   }
   if (!(interval >= 0.05 && interval <= 3600))
     return usage_error("top", "--interval must be 0.05 .. 3600 seconds");

@@ -1,41 +1,13 @@
+#include <bpf/libbpf.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/usage.h"
 
 namespace {
-
-constexpr const char* kUsage = R"(keel: keeps latency-critical workloads steady on shared Linux hosts
-
-usage: keel <command> [options]
-
-commands:
-  run --config FILE [--observe] [--once] [--record TRACE] [--state DIR] [--verbose]
-      [--bpf-stats sampled|always|off] [--metrics-listen HOST:PORT|off]
-                      the daemon: sense -> decide -> act every period; --observe (or mode = "observe")
-                      logs what it would do and writes nothing; every knob back on SIGINT/SIGTERM;
-                      Prometheus metrics on daemon.metrics_listen (default 127.0.0.1:9477)
-  plan --config FILE [--window S]
-                      one observation window, then the actions keel would take and why (root)
-  check-config FILE [--synthetic SPEC] [--resctrl DIR]
-                      validate a config; errors print as FILE:LINE:COL: message (exit 2)
-  topology [--synthetic SPEC] [--json]
-                      the host (or an hwloc synthetic host) as keel sees it
-  workloads [--config FILE] [--json]
-                      discovered cgroups, their ids and the workload each matches
-  probe [--json]      what this kernel offers keel: BTF, tp_btf/raw_tp, PMU, cgroups, resctrl
-  top [--interval S] [--count N] [--json] [--config FILE] [--bpf-stats sampled|always|off]
-                      live per-cgroup (or per-workload) run-queue latency, migrations, CPU (root)
-  restore [--state DIR] [--config FILE] [--root DIR] [--json]
-                      every knob keel changed back to its original value, from the journal
-                      (default state /var/lib/keel, or the config's daemon.state_dir)
-  replay TRACE --config FILE [--synthetic SPEC]
-                      the controller over recorded ticks (JSON lines), printing its decisions
-  help                this text
-
-exit codes: 0 ok, 1 runtime failure, 2 bad usage or bad config
-)";
 
 struct Command {
   const char* name;
@@ -58,22 +30,44 @@ constexpr Command kCommands[] = {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string all = keel::cli::usage();
   if (args.empty()) {
-    std::fputs(kUsage, stderr);
+    std::fputs(all.c_str(), stderr);
     return keel::cli::kExitUsage;
   }
   const std::string cmd = args.front();
   args.erase(args.begin());
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
-    std::fputs(kUsage, stdout);
+    if (cmd == "help" && !args.empty()) {  // keel help COMMAND
+      const auto* c = keel::cli::command_usage(args.front());
+      if (c == nullptr || args.size() > 1) {
+        std::fprintf(stderr, "keel help: no command '%s'\n\n%s", args.front().c_str(), all.c_str());
+        return keel::cli::kExitUsage;
+      }
+      std::fputs(keel::cli::usage_of(*c).c_str(), stdout);
+      return keel::cli::kExitOk;
+    }
+    std::fputs(all.c_str(), stdout);
     return keel::cli::kExitOk;
   }
-  if (cmd == "--version") {
-    std::puts("keel " KEEL_VERSION);
+  if (cmd == "--version" || cmd == "version") {
+    // The release, the git revision it was built from, the compiler and the libbpf it runs with.
+    std::printf("keel %s (git %s, %s, libbpf %s)\n", KEEL_VERSION, KEEL_GIT_REVISION, "g++ " __VERSION__,
+                libbpf_version_string());
     return keel::cli::kExitOk;
   }
-  for (const auto& c : kCommands)
-    if (cmd == c.name) return c.run(args);
-  std::fprintf(stderr, "keel: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+  for (const auto& c : kCommands) {
+    if (cmd != c.name) continue;
+    // COMMAND --help / -h (before a "--", after which everything is an argument): its usage.
+    for (const auto& a : args) {
+      if (a == "--") break;
+      if (a == "--help" || a == "-h") {
+        std::fputs(keel::cli::usage_of(*keel::cli::command_usage(cmd)).c_str(), stdout);
+        return keel::cli::kExitOk;
+      }
+    }
+    return c.run(args);
+  }
+  std::fprintf(stderr, "keel: unknown command '%s'\n\n%s", cmd.c_str(), all.c_str());
   return keel::cli::kExitUsage;
 }
