@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "cli/usage.h"
@@ -81,6 +82,53 @@ TEST(Cli, EveryCommandAnswersHelpWithItsOwnUsage) {
 }
 
 // keel --version: the release, then the git revision, compiler and libbpf in brackets.
+// keel(8) and the bash completion are generated from the usage table at build time: the man page names
+// every command and option and groff renders it without a warning; completion offers the commands, each
+// command's own options, the literal choices of an option and the commands after `help`.
+TEST(Cli, ManPageAndCompletionComeFromTheUsageTable) {
+  const fs::path man = fs::path(KEEL_BINARY_DIR) / "cli" / "keel.8.gz";
+  const fs::path completion = fs::path(KEEL_BINARY_DIR) / "cli" / "keel.bash-completion";
+  ASSERT_TRUE(fs::exists(man) && fs::exists(completion)) << "built by the keel_docs target";
+  auto [mrc, page] =
+      run_command("MANWIDTH=200 man --warnings -E UTF-8 -l " + man.string() + " 2>&1 | col -b");
+  ASSERT_EQ(mrc, 0) << page;
+  EXPECT_EQ(page.find("warning"), std::string::npos) << page;
+  auto complete = [&](const std::string& words, int cword) {
+    auto [rc, out] = run_command("bash -c 'source " + completion.string() + "; COMP_WORDS=(" + words +
+                                 "); COMP_CWORD=" + std::to_string(cword) +
+                                 "; _keel; printf \"%s\\n\" \"${COMPREPLY[@]}\" | sort | tr \"\\n\" \" \"'");
+    EXPECT_EQ(rc, 0) << out;
+    return out;
+  };
+  std::string all_commands;
+  for (const auto& c : command_usages()) {
+    EXPECT_NE(page.find("keel " + std::string(c.name)), std::string::npos) << c.name << "\n" << page;
+    all_commands += std::string(c.name) + " ";
+    if (c.name == "help") continue;
+    // Its options, from the synopsis, in the man page and in completion after "--".
+    std::set<std::string> opts{"--help"};
+    std::string syn(c.synopsis);
+    for (size_t at = syn.find("--"); at != std::string::npos; at = syn.find("--", at + 2))
+      opts.insert(syn.substr(at, syn.find_first_of(" ]\n", at) - at));
+    std::string want;
+    for (const auto& o : opts) {
+      want += o + " ";
+      if (o != "--help") {
+        EXPECT_NE(page.find(o), std::string::npos) << o << " of " << c.name;
+      }
+    }
+    EXPECT_EQ(complete("keel " + std::string(c.name) + " --", 2), want) << c.name;
+  }
+  std::set<std::string> sorted;
+  for (const auto& c : command_usages()) sorted.insert(std::string(c.name));
+  std::string help_words;
+  for (const auto& n : sorted) help_words += n + " ";
+  EXPECT_EQ(complete("keel help \"\"", 2), help_words);
+  EXPECT_EQ(complete("keel r", 1), "replay restore run ");
+  EXPECT_EQ(complete("keel run --bpf-stats \"\"", 3), "always off sampled ");
+  EXPECT_EQ(complete("keel run --metrics-listen o", 3), "off ");
+}
+
 TEST(Cli, VersionNamesRevisionCompilerAndLibbpf) {
   auto [rc, out] = run_command(keel("--version"));
   EXPECT_EQ(rc, 0) << out;

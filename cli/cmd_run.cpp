@@ -34,8 +34,9 @@ std::optional<bpf::BpfStats> parse_bpf_stats(const std::optional<std::string>& v
 }
 
 int cmd_run(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {"observe", "once", "verbose"},
-                                .with_value = {"config", "record", "state", "bpf-stats", "metrics-listen"}});
+  auto args =
+      parse_args(argv, {.switches = {"observe", "once", "verbose"},
+                        .with_value = {"config", "record", "state", "bpf-stats", "metrics-listen", "root"}});
   if (!args) return usage_error("run", args.error().message());
   if (!args->positional.empty()) return usage_error("run", "takes no arguments");
   auto file = args->value("config");
@@ -54,7 +55,11 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.record = args->value("record");
   if (auto s = args->value("state")) o.state = *s;
   o.version = KEEL_VERSION;
-  const SysRoots roots = SysRoots::host();
+  // --root DIR: the host's /sys, /proc and /var/lib/docker are under DIR (keel in a container).
+  const auto root = args->value("root");
+  if (root && (root->empty() || (*root)[0] != '/'))
+    return usage_error("run", "--root takes an absolute directory, got '" + *root + "'");
+  const SysRoots roots = root ? SysRoots::under(*root) : SysRoots::host();
   auto cfg = load_config_for_host("run", *file, roots);
   if (!cfg) return cfg.error();
   return loop::run(std::move(*cfg), o, roots);

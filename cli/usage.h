@@ -22,6 +22,10 @@ const CommandUsage* command_usage(std::string_view name);
 std::string usage();
 // One command's: "usage: keel NAME SYNOPSIS\n\nTEXT\n".
 std::string usage_of(const CommandUsage& c);
+// The same table as the man page keel(8) (roff) and as a bash completion script (installed as
+// /usr/share/bash-completion/completions/keel): both generated at build time, never written by hand.
+std::string man_page(std::string_view version);
+std::string bash_completion();
 
 // A number that is the whole of `s` ("0.5", "2"; not "1abc", "", " 1"); none otherwise.
 std::optional<double> parse_real(std::string_view s);

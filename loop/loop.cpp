@@ -109,27 +109,42 @@ Loop::Loop(Parts parts)
       reconciler_(p_.spec, p_.topo, *p_.writer),
       labels_(p_.spec.metrics_max_workloads) {}
 
+namespace {
+
+// The calling thread's CPUs, among `online`.
+CpuSet thread_affinity(const CpuSet& online) {
+  CpuSet out;
+  cpu_set_t now;
+  CPU_ZERO(&now);
+  if (::sched_getaffinity(0, sizeof now, &now) == 0)
+    for (unsigned c : online.cpus())
+      if (c < CPU_SETSIZE && CPU_ISSET(c, &now)) out.add(c);
+  return out;
+}
+
+bool set_thread_affinity(const CpuSet& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (unsigned c : cpus.cpus())
+    if (c < CPU_SETSIZE) CPU_SET(c, &set);
+  return ::sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+}  // namespace
+
 // keel's own loop thread runs off the CPUs critical instances hold: on the reserved CPUs where the
 // config declares some, else on every CPU no critical instance holds (all of them when none does).
 void Loop::keep_off_critical_cpus(const ctl::Plan& plan, const ctl::Snapshot& snap) {
   const CpuSet held = ctl::critical_cpus(plan, snap);
   if (started_cpus_.empty()) {  // where keel was started (an operator's taskset is kept to)
-    cpu_set_t now;
-    CPU_ZERO(&now);
-    if (::sched_getaffinity(0, sizeof now, &now) == 0)
-      for (unsigned c : p_.topo.online().cpus())
-        if (c < CPU_SETSIZE && CPU_ISSET(c, &now)) started_cpus_.add(c);
+    started_cpus_ = thread_affinity(p_.topo.online());
     if (started_cpus_.empty()) started_cpus_ = p_.topo.online();
     own_cpus_ = started_cpus_;
   }
   CpuSet want = (!p_.spec.reserved.empty() ? p_.spec.reserved : p_.topo.online() - held) & started_cpus_;
   if (want.empty()) want = started_cpus_;
   if (want == own_cpus_) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (unsigned c : want.cpus())
-    if (c < CPU_SETSIZE) CPU_SET(c, &set);
-  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+  if (!set_thread_affinity(want)) {
     log("cannot move keel's thread to CPUs " + want.to_list() + ": " + std::strerror(errno));
     own_cpus_ = want;  // said once
     return;
@@ -159,10 +174,19 @@ void Loop::run(Events& events, bool once) {
   auto last = Clock::now() - gap;      // the latest tick's start
   std::optional<bpf::SloEvent> early;  // the crossing an early tick is due for
   Clock::time_point early_at;
+  // systemd's watchdog: pinged from this thread between ticks, so a tick that hangs stops the pings.
+  const auto ping_every = p_.notifier != nullptr ? p_.notifier->watchdog_every() : std::nullopt;
+  auto ping_at = Clock::now();
   for (uint64_t n = 1;;) {
-    const auto w = events.wait_until(early ? std::min(next, early_at) : next);
+    auto until = early ? std::min(next, early_at) : next;
+    if (ping_every) until = std::min(until, ping_at);
+    const auto w = events.wait_until(until);
     if (w == Events::Wake::stop) break;
     auto now = Clock::now();
+    if (ping_every && now >= ping_at) {
+      if (auto r = p_.notifier->send("WATCHDOG=1"); !r) log("watchdog: " + r.error().message());
+      ping_at = now + std::chrono::duration_cast<Clock::duration>(*ping_every);
+    }
     if (w == Events::Wake::event) {
       auto crossings = p_.sensing->take_events();
       if (!crossings.empty() && !early) {
@@ -256,6 +280,11 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
     log("run: " + events.error().message());
     return kFailure;
   }
+  auto notifier = Notifier::from_environment();  // systemd's Type=notify (nothing outside a unit)
+  if (!notifier) {
+    log("run: " + notifier.error().message());
+    return kFailure;
+  }
   // A tick's vectors on a large host are megabytes (a snapshot, a report): mapped and given back each
   // tick rather than kept in the heap (glibc would raise its threshold to the largest one freed).
   ::mallopt(M_MMAP_THRESHOLD, 256 * 1024);
@@ -272,6 +301,17 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
     return kFailure;
   }
   drop_missing(cfg, roots, log);
+  config::Spec spec = config::compile(cfg, topo->online());
+  // keel on the reserved CPUs when the config has them, before any thread starts (the metrics server's
+  // inherit it); within the affinity it was started with (a unit's CPUAffinity=, a taskset).
+  if (!spec.reserved.empty()) {
+    const CpuSet allowed = thread_affinity(topo->online()), want = spec.reserved & allowed;
+    if (want.empty())
+      log("run: the reserved CPUs " + spec.reserved.to_list() + " are outside keel's affinity " +
+          allowed.to_list() + ": keel stays there");
+    else if (!set_thread_affinity(want))
+      log("run: cannot place keel on the reserved CPUs " + want.to_list() + ": " + std::strerror(errno));
+  }
 
   // The metrics endpoint before anything else: a taken port stops keel before it changes a thing
   // (or truncates a trace). Only a journal a crashed keel left is still restored (enforce mode).
@@ -326,7 +366,6 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
     }
   }
   raise_open_files_limit();
-  config::Spec spec = config::compile(cfg, topo->online());
   auto sensing = Sensing::open(spec, roots, *topo, o.stats);
   if (!sensing) {
     log("run: " + sensing.error().message());
@@ -344,8 +383,14 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
       sensing->sensor().counters_note() + ", state " + state.string() +
       (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
 
-  Loop loop({spec, observe, o.verbose, *topo, &*sensing, &session->writer(), &metrics, &record, roots});
+  Loop loop(
+      {spec, observe, o.verbose, *topo, &*sensing, &session->writer(), &metrics, &record, roots, &*notifier});
+  if (auto r = notifier->send("READY=1\nSTATUS=" + std::string(mode) + ", " +
+                              std::to_string(spec.workloads.size()) + " workloads");
+      !r)
+    log("run: " + r.error().message());
   loop.run(*events, o.once);
+  if (auto r = notifier->send("STOPPING=1"); !r) log("run: " + r.error().message());
 
   int rc = kOk;
   auto back = session->finish();

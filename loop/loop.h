@@ -22,6 +22,7 @@
 #include "host/sys_roots.h"
 #include "host/topology.h"
 #include "loop/events.h"
+#include "loop/notify.h"
 #include "loop/reconciler.h"
 #include "loop/sensing.h"
 #include "metrics/metrics.h"
@@ -65,6 +66,7 @@ class Loop {
     metrics::Metrics* metrics = nullptr;
     std::ofstream* record = nullptr;  // open: each tick's snapshot is written to it
     SysRoots roots;
+    const Notifier* notifier = nullptr;  // WATCHDOG=1 to systemd, at its interval, while the loop lives
   };
   explicit Loop(Parts parts);
   // At most one early tick (daemon.early_ticks: a critical cgroup's waits crossed its SLO) per this.

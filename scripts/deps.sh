@@ -1,31 +1,62 @@
 #!/usr/bin/env bash
-# The one list of Debian packages keel needs to build and to test; installs whichever are missing.
-# Usage: scripts/deps.sh [--check]   (--check: only print what is missing, exit 1 if anything is)
+# The one list of Debian packages keel needs, in three sets, and installs whichever are missing:
+#   build  to compile keel (compilers, headers, bpftool for the skeletons, clang-format)
+#   run    to run the built binary (shared libraries only: what the Debian package depends on)
+#   test   what the test suite and benchmarks drive: workloads, peers, Prometheus, GoogleTest, systemd's
+#          analyzer, docker
+# Usage: scripts/deps.sh [build|run|test|all]... [--check]
+#   (default: all; --check only prints what is missing and exits 1 if anything is)
+# scripts/start.sh installs build + run; scripts/test.sh all three.
 set -euo pipefail
 
 BUILD_PACKAGES=(
-  build-essential cmake pkg-config g++
+  build-essential cmake pkg-config g++ dpkg-dev
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
-  libhwloc-dev hwloc prometheus-cpp-dev libtomlplusplus-dev
-  googletest libgtest-dev libgmock-dev nlohmann-json3-dev clang-format
+  libhwloc-dev prometheus-cpp-dev libtomlplusplus-dev nlohmann-json3-dev clang-format
 )
-# What the tests and benchmarks drive: real workloads, peers to compare against, a real Prometheus.
+RUN_PACKAGES=(
+  libbpf1 libelf1 libhwloc15 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1
+  libtomlplusplus3 libstdc++6
+)
 TEST_PACKAGES=(
+  googletest libgtest-dev libgmock-dev hwloc
   stress-ng linux-perf rt-tests redis-server redis-tools libbpf-tools prometheus procps
+  systemd man-db util-linux
 )
 
+sets=()
+check=0
+for a in "$@"; do
+  case "$a" in
+    build | run | test) sets+=("$a") ;;
+    all) sets+=(build run test) ;;
+    --check) check=1 ;;
+    *) echo "usage: $0 [build|run|test|all]... [--check]" >&2; exit 2 ;;
+  esac
+done
+[[ ${#sets[@]} -eq 0 ]] && sets=(build run test)
+
+wanted=()
+for s in "${sets[@]}"; do
+  case "$s" in
+    build) wanted+=("${BUILD_PACKAGES[@]}") ;;
+    run) wanted+=("${RUN_PACKAGES[@]}") ;;
+    test) wanted+=("${TEST_PACKAGES[@]}") ;;
+  esac
+done
+
 missing=()
-for p in "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"; do
+for p in "${wanted[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "deps: all ${#BUILD_PACKAGES[@]} build and ${#TEST_PACKAGES[@]} test packages are installed"
+  echo "deps: all ${#wanted[@]} packages (${sets[*]}) are installed"
   exit 0
 fi
-echo "deps: missing: ${missing[*]}"
-[[ "${1:-}" == "--check" ]] && exit 1
+echo "deps: missing (${sets[*]}): ${missing[*]}"
+[[ $check -eq 1 ]] && exit 1
 
 SUDO=()
 if [[ $(id -u) -ne 0 ]]; then

@@ -4,7 +4,7 @@
 # KEEL_CONFIG=FILE uses another config; KEEL_ONCE=1 stops after one tick.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh build run
 bash scripts/build.sh release
 config=${KEEL_CONFIG:-config/keel.toml}
 ./build/cli/keel check-config "$config"

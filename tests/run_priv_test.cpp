@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,12 +25,14 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "host/cgroup.h"
+#include "host/fd.h"
 #include "host/fileio.h"
 #include "tests/support/dashboards.h"
 #include "tests/support/http.h"
@@ -251,18 +255,22 @@ class RunPriv : public ::testing::Test {
   }
 
   // The real keel binary, its log (stderr and stdout) in `log`.
-  pid_t start_keel(const std::vector<std::string>& args, const fs::path& log) {
+  // `prefix` runs it (setpriv ...); `env` adds variables (NOTIFY_SOCKET=...).
+  pid_t start_keel(const std::vector<std::string>& args, const fs::path& log,
+                   const std::vector<std::string>& prefix = {}, const std::vector<std::string>& env = {}) {
     pid_t p = fork();
     if (p == 0) {
       int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
-      std::vector<std::string> all{testing::keel_binary().string()};
+      for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+      std::vector<std::string> all = prefix;
+      all.push_back(testing::keel_binary().string());
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (auto& a : all) argv.push_back(a.data());
       argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
+      ::execvp(argv[0], argv.data());
       _exit(127);
     }
     keels_.push_back(p);
@@ -566,6 +574,85 @@ TEST_F(RunPriv, TheClassTakesTheNoiseOutOfTheWakersRunQueueWaitAndGoesAwayWithKe
   EXPECT_EQ(text.find("error:"), std::string::npos) << text;
 
   EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
+  EXPECT_EQ(knobs(), before) << slurp(log);
+}
+
+// keel as deploy/systemd/keel.service runs it: uid 0 with only the unit's CapabilityBoundingSet (through
+// setpriv, as systemd would set it) and a notify socket with a watchdog (a datagram socket this test
+// listens on, as systemd's manager does). keel attaches its sensors, says READY=1, pings WATCHDOG=1 at
+// half the interval between ticks, writes cpu.idle (enforce, the class only), says STOPPING=1 on
+// SIGTERM and gives every knob back.
+TEST_F(RunPriv, UnderTheUnitsCapabilitiesKeelNotifiesSensesWritesAndGivesBack) {
+  if (!fs::exists(cpu_ / name_ / "cpu.idle")) GTEST_SKIP() << "skipped: this kernel has no cpu.idle (5.15+)";
+  if (std::system("command -v setpriv >/dev/null") != 0) GTEST_SKIP() << "skipped: no setpriv (util-linux)";
+  const std::string unit = slurp(testing::source_dir() / "deploy/systemd/keel.service");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(unit, m, std::regex("\\nCapabilityBoundingSet=([^\\n]*)")));
+  std::string caps = "-all";
+  uint64_t mask = 0;
+  std::istringstream words(m[1].str());
+  for (std::string w; words >> w;) {
+    std::string name = w.substr(4);  // CAP_BPF -> bpf
+    for (auto& c : name) c = static_cast<char>(std::tolower(c));
+    caps += ",+" + name;
+    if (w == "CAP_BPF") mask |= 1ull << 39;
+    if (w == "CAP_PERFMON") mask |= 1ull << 38;
+  }
+  testing::TempDir dir;
+  const std::string sock_path = (dir.path() / "notify").string();
+  Fd sock(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock_path.c_str());
+  ASSERT_EQ(::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  std::vector<std::pair<double, std::string>> got;  // seconds since start, message
+  const auto t0 = std::chrono::steady_clock::now();
+  auto receive_for = [&](std::chrono::milliseconds d) {
+    const auto end = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < end) {
+      timeval tv{0, 50'000};
+      ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char buf[256];
+      ssize_t n = ::recv(sock.get(), buf, sizeof buf, 0);
+      if (n > 0)
+        got.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                         std::string(buf, static_cast<size_t>(n)));
+    }
+  };
+  auto count = [&](const std::string& what) {
+    return std::count_if(got.begin(), got.end(), [&](const auto& g) { return g.second.starts_with(what); });
+  };
+  fs::path cfg =
+      write_config(dir.path(), "enforce", "[actuators]\ncpuset = false\ncpu_weight = false\n", kSloUs, "1s");
+  const auto before = knobs();
+  start_waker();
+  start_noise();
+  fs::path log = dir.path() / "keel.log";
+  pid_t keel = start_keel({"run", "--config", cfg.string()}, log, {"setpriv", "--bounding-set=" + caps},
+                          {"NOTIFY_SOCKET=" + sock_path, "WATCHDOG_USEC=400000"});
+  auto idle = [&](const char* leaf) { return std::string(trim(slurp(cpu_ / name_ / leaf / "cpu.idle"))); };
+  for (int i = 0; i < 100 && count("READY=1") == 0; ++i) receive_for(100ms);
+  ASSERT_EQ(count("READY=1"), 1) << slurp(log);
+  const std::string status = slurp("/proc/" + std::to_string(keel) + "/status");
+  const size_t at = status.find("CapBnd:\t");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(std::stoull(status.substr(at + 8, 16), nullptr, 16), mask) << "keel ran with the unit's set";
+  EXPECT_TRUE(wait_for([&] { return idle("be1") == "1" && idle("be2") == "1" && idle("be3") == "1"; }, 5s))
+      << slurp(log);
+  receive_for(100ms);  // those sent while this test waited, unread
+  const auto pings_before = count("WATCHDOG=1");
+  receive_for(2000ms);
+  const auto pings = count("WATCHDOG=1") - pings_before;
+  std::printf("%s; %ld watchdog pings in 2 s (every 200 ms expected)\n", caps.c_str(),
+              static_cast<long>(pings));
+  EXPECT_GE(pings, 7) << "half of WATCHDOG_USEC=400000 between 1 s ticks";
+  EXPECT_LE(pings, 12);
+  std::string text = slurp(log);
+  EXPECT_NE(text.find("sensors tp_btf"), std::string::npos) << text;
+  EXPECT_EQ(text.find("error"), std::string::npos) << text;
+  EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
+  receive_for(200ms);
+  EXPECT_EQ(count("STOPPING=1"), 1) << slurp(log);
   EXPECT_EQ(knobs(), before) << slurp(log);
 }
 

@@ -1,0 +1,95 @@
+// The systemd unit (deploy/systemd/keel.service) as systemd reads it: `systemd-analyze verify` finds
+// nothing wrong with it (its commands pointed at this build, its man page at the generated one), its
+// exposure score is the one deploy/README.md records, and its capability bounding set is exactly the
+// README's table's "yes" rows. No systemd runs as PID 1 here: these are systemd's own offline checks.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "tests/support/tmp_tree.h"
+
+namespace keel {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+using testing::slurp;
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+bool have_analyzer() { return run_command("command -v systemd-analyze").first == 0; }
+
+// The unit with its paths pointed at this build, in `dir` (systemd-analyze checks the binaries exist).
+fs::path unit_for_this_build(const fs::path& dir) {
+  std::string unit = slurp(testing::source_dir() / "deploy/systemd/keel.service");
+  unit = replace_all(unit, "/usr/sbin/keel", testing::keel_binary().string());
+  unit = replace_all(unit, "/etc/keel/keel.toml", (testing::source_dir() / "config/keel.toml").string());
+  fs::path f = dir / "keel.service";
+  std::ofstream(f) << unit;
+  fs::create_directories(dir / "man/man8");
+  fs::copy_file(fs::path(KEEL_BINARY_DIR) / "cli/keel.8.gz", dir / "man/man8/keel.8.gz");
+  return f;
+}
+
+TEST(Deploy, TheSystemdUnitVerifies) {
+  if (!have_analyzer()) GTEST_SKIP() << "skipped: no systemd-analyze (package systemd, scripts/deps.sh test)";
+  testing::TempDir dir;
+  const fs::path unit = unit_for_this_build(dir.path());
+  auto [rc, out] =
+      run_command("MANPATH=" + (dir.path() / "man").string() + " systemd-analyze verify " + unit.string());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "") << "every warning is a mistake in the unit";
+  // And a broken copy is caught: the check can fail.
+  std::string bad = replace_all(slurp(unit), "Type=notify", "Type=notifyy");
+  std::ofstream(unit) << bad;
+  auto [rc2, out2] =
+      run_command("MANPATH=" + (dir.path() / "man").string() + " systemd-analyze verify " + unit.string());
+  EXPECT_NE(out2.find("notifyy"), std::string::npos) << out2;
+}
+
+TEST(Deploy, TheUnitsExposureIsTheOneTheReadmeRecords) {
+  if (!have_analyzer()) GTEST_SKIP() << "skipped: no systemd-analyze (package systemd, scripts/deps.sh test)";
+  testing::TempDir dir;
+  const fs::path unit = unit_for_this_build(dir.path());
+  auto [rc, out] = run_command("systemd-analyze security --offline=true --no-pager " + unit.string());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("Overall exposure level for keel.service: ([0-9.]+)")))
+      << out;
+  const std::string score = m[1];
+  const std::string readme = slurp(testing::source_dir() / "deploy/README.md");
+  std::smatch r;
+  ASSERT_TRUE(std::regex_search(readme, r, std::regex("\\| keel.service \\| ([0-9.]+) \\|"))) << readme;
+  EXPECT_EQ(score, std::string(r[1])) << "deploy/README.md must record the unit's exposure";
+  std::printf("keel.service exposure %s (deploy/README.md: %s)\n", score.c_str(), std::string(r[1]).c_str());
+}
+
+TEST(Deploy, TheUnitsCapabilitiesAreTheReadmesTable) {
+  const std::string unit = slurp(testing::source_dir() / "deploy/systemd/keel.service");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(unit, m, std::regex("\\nCapabilityBoundingSet=([^\\n]*)")));
+  std::set<std::string> in_unit;
+  std::istringstream words(m[1].str());
+  for (std::string w; words >> w;) in_unit.insert(w);
+  ASSERT_FALSE(in_unit.empty());
+  const std::string readme = slurp(testing::source_dir() / "deploy/README.md");
+  std::set<std::string> yes, listed;
+  const std::regex row("\\n\\| (CAP_[A-Z_]+) \\|[^\\n]*\\| (yes|no) \\|");
+  for (auto it = std::sregex_iterator(readme.begin(), readme.end(), row); it != std::sregex_iterator();
+       ++it) {
+    listed.insert((*it)[1]);
+    if ((*it)[2] == "yes") yes.insert((*it)[1]);
+  }
+  EXPECT_EQ(yes, in_unit) << "deploy/README.md's capability table against CapabilityBoundingSet=";
+  EXPECT_GE(listed.size(), yes.size() + 2) << "the table also says what keel does without";
+}
+
+}  // namespace
+}  // namespace keel
