@@ -43,35 +43,35 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+}  // namespace
+
 std::string status_line(const ctl::Plan& plan, const ctl::Snapshot& snap) {
+  // Numbers through a buffer, names appended whole: an instance name is never cut.
   std::string out;
   for (const auto& w : snap.workloads) {
     if (!w.critical) continue;
     auto v = plan.workloads.find(w.instance);
     if (v == plan.workloads.end()) continue;
-    char b[160];
-    std::snprintf(b, sizeof b, "%s%s p99 %.0f us (tick %.0f us, %llu waits) slack %.2f rung %u%s",
-                  out.empty() ? "" : "; ", w.instance.c_str(), v->second.p99_us, w.rq_p99_us,
-                  static_cast<unsigned long long>(w.rq_waits), v->second.slack, v->second.rung,
-                  v->second.violated ? " VIOLATED" : "");
-    out += b;
+    char b[128];
+    std::snprintf(b, sizeof b, " p99 %.0f us (tick %.0f us, %llu waits) slack %.2f rung %u%s",
+                  v->second.p99_us, w.rq_p99_us, static_cast<unsigned long long>(w.rq_waits), v->second.slack,
+                  v->second.rung, v->second.violated ? " VIOLATED" : "");
+    out += (out.empty() ? "" : "; ") + w.instance + b;
   }
   if (out.empty()) {  // no critical workload: the busiest waiters, for a first look
     std::vector<const ctl::WorkloadSignals*> order;
     for (const auto& w : snap.workloads) order.push_back(&w);
     std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->rq_p99_us > b->rq_p99_us; });
     for (size_t i = 0; i < order.size() && i < 5; ++i) {
-      char b[160];
-      std::snprintf(b, sizeof b, "%s%s p99 %.0f us (%llu waits)", i ? "; " : "", order[i]->instance.c_str(),
-                    order[i]->rq_p99_us, static_cast<unsigned long long>(order[i]->rq_waits));
-      out += b;
+      char b[96];
+      std::snprintf(b, sizeof b, " p99 %.0f us (%llu waits)", order[i]->rq_p99_us,
+                    static_cast<unsigned long long>(order[i]->rq_waits));
+      out += (i ? "; " : "") + order[i]->instance + b;
     }
     if (out.empty()) out = "no workload matched";
   }
   return out;
 }
-
-}  // namespace
 
 void drop_missing(config::Config& cfg, const SysRoots& roots,
                   const std::function<void(const std::string&)>& say) {

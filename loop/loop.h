@@ -53,6 +53,10 @@ void drop_missing(config::Config& cfg, const SysRoots& roots,
 // Raises the soft limit on open files to the hard one: the inventory holds a directory per cgroup.
 void raise_open_files_limit();
 
+// A tick's status line: each critical instance's p99, slack and rung (else the five busiest waiters),
+// names whole however long.
+std::string status_line(const ctl::Plan& plan, const ctl::Snapshot& snap);
+
 // One running loop, its parts built by run().
 class Loop {
  public:

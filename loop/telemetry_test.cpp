@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "loop/loop.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel::loop {
@@ -259,6 +260,40 @@ TEST(TickReport, InstancesPastTheLabelCapFoldedWhileReportingShowAsTheMetricsFol
       EXPECT_EQ(text.find("workload=\"" + name + "\"") != std::string::npos, own) << name << " at tick " << k;
     }
   }
+}
+
+}  // namespace
+}  // namespace keel::loop
+
+namespace keel::loop {
+namespace {
+
+// The status line names each instance whole: a 300-byte instance name (a pod or container named by its
+// platform) was cut at 160 bytes with everything after it.
+TEST(StatusLine, NamesLongInstancesWholeWithTheirNumbers) {
+  const std::string longname = "kubepods/" + std::string(290, 'x') + "-end";
+  ctl::Snapshot snap;
+  snap.workloads.resize(2);
+  snap.workloads[0].instance = longname;
+  snap.workloads[0].critical = true;
+  snap.workloads[0].rq_p99_us = 812;
+  snap.workloads[0].rq_waits = 44;
+  snap.workloads[1].instance = "crit2";
+  snap.workloads[1].critical = true;
+  ctl::Plan plan;
+  plan.workloads[longname] =
+      ctl::WorkloadView{.p99_us = 900, .slack = -2, .violated = true, .rung = 3, .blocked = ""};
+  plan.workloads["crit2"] =
+      ctl::WorkloadView{.p99_us = 10, .slack = 0.5, .violated = false, .rung = 0, .blocked = ""};
+  const std::string line = status_line(plan, snap);
+  EXPECT_EQ(
+      line,
+      longname +
+          " p99 900 us (tick 812 us, 44 waits) slack -2.00 rung 3 VIOLATED; crit2 p99 10 us (tick 0 us, "
+          "0 waits) slack 0.50 rung 0");
+  // Without a critical instance: the busiest waiters, names whole too.
+  snap.workloads[0].critical = snap.workloads[1].critical = false;
+  EXPECT_EQ(status_line(plan, snap), longname + " p99 812 us (44 waits); crit2 p99 0 us (0 waits)");
 }
 
 }  // namespace
