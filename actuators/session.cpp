@@ -1,6 +1,42 @@
 #include "actuators/session.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
 namespace keel::act {
+
+namespace {
+
+constexpr const char* kHandoverFile = "handover";
+constexpr std::string_view kHandoverMagic = "keel-handover 1";
+constexpr size_t kHandoverMax = 16 << 20;
+
+// STATE_DIR/handover: "keel-handover 1 BOOT_ID\n" then the loop's state. None when absent, a symlink,
+// not a regular file of ours, too large or malformed (then the journal is restored as a crash's).
+std::optional<std::pair<std::string, std::string>> read_handover(const std::filesystem::path& file) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::string text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+      static_cast<size_t>(st.st_size) <= kHandoverMax) {
+    text.resize(static_cast<size_t>(st.st_size));
+    ssize_t n = ::read(fd, text.data(), text.size());
+    text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  const size_t nl = text.find('\n');
+  if (nl == std::string::npos || !text.starts_with(std::string(kHandoverMagic) + " ")) return std::nullopt;
+  std::string boot = text.substr(kHandoverMagic.size() + 1, nl - kHandoverMagic.size() - 1);
+  if (boot.empty()) return std::nullopt;
+  return std::make_pair(std::move(boot), text.substr(nl + 1));
+}
+
+}  // namespace
 
 Result<Session> Session::start(const SysRoots& roots, const std::filesystem::path& state_dir, Mode mode,
                                DirOps dirs) {
@@ -10,6 +46,26 @@ Result<Session> Session::start(const SysRoots& roots, const std::filesystem::pat
   s.roots_ = roots;
   s.dirs_ = dirs;
   s.journal_ = std::make_unique<Journal>(std::move(*j));
+  s.state_dir_ = state_dir;
+  // A handover from a keel of this boot (its knobs are still as it set them): adopted, not restored.
+  auto handed = read_handover(state_dir / kHandoverFile);
+  const bool handover = handed && !s.journal_->entries().empty() &&
+                        handed->first == read_boot_id(roots.proc) && s.journal_->boot_id() == handed->first;
+  if (handover && mode == Mode::observe)
+    return fail("a previous keel handed over " + std::to_string(s.journal_->entries().size()) +
+                    " changed knobs (journal " + s.journal_->file().string() +
+                    "); observe mode neither adopts nor writes: run `keel restore` first",
+                state_dir.string());
+  if (mode == Mode::enforce) {
+    std::error_code ec;
+    std::filesystem::remove(state_dir / kHandoverFile, ec);  // read once: a crash after this is a crash
+  }
+  if (handover) {
+    s.adopted_ = std::move(handed->second);
+    s.writer_ = std::make_unique<KnobWriter>(roots, mode, s.journal_.get(), dirs);
+    s.finished_ = false;
+    return s;
+  }
   s.recovered_entries_ = s.journal_->entries().size();
   if (s.recovered_entries_ > 0 && mode == Mode::observe)
     // Observe mode never writes, not even to undo another keel's changes.
@@ -42,6 +98,8 @@ Session& Session::operator=(Session&& o) noexcept {
     writer_ = std::move(o.writer_);
     recovered_ = std::move(o.recovered_);
     recovered_entries_ = o.recovered_entries_;
+    state_dir_ = std::move(o.state_dir_);
+    adopted_ = std::move(o.adopted_);
     finished_ = std::exchange(o.finished_, true);
   }
   return *this;
@@ -49,6 +107,23 @@ Session& Session::operator=(Session&& o) noexcept {
 
 Session::~Session() {
   if (!finished_ && journal_) finish();
+}
+
+Result<void> Session::hand_over(std::string_view state) {
+  if (!journal_ || finished_) return {};
+  if (writer_->mode() == Mode::observe) return {};
+  const auto file = state_dir_ / kHandoverFile, tmp = state_dir_ / "handover.tmp";
+  const std::string text =
+      std::string(kHandoverMagic) + " " + journal_->boot_id() + "\n" + std::string(state);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return fail_errno("cannot write the handover", tmp.string());
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) return fail("cannot write the handover", tmp.string(), err);
+  if (::rename(tmp.c_str(), file.c_str()) != 0) return fail_errno("cannot write the handover", file.string());
+  finished_ = true;  // the knobs stay: the next keel adopts them, or `keel restore` gives them back
+  return {};
 }
 
 RestoreReport Session::finish() {

@@ -1,10 +1,16 @@
 // What `keel run` holds while it acts: the state directory's journal (exclusively), a writer in the
 // configured mode, and the promise to give everything back. Starting a session first restores a
 // journal a crashed keel left behind; finish() (or the destructor) restores what this one changed.
+// Or a session hands over (daemon.rollback = "not_on_exit"): its knobs stay as set, the journal stays,
+// and STATE_DIR/handover records the loop's state (opaque text here); the next session of the same
+// boot adopts them (nothing restored; adopted() returns that text) and carries the journal on.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "actuators/journal.h"
 #include "actuators/restore.h"
@@ -28,6 +34,11 @@ class Session {
   size_t recovered_entries() const { return recovered_entries_; }
   // Restores every knob this session changed; the session stays usable (a later change journals again).
   RestoreReport finish();
+  // Leaves every knob as it is and the journal in place, writes `state` to STATE_DIR/handover (durably)
+  // for the next session; this one restores nothing after. Observe mode: nothing to hand over.
+  Result<void> hand_over(std::string_view state);
+  // The state a handed-over session left, when start() adopted its journal instead of restoring it.
+  const std::optional<std::string>& adopted() const { return adopted_; }
 
  private:
   Session() = default;
@@ -37,6 +48,8 @@ class Session {
   std::unique_ptr<KnobWriter> writer_;
   RestoreReport recovered_;
   size_t recovered_entries_ = 0;
+  std::filesystem::path state_dir_;
+  std::optional<std::string> adopted_;
   bool finished_ = true;
 };
 

@@ -61,6 +61,62 @@ TEST_F(SessionTree, StartingAfterACrashRestoresTheLeftoverJournalFirst) {
   EXPECT_EQ(shares("be"), "1024");  // before this session decided anything
 }
 
+// daemon.rollback = "not_on_exit": a session that hands over leaves its knobs and journal, and the next
+// session of the same boot adopts them (nothing restored, the state text back, the original still
+// journaled so its own end restores it); a handover of another boot, a symlinked or a garbled one is
+// ignored and the journal restored as a crash's; observe mode refuses a handover as it refuses a crash.
+TEST_F(SessionTree, AHandoverIsAdoptedByTheNextSessionOfTheSameBoot) {
+  {
+    auto s = Session::start(roots_, t_.path() / "state", Mode::enforce);
+    ASSERT_TRUE(s) << s.error().message();
+    ASSERT_TRUE(s->writer().set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
+    ASSERT_TRUE(s->hand_over("[{\"instance\":\"be\"}]\n"));
+  }  // the stop of a keel that hands over
+  EXPECT_EQ(shares("be"), "2") << "left as set";
+  EXPECT_TRUE(fs::exists(t_.path() / "state/journal"));
+  EXPECT_EQ(slurp(t_.path() / "state/handover"), "keel-handover 1 b-1\n[{\"instance\":\"be\"}]\n");
+  auto observe = Session::start(roots_, t_.path() / "state", Mode::observe);
+  ASSERT_FALSE(observe);
+  EXPECT_NE(observe.error().message().find("handed over"), std::string::npos) << observe.error().message();
+  // Observe consumed the handover file? No: it is read and removed only by the session that adopts.
+  {
+    auto s = Session::start(roots_, t_.path() / "state", Mode::enforce);
+    ASSERT_TRUE(s) << s.error().message();
+    ASSERT_TRUE(s->adopted());
+    EXPECT_EQ(*s->adopted(), "[{\"instance\":\"be\"}]\n");
+    EXPECT_EQ(s->recovered_entries(), 0u);
+    EXPECT_EQ(shares("be"), "2") << "adopted, not restored";
+    EXPECT_EQ(s->writer().journaled(), 1u);
+    EXPECT_FALSE(fs::exists(t_.path() / "state/handover")) << "read once: a crash after it is a crash";
+  }  // this one ends normally
+  EXPECT_EQ(shares("be"), "1024") << "the original the first session journaled";
+}
+
+TEST_F(SessionTree, AHandoverOfAnotherBootASymlinkOrGarbageIsACrash) {
+  for (const std::string handover : {"keel-handover 1 b-0\n[]\n", "keel-handover 2 b-1\n[]\n",
+                                     "keel-handover 1 \n[]\n", "garbage", "symlink"}) {
+    {
+      auto j = Journal::open(t_.path() / "state", "b-1");
+      ASSERT_TRUE(j);
+      KnobWriter w(roots_, Mode::enforce, &*j);
+      ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
+    }
+    const fs::path file = t_.path() / "state/handover";
+    if (handover == "symlink") {
+      testing::make_tree(t_.path(), {{"elsewhere", "keel-handover 1 b-1\n[]\n"}});
+      fs::create_symlink(t_.path() / "elsewhere", file);
+    } else {
+      testing::make_tree(t_.path(), {{"state/handover", handover}});
+    }
+    auto s = Session::start(roots_, t_.path() / "state", Mode::enforce);
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_FALSE(s->adopted()) << handover;
+    EXPECT_EQ(s->recovered().restored, 1u) << handover;
+    EXPECT_EQ(shares("be"), "1024") << handover;
+    EXPECT_FALSE(fs::exists(fs::symlink_status(file))) << handover;
+  }
+}
+
 TEST_F(SessionTree, ObserveSessionsNeverJournalNorWrite) {
   auto s = Session::start(roots_, t_.path() / "state", Mode::observe);
   ASSERT_TRUE(s);

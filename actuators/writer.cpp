@@ -122,6 +122,16 @@ Result<bool> KnobWriter::set(const CgroupDir& dir, CgroupFile f, std::string_vie
   return true;
 }
 
+std::optional<std::string> KnobWriter::original(const CgroupDir& dir, CgroupFile f) const {
+  if (journal_ == nullptr || dir.name(f).empty()) return std::nullopt;
+  auto k = cgroup_knob(roots_, dir.hierarchy(), dir.path(), dir.name(f));
+  if (!k) return std::nullopt;
+  for (const auto& e : journal_->entries())
+    if (e.kind == EntryKind::file && e.path == *k && (e.dir_inode == 0 || e.dir_inode == dir.id().inode))
+      return e.original;
+  return std::nullopt;
+}
+
 Result<void> KnobWriter::journal_first(const JournalEntry& original) {
   if (journal_->has(original.path, original.dir_inode)) return {};
   return journal_->record(original);  // durable before the first write

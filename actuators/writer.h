@@ -65,6 +65,7 @@ class KnobWriter {
   Result<bool> remove_dir(const KnobPath& k);
 
   Mode mode() const { return mode_; }
+  size_t journaled() const { return journal_ != nullptr ? journal_->entries().size() : 0; }
   const SysRoots& roots() const { return roots_; }
   // The changes since the previous take_changes() (for per-tick logs).
   const std::vector<Change>& changes() const { return changes_; }
@@ -72,6 +73,9 @@ class KnobWriter {
   // Observe mode: the value this writer would have written to `k` last, if any (an observed run sees
   // its own earlier steps, as an enforcing one sees them in the files).
   const std::string* observed(const KnobPath& k) const;
+  // The value journaled as the original of `f` of `dir` (this very cgroup), if any: what a keel that
+  // handed over found there before it changed it.
+  std::optional<std::string> original(const CgroupDir& dir, CgroupFile f) const;
 
  private:
   Result<void> raw_write(const KnobPath& k, std::string_view value, bool append);

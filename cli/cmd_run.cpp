@@ -62,6 +62,12 @@ int cmd_run(const std::vector<std::string>& argv) {
   const SysRoots roots = root ? SysRoots::under(*root) : SysRoots::host();
   auto cfg = load_config_for_host("run", *file, roots);
   if (!cfg) return cfg.error();
+  // SIGHUP: the same file read and validated again (its errors printed as at start).
+  o.reload = [path = *file, roots]() -> std::optional<config::Config> {
+    auto c = load_config_for_host("run", path, roots);
+    if (!c) return std::nullopt;
+    return std::move(*c);
+  };
   return loop::run(std::move(*cfg), o, roots);
 }
 

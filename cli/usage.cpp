@@ -14,7 +14,8 @@ constexpr CommandUsage kCommands[] = {
      "--config FILE [--observe] [--once] [--record TRACE] [--state DIR] [--verbose]\n"
      "      [--bpf-stats sampled|always|off] [--metrics-listen HOST:PORT|off] [--root DIR]",
      "the daemon: sense -> decide -> act every period; --observe (or mode = \"observe\")\n"
-     "logs what it would do and writes nothing; every knob back on SIGINT/SIGTERM;\n"
+     "logs what it would do and writes nothing; every knob back on SIGINT/SIGTERM (with\n"
+     "daemon.rollback = \"not_on_exit\" handed over to the next keel instead); SIGHUP reloads the config;\n"
      "Prometheus metrics on daemon.metrics_listen (default 127.0.0.1:9477); --root DIR:\n"
      "the host's /sys, /proc and /var/lib/docker are under DIR (keel in a container)"},
     {"plan", "--config FILE [--window S]",
@@ -148,7 +149,10 @@ std::string man_page(std::string_view version) {
   }
   out +=
       ".SH EXIT STATUS\n0 ok, 1 runtime failure, 2 bad usage or bad configuration.\n"
-      ".SH SIGNALS\n.TP\n.B SIGTERM, SIGINT, SIGHUP\nstop and put every knob back.\n"
+      ".SH SIGNALS\n.TP\n.B SIGTERM, SIGINT\nstop: every knob back, or with daemon.rollback = "
+      "\"not_on_exit\" every knob left as set for the next keel to adopt (keel restore gives them back).\n"
+      ".TP\n.B SIGHUP\nread the config again: a valid one is used from the next tick (knobs of instances "
+      "it no longer manages go back), an invalid one is reported and the running one stays.\n"
       ".SH FILES\n.TP\n.I /etc/keel/keel.toml\nthe configuration (observe mode as shipped); reference in "
       "/usr/share/doc/keel/config.md.\n"
       ".TP\n.I /var/lib/keel\nthe state directory: the journal of original knob values and the lock.\n"

@@ -30,6 +30,9 @@ struct Diagnostic {
 };
 
 enum class Mode { observe, enforce };
+// What a stop signal does with the knobs keel set (tuned's rollback): auto gives every one back;
+// not_on_exit leaves them and the journal for the next keel to adopt (an upgrade, a restart).
+enum class Rollback { automatic, not_on_exit };
 enum class Hierarchy { automatic, unified, cpu, cpuset };
 enum class WorkloadClass { critical, best_effort };
 enum class NumaPolicy { any, single };
@@ -53,6 +56,7 @@ struct Daemon {
   // A critical cgroup's waits over its SLO wake keel for a tick at once (at most one early tick per
   // 100 ms) instead of at the period's end.
   bool early_ticks = true;
+  Rollback rollback = Rollback::automatic;
   Pos period_pos;
   Pos state_dir_pos;
   Pos metrics_listen_pos;

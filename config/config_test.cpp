@@ -557,6 +557,17 @@ TEST(Validate, MetricsMaxWorkloadsIsBounded) {
   load_ok("[daemon]\nmetrics_max_workloads = 0\n");  // every instance under "other"
 }
 
+TEST(Validate, RollbackIsAutoOrNotOnExit) {
+  EXPECT_EQ(load_ok("").daemon.rollback, Rollback::automatic);
+  EXPECT_EQ(load_ok("[daemon]\nrollback = \"not_on_exit\"\n").daemon.rollback, Rollback::not_on_exit);
+  EXPECT_EQ(load_ok("[daemon]\nrollback = \"auto\"\n").daemon.rollback, Rollback::automatic);
+  auto diags = load_bad("[daemon]\nrollback = \"never\"\n");
+  ASSERT_FALSE(diags.empty());
+  EXPECT_EQ(diags.front().pos.line, 2u);
+  EXPECT_NE(diags.front().message.find("daemon.rollback"), std::string::npos) << diags.front().message;
+  EXPECT_NE(diags.front().message.find("not_on_exit"), std::string::npos) << diags.front().message;
+}
+
 TEST(Validate, TheMetricsLabelsOtherAndHostAreNoWorkloadNames) {
   EXPECT_EQ(first_message("[[workload]]\nname = \"host\"\nmatch = { cgroup = \"/a\" }\n"),
             "workload 'host': name \"host\" is reserved (the metrics' label for host-wide knobs)");

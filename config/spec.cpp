@@ -54,6 +54,7 @@ const WorkloadSpec* Spec::find(std::string_view name) const {
 Spec compile(const Config& cfg, const CpuSet& online) {
   Spec s;
   s.mode = cfg.daemon.mode;
+  s.rollback = cfg.daemon.rollback;
   s.period = cfg.daemon.period;
   s.state_dir = cfg.daemon.state_dir;
   s.metrics_listen = cfg.daemon.metrics_listen;

@@ -56,6 +56,7 @@ struct Spec {
   size_t metrics_max_workloads = 256;
   Hierarchy hierarchy = Hierarchy::automatic;
   bool early_ticks = true;
+  Rollback rollback = Rollback::automatic;
   CpuSet online;                        // the host's CPUs the bounds were compiled for
   CpuSet reserved;                      // host.reserved_cpus: never handed to workloads
   std::vector<WorkloadSpec> workloads;  // config order: the first that matches a cgroup wins

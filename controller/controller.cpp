@@ -530,6 +530,38 @@ void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const st
   }
 }
 
+void Controller::adopt(std::map<std::string, KnobState> desired) { adopting_ = std::move(desired); }
+
+void Controller::take_adopted(const Snapshot& s) {
+  std::map<std::string, KnobState> adopted = std::move(*adopting_);
+  adopting_.reset();
+  std::erase_if(adopted, [&](const auto& e) { return !at_.contains(e.first) || e.second == KnobState{}; });
+  std::vector<std::string> owners;  // critical instances with an SLO, in name order (adopted is sorted)
+  for (const auto& [inst, k] : adopted) {
+    const WorkloadSignals& w = s.workloads[at_.at(inst)];
+    if (w.critical && spec_of(w).slo_p99_us) owners.push_back(inst);
+  }
+  if (owners.empty()) return;  // nothing holds them: as found, the reconciler gives them back
+  for (size_t i = 0; i < owners.size(); ++i) {
+    InstanceState& st = states_[owners[i]];
+    Step step;
+    const KnobState& own = adopted.at(owners[i]);
+    step.rung = own.cpus ? Rung::cpus : own.shares ? Rung::weight : Rung::preempt_class;
+    step.tick = s.tick;
+    step.verified = true;  // it held before the handover
+    step.demand = st.demand;
+    step.be_usage = be_usage_;
+    for (const auto& [inst, k] : adopted) {
+      const bool critical = s.workloads[at_.at(inst)].critical;
+      if (inst != owners[i] && (critical || i > 0)) continue;
+      step.before[inst] = KnobState{};
+      step.after[inst] = k;
+      plan_.desired[inst] = k;
+    }
+    st.steps.push_back(std::move(step));
+  }
+}
+
 const Plan& Controller::step(const Snapshot& s) {
   // The last tick's plan, reused: most instances are the same, their entries stay.
   Plan& plan = plan_;
@@ -556,6 +588,7 @@ const Plan& Controller::step(const Snapshot& s) {
   for (const auto& w : s.workloads)
     if (!w.critical && w.cpu_usage) be += *w.cpu_usage + w.rq_wait_s_per_s;
   be_usage_ = be_usage_ == 0 ? be : policy_.ewma_alpha * be + (1 - policy_.ewma_alpha) * be_usage_;
+  if (adopting_) take_adopted(s);
   // The class first: a victim's steps this tick see it.
   preempt_classes(s, plan);
   // Critical instances in a fixed order (name), one step each at most per tick.

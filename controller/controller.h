@@ -122,6 +122,13 @@ class Controller {
   Controller(config::Spec spec, Topology topo, Policy policy = {});
   // The plan stays valid until the next step().
   const Plan& step(const Snapshot& s);
+  // What keel wants each instance's knobs to be now (the last plan's), for a handover or a reload.
+  const std::map<std::string, KnobState>& desired() const { return plan_.desired; }
+  // Takes over what another controller (a keel that handed over, or this one before a reload) wanted:
+  // at the next step, the instances of `desired` that the snapshot has keep those values, held as one
+  // verified step per critical instance (its own state; the first also holds the best-effort ones), so
+  // nothing is given back at once and each is given back as the ladder would give back its own step.
+  void adopt(std::map<std::string, KnobState> desired);
   const Policy& policy() const { return policy_; }
 
  private:
@@ -184,6 +191,8 @@ class Controller {
   bool fits(const Snapshot& s, const std::map<std::string, KnobState>& to, std::string& why) const;
   bool clashes(const Step& step, const Plan& plan, bool forward) const;
   void preempt_classes(const Snapshot& s, Plan& plan);
+  std::optional<std::map<std::string, KnobState>> adopting_;  // until the next step
+  void take_adopted(const Snapshot& s);
   unsigned starvation_ticks_ = 5;
   std::vector<std::string> last_lifts_;                // the last tick's starvation lifts
   std::unordered_map<std::string, unsigned> starved_;  // best-effort instance -> ticks starved in the class

@@ -1241,6 +1241,48 @@ TEST(ControllerScenario, VictimAndHogOnTwoCpus) {
   EXPECT_LE(home, 70 + pol.lockout_ticks + 4 + 4 * (pol.give_back_ticks + 1)) << log;
 }
 
+// A handover: controller A protects svc from the hog (its own CPU); B takes A's desired state over and
+// holds it while the hog runs (no give-back, no action: the plant keeps every knob), where a fresh
+// controller would start from nothing; when the hog stops, B gives everything back.
+TEST(ControllerAdopt, AHandedOverStateIsHeldThenGivenBackWhenThePressureGoes) {
+  Scenario sc =
+      hand("pack:1 numa:1 l3:1 core:2 pu:1", kSvcAndHog, {critical("svc", 0.5), best_effort("hog", 2.0)}, 0);
+  const config::Spec spec = config::compile(sc.cfg, sc.topo->online());
+  Plant plant(sc.topo->online(), sc.workloads, 7, sc.params);
+  Controller a(spec, *sc.topo);
+  for (int t = 0; t < 40; ++t) plant.apply(a.step(plant.tick()));
+  ASSERT_TRUE(a.desired().contains("svc") && a.desired().at("svc").cpus) << "A never isolated svc";
+  const auto handed = a.desired();
+  const PlantKnobs svc_knobs = plant.knobs("svc"), hog_knobs = plant.knobs("hog");
+  Controller fresh(spec, *sc.topo);
+  const Snapshot first = plant.tick();
+  EXPECT_FALSE(fresh.step(first).desired.contains("svc")) << "without adopt, protection starts over";
+  Controller b(spec, *sc.topo);
+  b.adopt(handed);
+  for (int t = 0; t < 15; ++t) {
+    const Plan& p = b.step(t == 0 ? first : plant.tick());
+    for (const auto& act : p.actions) ADD_FAILURE() << "tick " << p.tick << ": " << action_line(act);
+    EXPECT_EQ(p.desired.at("svc"), handed.at("svc")) << "tick " << p.tick;
+    plant.apply(p);
+    EXPECT_EQ(plant.knobs("svc"), svc_knobs);
+    EXPECT_EQ(plant.knobs("hog"), hog_knobs);
+  }
+  plant.set_demand("hog", 0);
+  uint64_t home = 0;
+  for (int t = 0; t < 200 && !home; ++t) {
+    const Plan& p = b.step(plant.tick());
+    plant.apply(p);
+    if (p.desired.empty() && plant.knobs("svc") == plant.found("svc") &&
+        plant.knobs("hog") == plant.found("hog"))
+      home = p.tick;
+  }
+  EXPECT_NE(home, 0u) << "B never gave back what it adopted";
+  // Adopting names the snapshot lacks is harmless: they are dropped.
+  Controller c(spec, *sc.topo);
+  c.adopt({{"gone", ctl::KnobState{4096, std::nullopt, std::nullopt, std::nullopt, false}}});
+  EXPECT_FALSE(c.step(plant.tick()).desired.contains("gone"));
+}
+
 // The ladder one rung at a time (no jump to whole cores however severe), for the tests of its order.
 Policy no_jump() {
   Policy p;

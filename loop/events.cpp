@@ -10,7 +10,7 @@
 
 namespace keel::loop {
 
-Result<Events> Events::open() {
+Result<Events> Events::open(bool hup_reloads) {
   sigset_t stop;
   sigemptyset(&stop);
   // SIGHUP too: a terminal that closes must not end keel without giving the host back.
@@ -19,6 +19,7 @@ Result<Events> Events::open() {
     return fail("cannot block the stop signals", "", errno);
   ::signal(SIGPIPE, SIG_IGN);
   Events e;
+  e.hup_reloads_ = hup_reloads;
   e.signals_.reset(::signalfd(-1, &stop, SFD_NONBLOCK | SFD_CLOEXEC));
   e.timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   e.epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
@@ -57,13 +58,17 @@ Events::Wake Events::wait_until(std::chrono::steady_clock::time_point t) {
     int n = ::epoll_wait(epoll_.get(), ev, 4, -1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Wake::due;  // cannot wait: go on rather than spin (epoll only fails on bad fds)
-    bool due = false, event = false;
+    bool due = false, event = false, reload = false;
     for (int i = 0; i < n; ++i) {
       if (ev[i].data.fd == signals_.get()) {
         signalfd_siginfo si{};
         if (::read(signals_.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-          stopped_ = true;
-          signal_ = static_cast<int>(si.ssi_signo);
+          if (hup_reloads_ && si.ssi_signo == SIGHUP) {
+            reload = true;
+          } else {
+            stopped_ = true;
+            signal_ = static_cast<int>(si.ssi_signo);
+          }
         }
       } else if (ev[i].data.fd != timer_.get()) {
         event = true;
@@ -75,6 +80,7 @@ Events::Wake Events::wait_until(std::chrono::steady_clock::time_point t) {
       }
     }
     if (stopped_) return Wake::stop;
+    if (reload) return Wake::reload;
     if (due) return Wake::due;
     if (event) return Wake::event;
   }

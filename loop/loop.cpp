@@ -13,6 +13,7 @@
 #include "actuators/sched_features.h"
 #include "actuators/session.h"
 #include "controller/trace.h"
+#include "host/json.h"
 #include "host/resctrl_info.h"
 #include "loop/telemetry.h"
 
@@ -73,6 +74,59 @@ std::string status_line(const ctl::Plan& plan, const ctl::Snapshot& snap) {
   return out;
 }
 
+std::string format_desired(const std::map<std::string, ctl::KnobState>& desired) {
+  Json all = Json::array();
+  for (const auto& [inst, k] : desired) {
+    if (utf8_safe(inst) != inst) continue;  // would not come back as itself
+    Json j = Json::object();
+    j["instance"] = inst;
+    if (k.shares) j["shares"] = *k.shares;
+    if (k.cpus) j["cpus"] = k.cpus->to_list();
+    if (k.l3_ways) j["l3_ways"] = *k.l3_ways;
+    if (k.mba_percent) j["mba_percent"] = *k.mba_percent;
+    if (k.preempt) j["preempt"] = true;
+    all.push_back(std::move(j));
+  }
+  return json_text(all) + "\n";
+}
+
+Result<std::map<std::string, ctl::KnobState>> parse_desired(std::string_view text) {
+  Json all = Json::parse(text.begin(), text.end(), nullptr, false);
+  if (all.is_discarded() || !all.is_array()) return fail("the handover's desired state is not a JSON array");
+  std::map<std::string, ctl::KnobState> out;
+  auto whole = [](const Json& v, uint64_t max) -> std::optional<uint64_t> {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > max) return std::nullopt;
+    return v.get<uint64_t>();
+  };
+  for (const Json& j : all) {
+    if (!j.is_object() || !j.contains("instance") || !j["instance"].is_string())
+      return fail("the handover's desired state has an entry without an instance");
+    const std::string inst = j["instance"].get<std::string>();
+    ctl::KnobState k;
+    for (const auto& [key, v] : j.items()) {
+      std::optional<uint64_t> n;
+      if (key == "instance") continue;
+      if (key == "shares" && (n = whole(v, 262144))) {
+        k.shares = *n;
+      } else if (key == "l3_ways" && (n = whole(v, 64))) {
+        k.l3_ways = static_cast<unsigned>(*n);
+      } else if (key == "mba_percent" && (n = whole(v, 100))) {
+        k.mba_percent = static_cast<unsigned>(*n);
+      } else if (key == "cpus" && v.is_string()) {
+        auto set = CpuSet::parse_list(v.get<std::string>());
+        if (!set) return fail("the handover's cpus of " + inst + " are not a CPU list");
+        k.cpus = *set;
+      } else if (key == "preempt" && v.is_boolean()) {
+        k.preempt = v.get<bool>();
+      } else {
+        return fail("the handover's desired state of " + inst + " has a bad " + key);
+      }
+    }
+    if (!out.emplace(inst, k).second) return fail("the handover names " + inst + " twice");
+  }
+  return out;
+}
+
 void drop_missing(config::Config& cfg, const SysRoots& roots,
                   const std::function<void(const std::string&)>& say) {
   if (cfg.actuators.resctrl) {
@@ -105,7 +159,7 @@ void raise_open_files_limit() {
 
 Loop::Loop(Parts parts)
     : p_(std::move(parts)),
-      controller_(p_.spec, p_.topo),
+      controller_(std::make_unique<ctl::Controller>(p_.spec, p_.topo)),
       reconciler_(p_.spec, p_.topo, *p_.writer),
       labels_(p_.spec.metrics_max_workloads) {}
 
@@ -164,7 +218,23 @@ void Loop::log_early(uint64_t n, const bpf::SloEvent& e) {
       " ms (the last " + wait + "), " + ms_since(e.at_ns) + " ago");
 }
 
-void Loop::run(Events& events, bool once) {
+void Loop::adopt(std::map<std::string, ctl::KnobState> desired) {
+  controller_->adopt(std::move(desired));
+  reconciler_.adopt();
+}
+
+void Loop::reload(config::Spec spec, Sensing* sensing) {
+  auto desired = controller_->desired();
+  p_.spec = std::move(spec);
+  p_.sensing = sensing;
+  controller_ = std::make_unique<ctl::Controller>(p_.spec, p_.topo);
+  controller_->adopt(std::move(desired));
+  reconciler_.respec(p_.spec);
+  labels_ = metrics::LabelCap(p_.spec.metrics_max_workloads);
+  gaps_said_.clear();
+}
+
+Loop::Exit Loop::run(Events& events, bool once) {
   using Clock = std::chrono::steady_clock;
   const auto period = std::chrono::duration_cast<Clock::duration>(p_.spec.period);
   const auto gap = std::chrono::duration_cast<Clock::duration>(kEarlyGap);
@@ -177,11 +247,12 @@ void Loop::run(Events& events, bool once) {
   // systemd's watchdog: pinged from this thread between ticks, so a tick that hangs stops the pings.
   const auto ping_every = p_.notifier != nullptr ? p_.notifier->watchdog_every() : std::nullopt;
   auto ping_at = Clock::now();
-  for (uint64_t n = 1;;) {
+  for (uint64_t& n = n_;;) {
     auto until = early ? std::min(next, early_at) : next;
     if (ping_every) until = std::min(until, ping_at);
     const auto w = events.wait_until(until);
     if (w == Events::Wake::stop) break;
+    if (w == Events::Wake::reload) return Exit::reload;
     auto now = Clock::now();
     if (ping_every && now >= ping_at) {
       if (auto r = p_.notifier->send("WATCHDOG=1"); !r) log("watchdog: " + r.error().message());
@@ -212,6 +283,7 @@ void Loop::run(Events& events, bool once) {
     ++n;
     if (once) break;
   }
+  return Exit::stop;
 }
 
 void Loop::tick(uint64_t n) {
@@ -226,7 +298,7 @@ void Loop::tick(uint64_t n) {
   }
   const ctl::Snapshot* snap = &snap_;
   // Decide, act.
-  const ctl::Plan& plan = controller_.step(*snap);
+  const ctl::Plan& plan = controller_->step(*snap);
   auto done = reconciler_.apply(plan, *snap, p_.sensing->inventory());
   keep_off_critical_cpus(plan, *snap);
   p_.sensing->touched(done.touched);
@@ -275,7 +347,7 @@ void Loop::tick(uint64_t n) {
 int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   constexpr int kOk = 0, kFailure = 1;
   // Before any thread starts: stop signals become events.
-  auto events = Events::open();
+  auto events = Events::open(/*hup_reloads=*/true);
   if (!events) {
     log("run: " + events.error().message());
     return kFailure;
@@ -366,11 +438,13 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
     }
   }
   raise_open_files_limit();
-  auto sensing = Sensing::open(spec, roots, *topo, o.stats);
-  if (!sensing) {
-    log("run: " + sensing.error().message());
+  auto opened = Sensing::open(spec, roots, *topo, o.stats);
+  if (!opened) {
+    log("run: " + opened.error().message());
     return kFailure;
   }
+  // Held by pointer: a reload replaces it, and the loop keeps pointing at the one in use.
+  auto sensing = std::make_unique<Sensing>(std::move(*opened));
   metrics::Metrics metrics(metrics_setup(spec, observe, sensing->sensor().pmu(), o.version));
   if (endpoint) endpoint->serve(metrics);
   size_t critical = 0;
@@ -383,14 +457,68 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
       sensing->sensor().counters_note() + ", state " + state.string() +
       (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
 
-  Loop loop(
-      {spec, observe, o.verbose, *topo, &*sensing, &session->writer(), &metrics, &record, roots, &*notifier});
+  Loop loop({spec, observe, o.verbose, *topo, sensing.get(), &session->writer(), &metrics, &record, roots,
+             &*notifier});
+  if (const auto& handed = session->adopted()) {
+    auto desired = parse_desired(*handed);
+    if (!desired) {
+      // The journal still holds every original: adopted as found, given back as the plan lets go.
+      log("run: " + desired.error().message() + ": the knobs a previous keel left are adopted as found");
+      desired.emplace();
+    }
+    log("run: adopted what a previous keel handed over: " + std::to_string(session->writer().journaled()) +
+        " journaled knobs, the desired state of " + std::to_string(desired->size()) +
+        " instances; nothing given back");
+    loop.adopt(std::move(*desired));
+  }
   if (auto r = notifier->send("READY=1\nSTATUS=" + std::string(mode) + ", " +
                               std::to_string(spec.workloads.size()) + " workloads");
       !r)
     log("run: " + r.error().message());
-  loop.run(*events, o.once);
+  while (loop.run(*events, o.once) == Loop::Exit::reload) {
+    (void)notifier->send("RELOADING=1");
+    std::optional<config::Config> next;
+    if (o.reload)
+      next = o.reload();
+    else
+      log("reload: SIGHUP ignored: no config file to read again");
+    if (next) {
+      drop_missing(*next, roots, log);
+      config::Spec next_spec = config::compile(*next, topo->online());
+      if (next_spec.mode != spec.mode) {
+        log("reload: daemon.mode changed: a restart applies that; the rest of the new config is used");
+        next_spec.mode = spec.mode;
+      }
+      auto s = Sensing::open(next_spec, roots, *topo, o.stats);
+      if (!s) {
+        log("reload: " + s.error().message() + ": the running config stays");
+      } else {
+        auto fresh = std::make_unique<Sensing>(std::move(*s));
+        loop.reload(next_spec, fresh.get());
+        sensing = std::move(fresh);  // the old sensing (its BPF programs) goes
+        spec = std::move(next_spec);
+        log("reload: the new config is in use: " + std::to_string(spec.workloads.size()) +
+            " workloads; knobs of instances it no longer manages go back at the next tick");
+      }
+    } else if (o.reload) {
+      log("reload: the config is not valid (above): the running config stays");
+    }
+    (void)notifier->send("READY=1");
+  }
   if (auto r = notifier->send("STOPPING=1"); !r) log("run: " + r.error().message());
+  if (!observe && spec.rollback == config::Rollback::not_on_exit) {
+    // Hand over (daemon.rollback = "not_on_exit"): knobs as they are, the journal and the desired state
+    // kept for the next keel; `keel restore` gives them back.
+    const size_t journaled = session->writer().journaled();
+    if (auto r = session->hand_over(format_desired(loop.desired())); !r) {
+      log("run: " + r.error().message() + ": giving every knob back instead");
+    } else {
+      log("run: stopped and handed over (daemon.rollback = \"not_on_exit\"): " + std::to_string(journaled) +
+          " knobs left as keel set them, their originals journaled in " + state.string() +
+          "; the next keel adopts them, keel restore gives them back");
+      return kOk;
+    }
+  }
 
   int rc = kOk;
   auto back = session->finish();

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -39,6 +40,9 @@ struct RunOptions {
   bpf::BpfStats stats = bpf::BpfStats::sampled;
   std::optional<std::string> metrics_listen;  // --metrics-listen, checked already ("off": none)
   std::string version;
+  // SIGHUP: the config read again and validated (its errors printed, file:line:col); none keeps the
+  // running one. Unset: SIGHUP is ignored with a line saying so.
+  std::function<std::optional<config::Config>()> reload;
 };
 
 // The daemon: returns the process's exit code (0, or 1 on a runtime failure or a knob that could not
@@ -52,6 +56,12 @@ void drop_missing(config::Config& cfg, const SysRoots& roots,
 
 // Raises the soft limit on open files to the hard one: the inventory holds a directory per cgroup.
 void raise_open_files_limit();
+
+// keel's desired knob values per instance as text (JSON) for a handover, and back. Instance names are
+// kept byte for byte where they are valid UTF-8 (others do not come back: those instances start as
+// found). Bad text is an error, never a partial map.
+std::string format_desired(const std::map<std::string, ctl::KnobState>& desired);
+Result<std::map<std::string, ctl::KnobState>> parse_desired(std::string_view text);
 
 // A tick's status line: each critical instance's p99, slack and rung (else the five busiest waiters),
 // names whole however long.
@@ -73,11 +83,20 @@ class Loop {
     const Notifier* notifier = nullptr;  // WATCHDOG=1 to systemd, at its interval, while the loop lives
   };
   explicit Loop(Parts parts);
+  enum class Exit { stop, reload };
   // At most one early tick (daemon.early_ticks: a critical cgroup's waits crossed its SLO) per this.
   static constexpr std::chrono::milliseconds kEarlyGap{100};
   // Ticks every period, and early when the sensing's SLO watch wakes it, until a stop signal (or
-  // after one tick with `once`).
-  void run(Events& events, bool once);
+  // after one tick with `once`) or a reload signal.
+  Exit run(Events& events, bool once);
+  // What the controller wants now (for a handover).
+  const std::map<std::string, ctl::KnobState>& desired() const { return controller_->desired(); }
+  // A handover's desired state and journal taken over: from the next tick.
+  void adopt(std::map<std::string, ctl::KnobState> desired);
+  // A reloaded config and the sensing built for it: the controller starts anew, holding what the old
+  // one wanted for the instances the new config still has; the reconciler keeps the values it found
+  // (so knobs of instances no longer managed go back to them). Ticks go on counting.
+  void reload(config::Spec spec, Sensing* sensing);
   // One tick: sense -> decide -> act -> publish -> record.
   void tick(uint64_t n);
 
@@ -86,7 +105,8 @@ class Loop {
   void keep_off_critical_cpus(const ctl::Plan& plan, const ctl::Snapshot& snap);
   CpuSet started_cpus_, own_cpus_;  // where keel's loop thread was started, and may run now
   Parts p_;
-  ctl::Controller controller_;
+  std::unique_ptr<ctl::Controller> controller_;
+  uint64_t n_ = 1;  // the next tick's number
   Reconciler reconciler_;
   ctl::Snapshot snap_;                    // this tick's, its storage kept from tick to tick
   metrics::TickReport report_;            // likewise

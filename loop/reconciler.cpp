@@ -61,12 +61,40 @@ void Reconciler::note(Reconciled& out, const std::string& n) {
   out.notes.push_back(n);
 }
 
+void Reconciler::adopt_journaled(const inv::Inventory& inv) {
+  for (const inv::Instance& ins : inv.instances())
+    for (const inv::Node* n : ins.cgroups) {
+      if (const CgroupDir* dir = inv.cpuset_dir(*n))
+        if (auto o = w_->original(*dir, CgroupFile::cpus))
+          found_cpus_.try_emplace(dir->id(),
+                                  Found{dir->path(), std::string(trim(*o)), std::nullopt, std::nullopt, 0});
+      if (n->dir.path() == "/") continue;
+      const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
+      if (dir == nullptr) continue;
+      auto weight = w_->original(*dir, CgroupFile::weight);
+      const act::PreemptClass how = act::preempt_class_of(*dir);
+      const CgroupFile class_file = how == act::PreemptClass::cpu_idle    ? CgroupFile::idle
+                                    : how == act::PreemptClass::qos_level ? CgroupFile::qos_level
+                                                                          : CgroupFile::bvt_warp;
+      if (how != act::PreemptClass::min_weight && w_->original(*dir, class_file))
+        classed_.try_emplace(dir->id(),
+                             Classed{dir->path(), how, weight ? std::string(trim(*weight)) : "", 0});
+      else if (weight)
+        found_weight_.try_emplace(
+            dir->id(), Found{dir->path(), std::string(trim(*weight)), std::nullopt, std::nullopt, 0});
+    }
+}
+
 Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::Inventory& inv) {
   Reconciled out;
+  if (adopting_) {
+    adopting_ = false;
+    adopt_journaled(inv);
+  }
   // Unmanaged work first: a top-level cgroup a workload just came into grows back before the
   // workload's own cpuset is placed inside it (v1 keeps a child inside its parent).
   if (spec_.actuators.isolate_unmanaged) unmanaged(plan, snap, inv, out);
-  if (spec_.actuators.cpuset) cpus(plan, inv, out);
+  if (spec_.actuators.cpuset || !found_cpus_.empty()) cpus(plan, inv, out);
   const bool classes_on = spec_.actuators.preempt_class != config::PreemptMode::off;
   // The class before weights: leaving it first (the kernel refuses a weight in it), and a cgroup
   // entering it is one weights() then leaves alone (or gives the minimum weight, where it stands in).

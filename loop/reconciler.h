@@ -38,6 +38,13 @@ class Reconciler {
   Reconciler(config::Spec spec, Topology topo, act::KnobWriter& w);
   // `inv` is this tick's inventory, the one `snap` was sensed from.
   Reconciled apply(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv);
+  // A keel that handed over changed these knobs: at the next apply, each managed cgroup's knobs the
+  // journal holds count as found with the journal's original (not what is there now, which that keel
+  // set), so a give-back writes the original.
+  void adopt() { adopting_ = true; }
+  // A reloaded config: the values found stay (knobs of instances the new config no longer has go back
+  // to them at the next apply, like those of instances that went away).
+  void respec(config::Spec spec) { spec_ = std::move(spec); }
 
  private:
   void cpus(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
@@ -61,6 +68,8 @@ class Reconciler {
   void root_tasks(const act::UnmanagedSurvey& survey, const CgroupHierarchy& cs, const CpuSet& held,
                   Reconciled& out);
   void note(Reconciled& out, const std::string& n);
+  void adopt_journaled(const inv::Inventory& inv);
+  bool adopting_ = false;
   config::Spec spec_;
   Topology topo_;
   act::KnobWriter* w_;

@@ -109,6 +109,42 @@ class ReconcilerV2Tree : public ::testing::Test {
   Snapshot snap_;
 };
 
+// A restart that hands over: the first keel's reconciler acts and stops without giving back (its journal
+// stays); a second reconciler over the same journal adopts it. A plan that still sets the values writes
+// nothing; one that lets go writes back the originals the first keel journaled, not the values it set
+// (which is what the files hold now). Without adopt() the give-back would keep the first keel's values.
+TEST_F(ReconcilerV2Tree, AnAdoptedJournalGivesBackTheFirstKeelsOriginals) {
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j) << j.error().message();
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  {
+    Reconciler first(spec_, topo_, w);
+    auto done = first.apply(acting(), snap_, *inv_);
+    ASSERT_TRUE(done.errors.empty()) << done.errors.front();
+  }
+  ASSERT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
+  ASSERT_EQ(file("svc/batch/cpu.weight"), "50");  // 512 shares
+  for (bool adopt : {false, true}) {
+    Reconciler second(spec_, topo_, w);
+    if (adopt) second.adopt();
+    auto held = second.apply(acting(), snap_, *inv_);
+    EXPECT_TRUE(held.changes.empty()) << held.changes.front().path.str();
+    Plan quiet;
+    quiet.tick = 2;
+    auto back = second.apply(quiet, snap_, *inv_);
+    EXPECT_TRUE(back.errors.empty()) << back.errors.front();
+    if (adopt) {
+      EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-7");
+      EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");
+      EXPECT_EQ(file("svc/batch/cpu.weight"), "100");
+      EXPECT_EQ(file("svc/crit/cpu.weight"), "100");
+    } else {
+      EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1") << "found as the first keel left it";
+      EXPECT_EQ(file("svc/batch/cpu.weight"), "50");
+    }
+  }
+}
+
 TEST_F(ReconcilerV2Tree, WritesThePlanThenGivesBackWhatThePlanNoLongerSets) {
   auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
   ASSERT_TRUE(j) << j.error().message();

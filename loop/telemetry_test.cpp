@@ -296,5 +296,25 @@ TEST(StatusLine, NamesLongInstancesWholeWithTheirNumbers) {
   EXPECT_EQ(status_line(plan, snap), longname + " p99 812 us (44 waits); crit2 p99 0 us (0 waits)");
 }
 
+// The desired state a handover carries: every field back as it was, names byte for byte (a name that
+// is not valid UTF-8 is left out: it could not come back as itself); bad text is an error, not a
+// partial map.
+TEST(Handover, DesiredStateRoundTripsAndBadTextIsRefused) {
+  std::map<std::string, ctl::KnobState> d;
+  d["crit \"quoted\" \\ name"] = ctl::KnobState{2048, *CpuSet::parse_list("0-1,4"), 3u, 40u, false};
+  d["noise/be1"] = ctl::KnobState{std::nullopt, *CpuSet::parse_list("2-3"), std::nullopt, std::nullopt, true};
+  d[std::string("bad\xff")] = ctl::KnobState{2, std::nullopt, std::nullopt, std::nullopt, false};
+  auto back = parse_desired(format_desired(d));
+  ASSERT_TRUE(back) << back.error().message();
+  d.erase(std::string("bad\xff"));
+  EXPECT_EQ(*back, d);
+  for (const char* bad :
+       {"", "{}", "[1]", "[{\"shares\":2}]", "[{\"instance\":\"a\",\"shares\":-1}]",
+        "[{\"instance\":\"a\",\"shares\":300000}]", "[{\"instance\":\"a\",\"cpus\":\"0-x\"}]",
+        "[{\"instance\":\"a\",\"mba_percent\":101}]", "[{\"instance\":\"a\",\"what\":1}]",
+        "[{\"instance\":\"a\"},{\"instance\":\"a\"}]", "[{\"instance\":\"a\"}"})
+    EXPECT_FALSE(parse_desired(bad)) << bad;
+}
+
 }  // namespace
 }  // namespace keel::loop

@@ -42,6 +42,7 @@ namespace keel {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::run_command;
 using namespace std::chrono_literals;
 using testing::slurp;
 
@@ -420,6 +421,127 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   EXPECT_EQ(knobs(), before) << slurp(log);
   text = slurp(log);
   EXPECT_NE(text.find("run: stopped"), std::string::npos) << text;
+}
+
+// daemon.rollback = "not_on_exit": the first keel isolates the waker and stops, handing over (every knob
+// left as it set them, the journal and a handover in the state directory); a second keel adopts them:
+// for its first seconds every knob stays as it was (no give-back, no protection dropped and climbed back
+// to), and when the critical load stops it gives them back as its own. It hands over again on stop;
+// `keel restore` then puts back whatever is left (knob files compared before, during and after).
+TEST_F(RunPriv, NotOnExitHandsOverAndTheNextKeelKeepsProtectionUntilRestore) {
+  testing::TempDir dir;
+  fs::path cfg =
+      write_config(dir.path(), "enforce",
+                   "rollback = \"not_on_exit\"\n[actuators]\ncpu_weight = false\npreempt_class = \"off\"\n");
+  const auto before = knobs();
+  start_waker();
+  start_noise();
+  auto cpus = [&](const char* leaf) {
+    return std::string(trim(slurp(cpuset_ / name_ / leaf / "cpuset.cpus")));
+  };
+  auto split = [&] {
+    std::string c = cpus("crit"), other = c == "0" ? "1" : "0";
+    return (c == "0" || c == "1") && cpus("be1") == other && cpus("be2") == other && cpus("be3") == other;
+  };
+  fs::path log1 = dir.path() / "keel1.log";
+  pid_t first = start_keel({"run", "--config", cfg.string(), "--verbose"}, log1);
+  ASSERT_TRUE(wait_for(split, 20s)) << slurp(log1);
+  std::this_thread::sleep_for(1s);
+  const auto during = knobs();
+  ASSERT_NE(during, before);
+  EXPECT_EQ(stop_keel(first), 0) << slurp(log1);
+  EXPECT_NE(slurp(log1).find("handed over (daemon.rollback = \"not_on_exit\")"), std::string::npos)
+      << slurp(log1);
+  EXPECT_EQ(knobs(), during) << "a handover leaves every knob as set";
+  EXPECT_TRUE(fs::exists(dir.path() / "state/handover"));
+  EXPECT_TRUE(fs::exists(dir.path() / "state/journal"));
+
+  fs::path log2 = dir.path() / "keel2.log";
+  pid_t second = start_keel({"run", "--config", cfg.string(), "--verbose"}, log2);
+  ASSERT_TRUE(wait_for(
+      [&] { return slurp(log2).find("adopted what a previous keel handed over") != std::string::npos; }, 10s))
+      << slurp(log2);
+  size_t changed = 0;
+  for (int i = 0; i < 30; ++i) {  // 3 s, six of its ticks
+    changed += knobs() != during;
+    std::this_thread::sleep_for(100ms);
+  }
+  std::string text = slurp(log2);
+  EXPECT_EQ(changed, 0u) << text;
+  EXPECT_NE(text.find("tick 4 "), std::string::npos) << text;
+  EXPECT_EQ(text.find("give-back"), std::string::npos) << text;
+  EXPECT_EQ(text.find("restored what a previous keel"), std::string::npos) << text;
+  // And they are its own now: when the critical load stops, it gives them back as if it had set them
+  // (a keel that only left them alone would keep the noise off the waker's CPU for good).
+  log_->idle.store(1);
+  EXPECT_TRUE(
+      wait_for([&] { return cpus("crit") == "0-1" && cpus("be1") == "0-1" && cpus("be2") == "0-1"; }, 30s))
+      << slurp(log2);
+  EXPECT_NE(slurp(log2).find("give-back crit"), std::string::npos) << slurp(log2);
+  const auto given_back = knobs();
+
+  EXPECT_EQ(stop_keel(second), 0) << slurp(log2);
+  EXPECT_EQ(knobs(), given_back);
+  auto [rc, out] =
+      run_command(testing::keel_binary().string() + " restore --state " + (dir.path() / "state").string());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(knobs(), before) << out;
+  EXPECT_FALSE(fs::exists(dir.path() / "state/handover")) << "nothing left to adopt";
+}
+
+// SIGHUP reloads the config: a bad one is refused with its position and changes nothing; one without
+// the best-effort workload gives the noise's knobs back at once and keeps the waker's CPU as set (no
+// give-back, no step from scratch); stopping gives the rest back.
+TEST_F(RunPriv, SighupReloadsTheConfigKeepingWhatStaysManaged) {
+  testing::TempDir dir;
+  fs::path cfg =
+      write_config(dir.path(), "enforce", "[actuators]\ncpu_weight = false\npreempt_class = \"off\"\n");
+  const auto before = knobs();
+  start_waker();
+  start_noise();
+  auto cpus = [&](const char* leaf) {
+    return std::string(trim(slurp(cpuset_ / name_ / leaf / "cpuset.cpus")));
+  };
+  fs::path log = dir.path() / "keel.log";
+  pid_t keel = start_keel({"run", "--config", cfg.string(), "--verbose"}, log);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        std::string c = cpus("crit"), other = c == "0" ? "1" : "0";
+        return (c == "0" || c == "1") && cpus("be1") == other && cpus("be2") == other && cpus("be3") == other;
+      },
+      20s))
+      << slurp(log);
+  std::this_thread::sleep_for(1s);
+  const auto during = knobs();
+  const std::string crit_cpus = cpus("crit");
+  const std::string good = slurp(cfg);
+
+  { std::ofstream(cfg, std::ios::trunc) << good << "\n[[workload]]\nname = 7\n"; }
+  ::kill(keel, SIGHUP);
+  ASSERT_TRUE(wait_for([&] { return slurp(log).find("the running config stays") != std::string::npos; }, 5s))
+      << slurp(log);
+  std::string text = slurp(log);
+  EXPECT_NE(text.find(cfg.string() + ":"), std::string::npos) << "file:line:col\n" << text;
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(knobs(), during) << slurp(log);
+
+  const size_t noise_at = good.find("[[workload]]\nname = \"noise\"");
+  ASSERT_NE(noise_at, std::string::npos) << good;
+  { std::ofstream(cfg, std::ios::trunc) << good.substr(0, noise_at); }
+  ::kill(keel, SIGHUP);
+  ASSERT_TRUE(
+      wait_for([&] { return slurp(log).find("reload: the new config is in use") != std::string::npos; }, 5s))
+      << slurp(log);
+  EXPECT_TRUE(
+      wait_for([&] { return cpus("be1") == "0-1" && cpus("be2") == "0-1" && cpus("be3") == "0-1"; }, 5s))
+      << slurp(log);
+  EXPECT_EQ(cpus("crit"), crit_cpus) << slurp(log);
+  text = slurp(log);
+  EXPECT_EQ(text.find("give-back crit"), std::string::npos) << text;
+  EXPECT_EQ(text.find("run: stopped"), std::string::npos) << "SIGHUP does not stop keel\n" << text;
+
+  EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
+  EXPECT_EQ(knobs(), before) << slurp(log);
 }
 
 // The cpuset path of process `pid` ("/", "/keel-root-tasks"), from /proc/PID/cgroup.
@@ -1025,17 +1147,23 @@ TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturns
   EXPECT_GE(n_rules, 8u);
 
   // Interference is pending (its `for` has not passed) with the victim and antagonist as labels; the
-  // alerts about keel itself are quiet.
-  auto alerts = nlohmann::json::parse(testing::http_get(api, "/api/v1/alerts").body)["data"]["alerts"];
+  // alerts about keel itself are quiet. Polled: the antagonist keel names moves between the three noise
+  // cgroups from tick to tick, and each move restarts that series' pending state, so one read may
+  // fall between two (seen in CI: only KeelSloViolated pending).
+  nlohmann::json alerts;
   bool interference = false;
-  for (const auto& a : alerts) {
-    std::string name = a["labels"].value("alertname", "");
-    if (name == "KeelInterferenceDetected" && a["labels"].value("workload", "") == "crit" &&
-        a["labels"].value("antagonist", "").rfind("noise/be", 0) == 0)
-      interference = true;
-    for (const char* quiet :
-         {"KeelDown", "KeelNotScraped", "KeelStalled", "KeelSensingFailing", "KeelActionsFailing"})
-      EXPECT_NE(name, quiet) << a.dump();
+  for (int i = 0; i < 40 && !interference; ++i) {
+    if (i > 0) std::this_thread::sleep_for(500ms);
+    alerts = nlohmann::json::parse(testing::http_get(api, "/api/v1/alerts").body)["data"]["alerts"];
+    for (const auto& a : alerts) {
+      std::string name = a["labels"].value("alertname", "");
+      if (name == "KeelInterferenceDetected" && a["labels"].value("workload", "") == "crit" &&
+          a["labels"].value("antagonist", "").rfind("noise/be", 0) == 0)
+        interference = true;
+      for (const char* quiet :
+           {"KeelDown", "KeelNotScraped", "KeelStalled", "KeelSensingFailing", "KeelActionsFailing"})
+        EXPECT_NE(name, quiet) << a.dump();
+    }
   }
   EXPECT_TRUE(interference) << alerts.dump(1);
 
