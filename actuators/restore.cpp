@@ -100,6 +100,11 @@ Result<size_t> move_procs_to_parent(const fs::path& dir) {
 }
 
 RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dirs) {
+  return restore_where(roots, journal, {}, dirs);
+}
+
+RestoreReport restore_where(const SysRoots& roots, Journal& journal,
+                            const std::function<bool(const JournalEntry&)>& which, const DirOps& dirs) {
   RestoreReport rep;
   const auto& all = journal.entries();
   std::string boot = read_boot_id(roots.proc);
@@ -129,6 +134,10 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
   // group) and cgroups (their processes are moved to the parent first: a cgroup with tasks is busy).
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     if (it->kind != EntryKind::created_dir) continue;
+    if (which && !which(*it)) {
+      left.push_back(*it);  // not asked for: stays journaled
+      continue;
+    }
     fs::path p = it->path.abs(roots);
     std::error_code ec;
     if (!fs::exists(p, ec)) {
@@ -160,6 +169,10 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
   std::vector<Step> steps;
   for (const auto& e : all) {
     if (e.kind == EntryKind::created_dir) continue;
+    if (which && !which(e)) {
+      left.push_back(e);
+      continue;
+    }
     fs::path p = e.path.abs(roots);
     bool inside_removed = std::any_of(removed_dirs.begin(), removed_dirs.end(), [&](const fs::path& d) {
       auto rel = p.lexically_relative(d);

@@ -4,6 +4,7 @@
 // already at its original value is left alone; a knob whose cgroup is gone counts as gone.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "actuators/journal.h"
@@ -25,6 +26,11 @@ struct RestoreReport {
 // another boot is not applied (its cgroups and groups are gone, its other knobs were reset by the
 // reboot): its entries are dropped and reported as gone.
 RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dirs = DirOps::real());
+// The same for the entries `which` selects; the others stay journaled as they are (one durable
+// rewrite: no moment where an entry is in neither).
+RestoreReport restore_where(const SysRoots& roots, Journal& journal,
+                            const std::function<bool(const JournalEntry&)>& which,
+                            const DirOps& dirs = DirOps::real());
 
 // Moves every process of the cgroup at `dir` (its cgroup.procs) into its parent's cgroup.procs, so a
 // cgroup keel created can be removed. A process that exits meanwhile is no error. The number moved.

@@ -117,6 +117,28 @@ TEST_F(SessionTree, AHandoverOfAnotherBootASymlinkOrGarbageIsACrash) {
   }
 }
 
+// restore_where gives back only the entries asked for; the others stay journaled (and a later
+// restore gives them back).
+TEST_F(SessionTree, RestoreWhereGivesBackOnlyWhatItIsAskedFor) {
+  auto j = Journal::open(t_.path() / "state", "b-1");
+  ASSERT_TRUE(j);
+  KnobWriter w(roots_, Mode::enforce, &*j);
+  ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
+  ASSERT_TRUE(w.set({Root::cgroup, "cpu/redis/cpu.shares"}, "8192"));
+  auto rep = restore_where(
+      roots_, *j, [](const JournalEntry& e) { return e.path.str().find("/be/") != std::string::npos; });
+  EXPECT_EQ(rep.restored, 1u);
+  EXPECT_EQ(shares("be"), "1024");
+  EXPECT_EQ(shares("redis"), "8192");
+  ASSERT_EQ(j->entries().size(), 1u);
+  EXPECT_EQ(j->entries()[0].path.str(), "cgroup:cpu/redis/cpu.shares");
+  const std::string durable = slurp(t_.path() / "state/journal");
+  EXPECT_NE(durable.find("cpu/redis/cpu.shares"), std::string::npos) << durable;
+  EXPECT_EQ(durable.find("cpu/be/cpu.shares"), std::string::npos) << durable;
+  EXPECT_EQ(restore(roots_, *j).restored, 1u);
+  EXPECT_EQ(shares("redis"), "1024");
+}
+
 TEST_F(SessionTree, ObserveSessionsNeverJournalNorWrite) {
   auto s = Session::start(roots_, t_.path() / "state", Mode::observe);
   ASSERT_TRUE(s);

@@ -66,6 +66,7 @@ class KnobWriter {
 
   Mode mode() const { return mode_; }
   size_t journaled() const { return journal_ != nullptr ? journal_->entries().size() : 0; }
+  Journal* journal() const { return journal_; }  // none in observe mode
   const SysRoots& roots() const { return roots_; }
   // The changes since the previous take_changes() (for per-tick logs).
   const std::vector<Change>& changes() const { return changes_; }

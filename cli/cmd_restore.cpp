@@ -40,12 +40,11 @@ int cmd_restore(const std::vector<std::string>& argv) {
     return kExitFailure;
   }
   size_t entries = journal->entries().size();
+  // A handover (daemon.rollback = "not_on_exit") goes first: whatever this restore cannot give back is
+  // then a crash's leftover, which the next keel restores (or refuses to start over), never adopts.
+  std::error_code ec;
+  std::filesystem::remove(state / "handover", ec);
   auto rep = act::restore(roots, *journal);
-  // A handover (daemon.rollback = "not_on_exit") is for knobs that are back now: no keel adopts it.
-  if (rep.failed.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(state / "handover", ec);
-  }
   if (args->has("json")) {
     Json failed = Json::array();
     for (const auto& e : rep.failed) failed.push_back(e.message());

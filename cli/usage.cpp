@@ -155,7 +155,9 @@ std::string man_page(std::string_view version) {
       "it no longer manages go back), an invalid one is reported and the running one stays.\n"
       ".SH FILES\n.TP\n.I /etc/keel/keel.toml\nthe configuration (observe mode as shipped); reference in "
       "/usr/share/doc/keel/config.md.\n"
-      ".TP\n.I /var/lib/keel\nthe state directory: the journal of original knob values and the lock.\n"
+      ".TP\n.I /var/lib/keel\nthe state directory: the journal of original knob values, the lock, and after "
+      "a "
+      "stop that handed over (daemon.rollback = \"not_on_exit\") the handover the next keel adopts.\n"
       ".TP\n.I /usr/share/keel\nGrafana dashboards and Prometheus alert rules.\n"
       ".SH SEE ALSO\n.BR bpftool (8),\n.BR systemd.exec (5)\n";
   return out;

@@ -533,8 +533,9 @@ TEST(Validate, PeriodLimits) {
 TEST(Validate, MetricsListen) {
   load_ok("[daemon]\nmetrics_listen = \"0.0.0.0:1\"\n");
   load_ok("[daemon]\nmetrics_listen = \"localhost:65535\"\n");
-  EXPECT_EQ(first_message("[daemon]\nmetrics_listen = \":9477\"\n"),
-            "daemon.metrics_listen = \":9477\": the host part is empty (write e.g. \"127.0.0.1:9477\")");
+  load_ok("[daemon]\nmetrics_listen = \":9477\"\n");  // every address
+  EXPECT_EQ(first_message("[daemon]\nmetrics_listen = \":\"\n"),
+            "daemon.metrics_listen = \":\": missing port after ':' (write e.g. \"127.0.0.1:9477\")");
   EXPECT_EQ(first_message("[daemon]\nmetrics_listen = \"127.0.0.1:0\"\n"),
             "daemon.metrics_listen = \"127.0.0.1:0\": the port must be a number in 1..65535");
   EXPECT_EQ(

@@ -106,9 +106,11 @@ std::optional<std::string> listen_problem(std::string_view address) {
   } else {
     size_t colon = address.rfind(':');
     std::string_view host = address.substr(0, colon);
-    if (host.empty()) return "the host part is empty (write e.g. \"127.0.0.1:9477\")";
+    // ":9477": every address of the host (keel run says so when it starts).
+    if (host.empty() && colon != 0) return "the host part is empty (write e.g. \"127.0.0.1:9477\")";
     if (host.find(':') != std::string_view::npos) return std::string(kBracketIpv6);
-    if (auto why = host_problem(host)) return why;
+    if (!host.empty())
+      if (auto why = host_problem(host)) return why;
     if (colon == std::string_view::npos)
       return "missing port (write e.g. \"" + std::string(host) + ":9477\")";
     port = address.substr(colon + 1);

@@ -530,34 +530,53 @@ void Controller::apply(const Step& step, Plan& plan, Action::Kind kind, const st
   }
 }
 
-void Controller::adopt(std::map<std::string, KnobState> desired) { adopting_ = std::move(desired); }
+void Controller::adopt(std::map<std::string, KnobState> desired, bool steal) {
+  adopting_ = std::move(desired);
+  adopting_steal_ = steal;
+}
 
 void Controller::take_adopted(const Snapshot& s) {
   std::map<std::string, KnobState> adopted = std::move(*adopting_);
   adopting_.reset();
-  std::erase_if(adopted, [&](const auto& e) { return !at_.contains(e.first) || e.second == KnobState{}; });
-  std::vector<std::string> owners;  // critical instances with an SLO, in name order (adopted is sorted)
-  for (const auto& [inst, k] : adopted) {
-    const WorkloadSignals& w = s.workloads[at_.at(inst)];
-    if (w.critical && spec_of(w).slo_p99_us) owners.push_back(inst);
+  const auto& a = spec_.actuators;
+  for (auto& [inst, k] : adopted) {
+    if (!a.cpuset) k.cpus.reset();
+    if (!a.cpu_weight) k.shares.reset();
+    if (!a.resctrl) k.l3_ways.reset(), k.mba_percent.reset();
+    if (a.preempt_class == config::PreemptMode::off) k.preempt = false;
   }
+  std::erase_if(adopted, [&](const auto& e) { return !at_.contains(e.first) || e.second == KnobState{}; });
+  std::vector<std::string> owners;  // critical instances with an SLO, in name order
+  for (const auto& w : s.workloads)
+    if (w.critical && spec_of(w).slo_p99_us) owners.push_back(w.instance);
+  std::sort(owners.begin(), owners.end());
   if (owners.empty()) return;  // nothing holds them: as found, the reconciler gives them back
   for (size_t i = 0; i < owners.size(); ++i) {
-    InstanceState& st = states_[owners[i]];
     Step step;
-    const KnobState& own = adopted.at(owners[i]);
-    step.rung = own.cpus ? Rung::cpus : own.shares ? Rung::weight : Rung::preempt_class;
+    auto own = adopted.find(owners[i]);
+    if (own != adopted.end()) {
+      step.before[own->first] = KnobState{};
+      step.after[own->first] = own->second;
+    }
+    for (const auto& [inst, k] : adopted)
+      if (i == 0 && !s.workloads[at_.at(inst)].critical) {
+        step.before[inst] = KnobState{};
+        step.after[inst] = k;
+      }
+    if (i == 0 && adopting_steal_ && a.steal_task) {  // held with the first owner's step
+      step.steal_before = false;
+      step.steal_after = true;
+      steal_ = true;
+    }
+    if (step.after.empty() && !step.steal_after) continue;
+    const KnobState mine = own != adopted.end() ? own->second : KnobState{};
+    step.rung = mine.cpus ? Rung::cpus : mine.shares ? Rung::weight : Rung::preempt_class;
     step.tick = s.tick;
     step.verified = true;  // it held before the handover
+    InstanceState& st = states_[owners[i]];
     step.demand = st.demand;
     step.be_usage = be_usage_;
-    for (const auto& [inst, k] : adopted) {
-      const bool critical = s.workloads[at_.at(inst)].critical;
-      if (inst != owners[i] && (critical || i > 0)) continue;
-      step.before[inst] = KnobState{};
-      step.after[inst] = k;
-      plan_.desired[inst] = k;
-    }
+    for (const auto& [inst, k] : step.after) plan_.desired[inst] = k;
     st.steps.push_back(std::move(step));
   }
 }

@@ -124,11 +124,15 @@ class Controller {
   const Plan& step(const Snapshot& s);
   // What keel wants each instance's knobs to be now (the last plan's), for a handover or a reload.
   const std::map<std::string, KnobState>& desired() const { return plan_.desired; }
+  bool steal() const { return steal_; }
   // Takes over what another controller (a keel that handed over, or this one before a reload) wanted:
   // at the next step, the instances of `desired` that the snapshot has keep those values, held as one
   // verified step per critical instance (its own state; the first also holds the best-effort ones), so
   // nothing is given back at once and each is given back as the ladder would give back its own step.
-  void adopt(std::map<std::string, KnobState> desired);
+  // Every critical instance with an SLO owns such a step (an empty one when only others' knobs
+  // protect it); the first holds the best-effort states. Knobs of mechanisms this spec turns off are
+  // dropped (the reconciler gives them back). `steal`: steal_task stays on, where this spec allows it.
+  void adopt(std::map<std::string, KnobState> desired, bool steal = false);
   const Policy& policy() const { return policy_; }
 
  private:
@@ -192,6 +196,7 @@ class Controller {
   bool clashes(const Step& step, const Plan& plan, bool forward) const;
   void preempt_classes(const Snapshot& s, Plan& plan);
   std::optional<std::map<std::string, KnobState>> adopting_;  // until the next step
+  bool adopting_steal_ = false;
   void take_adopted(const Snapshot& s);
   unsigned starvation_ticks_ = 5;
   std::vector<std::string> last_lifts_;                // the last tick's starvation lifts

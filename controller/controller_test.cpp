@@ -1277,6 +1277,19 @@ TEST(ControllerAdopt, AHandedOverStateIsHeldThenGivenBackWhenThePressureGoes) {
       home = p.tick;
   }
   EXPECT_NE(home, 0u) << "B never gave back what it adopted";
+  // Only the best-effort work's knobs protect svc (its own are as found): still held, by svc.
+  Controller d(spec, *sc.topo);
+  d.adopt({{"hog", ctl::KnobState{2, std::nullopt, std::nullopt, std::nullopt, false}}});
+  const Plan& held = d.step(plant.tick());
+  ASSERT_TRUE(held.desired.contains("hog"));
+  EXPECT_EQ(held.desired.at("hog").shares, 2u);
+  // A mechanism the spec turns off is not adopted (cpusets here): the reconciler gives it back.
+  config::Spec no_cpuset = spec;
+  no_cpuset.actuators.cpuset = false;
+  Controller e(no_cpuset, *sc.topo);
+  e.adopt(handed);
+  const Plan& pe = e.step(plant.tick());
+  EXPECT_FALSE(pe.desired.contains("svc") && pe.desired.at("svc").cpus);
   // Adopting names the snapshot lacks is harmless: they are dropped.
   Controller c(spec, *sc.topo);
   c.adopt({{"gone", ctl::KnobState{4096, std::nullopt, std::nullopt, std::nullopt, false}}});

@@ -39,7 +39,7 @@ Result<void> Events::add(int fd) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = fd;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST)  // added before: fine
     return fail("cannot watch a descriptor", "", errno);
   return {};
 }

@@ -225,10 +225,11 @@ void Loop::adopt(std::map<std::string, ctl::KnobState> desired) {
 
 void Loop::reload(config::Spec spec, Sensing* sensing) {
   auto desired = controller_->desired();
+  const bool steal = controller_->steal();
   p_.spec = std::move(spec);
   p_.sensing = sensing;
   controller_ = std::make_unique<ctl::Controller>(p_.spec, p_.topo);
-  controller_->adopt(std::move(desired));
+  controller_->adopt(std::move(desired), steal);
   reconciler_.respec(p_.spec);
   labels_ = metrics::LabelCap(p_.spec.metrics_max_workloads);
   gaps_said_.clear();
@@ -240,7 +241,8 @@ Loop::Exit Loop::run(Events& events, bool once) {
   const auto gap = std::chrono::duration_cast<Clock::duration>(kEarlyGap);
   if (int fd = p_.sensing->events_fd(); fd >= 0)
     if (auto r = events.add(fd); !r) log("early ticks off: " + r.error().message());
-  auto next = Clock::now() + period;
+  // After a reload the tick that was due stays due: SIGHUPs faster than the period do not stop ticks.
+  auto next = next_.value_or(Clock::now() + period);
   auto last = Clock::now() - gap;      // the latest tick's start
   std::optional<bpf::SloEvent> early;  // the crossing an early tick is due for
   Clock::time_point early_at;
@@ -252,7 +254,10 @@ Loop::Exit Loop::run(Events& events, bool once) {
     if (ping_every) until = std::min(until, ping_at);
     const auto w = events.wait_until(until);
     if (w == Events::Wake::stop) break;
-    if (w == Events::Wake::reload) return Exit::reload;
+    if (w == Events::Wake::reload) {
+      next_ = next;
+      return Exit::reload;
+    }
     auto now = Clock::now();
     if (ping_every && now >= ping_at) {
       if (auto r = p_.notifier->send("WATCHDOG=1"); !r) log("watchdog: " + r.error().message());
@@ -294,6 +299,7 @@ void Loop::tick(uint64_t n) {
   if (auto sensed = p_.sensing->sample(n, snap_); !sensed) {
     log(head + "sensing failed: " + sensed.error().message());
     p_.metrics->sensing_failed(seconds_since(started), unix_now());
+    if (p_.health != nullptr) p_.health->ticked(false);
     return;
   }
   const ctl::Snapshot* snap = &snap_;
@@ -335,6 +341,7 @@ void Loop::tick(uint64_t n) {
   tick_report(p_.spec, *snap, sensor_view(*p_.sensing), plan, done,
               {p_.observe, seconds_since(started), unix_now(), process_usage(p_.roots)}, report_, &labels_);
   p_.metrics->publish(report_);
+  if (p_.health != nullptr) p_.health->ticked(true);
   // Record.
   if (p_.record != nullptr && p_.record->is_open()) {
     *p_.record << ctl::to_json_line(*snap) << '\n';
@@ -399,8 +406,8 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
       if (!observe && act::journal_exists(state)) {
         auto s = act::Session::start(roots, state, act::Mode::enforce);
         if (s) {
-          s->finish();
-          log("run: restored what a previous keel left changed (" + std::to_string(s->recovered().restored) +
+          const size_t restored = s->recovered().restored + s->finish().restored;
+          log("run: restored what a previous keel left changed (" + std::to_string(restored) +
               " knobs) before stopping");
         } else {
           log("run: " + s.error().message());
@@ -409,6 +416,10 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
       return kFailure;
     }
     endpoint = std::move(*e);
+    if (listen.starts_with(':'))
+      log("run: warning: metrics on every address of this host (" + listen_source +
+          "): anyone who can reach " + endpoint->address() + " can read them; give a host (127.0.0.1" +
+          listen + ") to keep them local");
   }
 
   std::ofstream record;
@@ -446,7 +457,13 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   // Held by pointer: a reload replaces it, and the loop keeps pointing at the one in use.
   auto sensing = std::make_unique<Sensing>(std::move(*opened));
   metrics::Metrics metrics(metrics_setup(spec, observe, sensing->sensor().pmu(), o.version));
-  if (endpoint) endpoint->serve(metrics);
+  metrics::Health health(spec.period);
+  if (endpoint) endpoint->serve(metrics, &health);
+  // The server's threads read `metrics` and `health`: it stops before they go, on every return below.
+  struct StopServing {
+    std::unique_ptr<metrics::Endpoint>& e;
+    ~StopServing() { e.reset(); }
+  } stop_serving{endpoint};
   size_t critical = 0;
   for (const auto& w : spec.workloads) critical += w.critical;
   log(std::string("run: ") + mode + ", period " + config::format_duration(spec.period) + ", " +
@@ -458,7 +475,7 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
       (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
 
   Loop loop({spec, observe, o.verbose, *topo, sensing.get(), &session->writer(), &metrics, &record, roots,
-             &*notifier});
+             &*notifier, &health});
   if (const auto& handed = session->adopted()) {
     auto desired = parse_desired(*handed);
     if (!desired) {
@@ -483,12 +500,19 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
     else
       log("reload: SIGHUP ignored: no config file to read again");
     if (next) {
+      auto restart_only = [&](const char* key, bool changed) {
+        if (changed)
+          log(std::string("reload: ") + key + " changed: a restart applies it; the rest is used now");
+      };
+      restart_only("daemon.state_dir", !o.state && next->daemon.state_dir != cfg.daemon.state_dir);
+      restart_only("daemon.metrics_listen",
+                   !o.metrics_listen && next->daemon.metrics_listen != cfg.daemon.metrics_listen);
+      restart_only("daemon.hierarchy", next->daemon.hierarchy != cfg.daemon.hierarchy);
       drop_missing(*next, roots, log);
       config::Spec next_spec = config::compile(*next, topo->online());
-      if (next_spec.mode != spec.mode) {
-        log("reload: daemon.mode changed: a restart applies that; the rest of the new config is used");
-        next_spec.mode = spec.mode;
-      }
+      restart_only("daemon.mode", next_spec.mode != spec.mode);
+      next_spec.mode = spec.mode;
+      next_spec.hierarchy = spec.hierarchy;
       auto s = Sensing::open(next_spec, roots, *topo, o.stats);
       if (!s) {
         log("reload: " + s.error().message() + ": the running config stays");
@@ -497,6 +521,7 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
         loop.reload(next_spec, fresh.get());
         sensing = std::move(fresh);  // the old sensing (its BPF programs) goes
         spec = std::move(next_spec);
+        health.set_period(spec.period);
         log("reload: the new config is in use: " + std::to_string(spec.workloads.size()) +
             " workloads; knobs of instances it no longer manages go back at the next tick");
       }
@@ -505,6 +530,7 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
     }
     (void)notifier->send("READY=1");
   }
+  health.stopping();
   if (auto r = notifier->send("STOPPING=1"); !r) log("run: " + r.error().message());
   if (!observe && spec.rollback == config::Rollback::not_on_exit) {
     // Hand over (daemon.rollback = "not_on_exit"): knobs as they are, the journal and the desired state

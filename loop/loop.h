@@ -81,6 +81,7 @@ class Loop {
     std::ofstream* record = nullptr;  // open: each tick's snapshot is written to it
     SysRoots roots;
     const Notifier* notifier = nullptr;  // WATCHDOG=1 to systemd, at its interval, while the loop lives
+    metrics::Health* health = nullptr;   // each tick reported, for /healthz and /readyz
   };
   explicit Loop(Parts parts);
   enum class Exit { stop, reload };
@@ -106,7 +107,8 @@ class Loop {
   CpuSet started_cpus_, own_cpus_;  // where keel's loop thread was started, and may run now
   Parts p_;
   std::unique_ptr<ctl::Controller> controller_;
-  uint64_t n_ = 1;  // the next tick's number
+  uint64_t n_ = 1;                                             // the next tick's number
+  std::optional<std::chrono::steady_clock::time_point> next_;  // when the next periodic tick is due
   Reconciler reconciler_;
   ctl::Snapshot snap_;                    // this tick's, its storage kept from tick to tick
   metrics::TickReport report_;            // likewise

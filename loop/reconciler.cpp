@@ -1,6 +1,7 @@
 #include "loop/reconciler.h"
 
 #include <algorithm>
+#include <set>
 
 #include "actuators/cgroup_knobs.h"
 #include "actuators/irq.h"
@@ -61,13 +62,22 @@ void Reconciler::note(Reconciled& out, const std::string& n) {
   out.notes.push_back(n);
 }
 
-void Reconciler::adopt_journaled(const inv::Inventory& inv) {
+void Reconciler::adopt_journaled(const inv::Inventory& inv, Reconciled& out) {
+  // What adoption takes over: each managed cgroup's cpuset, weight and preemption class, their journal
+  // originals counted as found. Everything else the journal holds (resctrl, steal_task, IRQs, unmanaged
+  // cgroups, cgroups no workload covers now) goes back now; this keel's ladder sets it again if needed.
+  std::set<act::KnobPath> adopted;
+  auto take = [&](const CgroupDir& dir, CgroupFile f) {
+    if (auto k = act::cgroup_knob(w_->roots(), dir.hierarchy(), dir.path(), dir.name(f))) adopted.insert(*k);
+  };
   for (const inv::Instance& ins : inv.instances())
     for (const inv::Node* n : ins.cgroups) {
       if (const CgroupDir* dir = inv.cpuset_dir(*n))
-        if (auto o = w_->original(*dir, CgroupFile::cpus))
+        if (auto o = w_->original(*dir, CgroupFile::cpus)) {
           found_cpus_.try_emplace(dir->id(),
                                   Found{dir->path(), std::string(trim(*o)), std::nullopt, std::nullopt, 0});
+          take(*dir, CgroupFile::cpus);
+        }
       if (n->dir.path() == "/") continue;
       const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
       if (dir == nullptr) continue;
@@ -76,24 +86,43 @@ void Reconciler::adopt_journaled(const inv::Inventory& inv) {
       const CgroupFile class_file = how == act::PreemptClass::cpu_idle    ? CgroupFile::idle
                                     : how == act::PreemptClass::qos_level ? CgroupFile::qos_level
                                                                           : CgroupFile::bvt_warp;
-      if (how != act::PreemptClass::min_weight && w_->original(*dir, class_file))
+      if (how != act::PreemptClass::min_weight && w_->original(*dir, class_file)) {
         classed_.try_emplace(dir->id(),
                              Classed{dir->path(), how, weight ? std::string(trim(*weight)) : "", 0});
-      else if (weight)
+        take(*dir, class_file);
+        if (weight) take(*dir, CgroupFile::weight);
+      } else if (weight) {
         found_weight_.try_emplace(
             dir->id(), Found{dir->path(), std::string(trim(*weight)), std::nullopt, std::nullopt, 0});
+        take(*dir, CgroupFile::weight);
+      }
     }
+  act::Journal* j = w_->journal();
+  if (j == nullptr || j->entries().size() == adopted.size()) return;
+  const size_t others = j->entries().size() - adopted.size();
+  auto back = act::restore_where(w_->roots(), *j,
+                                 [&](const act::JournalEntry& e) { return !adopted.contains(e.path); });
+  note(out, "adopted " + std::to_string(adopted.size()) + " knobs; gave back the " + std::to_string(others) +
+                " others a previous keel set (" + std::to_string(back.restored) + " restored, " +
+                std::to_string(back.unchanged + back.gone) + " already back or gone)");
+  for (const auto& e : back.failed)
+    out.errors.push_back("giving back what a previous keel set: " + e.message());
 }
 
 Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::Inventory& inv) {
   Reconciled out;
   if (adopting_) {
     adopting_ = false;
-    adopt_journaled(inv);
+    adopt_journaled(inv, out);
   }
   // Unmanaged work first: a top-level cgroup a workload just came into grows back before the
   // workload's own cpuset is placed inside it (v1 keeps a child inside its parent).
-  if (spec_.actuators.isolate_unmanaged) unmanaged(plan, snap, inv, out);
+  // A mechanism a reloaded config turned off still gives back what it holds.
+  if (spec_.actuators.isolate_unmanaged) {
+    unmanaged(plan, snap, inv, out);
+  } else if (!found_unmanaged_.empty() || root_group_) {
+    if (const CgroupHierarchy* cs = inv.cpuset_hierarchy()) give_back_unmanaged(inv, *cs, out);
+  }
   if (spec_.actuators.cpuset || !found_cpus_.empty()) cpus(plan, inv, out);
   const bool classes_on = spec_.actuators.preempt_class != config::PreemptMode::off;
   // The class before weights: leaving it first (the kernel refuses a weight in it), and a cgroup
@@ -101,9 +130,13 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   if (classes_on || !classed_.empty()) classes(plan, inv, out);
   if (spec_.actuators.cpu_weight || min_weight_classed_ > 0 || !found_weight_.empty())
     weights(plan, inv, out);
-  if (spec_.actuators.resctrl) resctrl(plan, snap, inv, out);
-  if (spec_.actuators.steal_task) steal(plan, out);
-  if (spec_.actuators.irq_affinity) irqs(plan, snap, out);
+  if (spec_.actuators.resctrl || !groups_.empty()) resctrl(plan, snap, inv, out);
+  if (spec_.actuators.steal_task || steal_) steal(plan, out);  // off in the plan when the config is
+  if (spec_.actuators.irq_affinity) {
+    irqs(plan, snap, out);
+  } else if (!found_irqs_.empty()) {
+    irqs(ctl::Plan{}, snap, out);  // no critical CPUs: every IRQ back
+  }
   out.changes = w_->take_changes();
   return out;
 }

@@ -68,7 +68,7 @@ class Reconciler {
   void root_tasks(const act::UnmanagedSurvey& survey, const CgroupHierarchy& cs, const CpuSet& held,
                   Reconciled& out);
   void note(Reconciled& out, const std::string& n);
-  void adopt_journaled(const inv::Inventory& inv);
+  void adopt_journaled(const inv::Inventory& inv, Reconciled& out);
   bool adopting_ = false;
   config::Spec spec_;
   Topology topo_;

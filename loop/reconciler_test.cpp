@@ -121,6 +121,9 @@ TEST_F(ReconcilerV2Tree, AnAdoptedJournalGivesBackTheFirstKeelsOriginals) {
     Reconciler first(spec_, topo_, w);
     auto done = first.apply(acting(), snap_, *inv_);
     ASSERT_TRUE(done.errors.empty()) << done.errors.front();
+    // And a knob no workload covers (as an unmanaged cgroup's or a mechanism's would be).
+    ASSERT_TRUE(w.set({act::Root::cgroup, "svc/cpu.weight"}, "77"));
+    (void)w.take_changes();  // the first keel's log
   }
   ASSERT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
   ASSERT_EQ(file("svc/batch/cpu.weight"), "50");  // 512 shares
@@ -129,11 +132,17 @@ TEST_F(ReconcilerV2Tree, AnAdoptedJournalGivesBackTheFirstKeelsOriginals) {
     if (adopt) second.adopt();
     auto held = second.apply(acting(), snap_, *inv_);
     EXPECT_TRUE(held.changes.empty()) << held.changes.front().path.str();
+    if (!adopt) {
+      EXPECT_EQ(file("svc/cpu.weight"), "77");
+    }
     Plan quiet;
     quiet.tick = 2;
     auto back = second.apply(quiet, snap_, *inv_);
     EXPECT_TRUE(back.errors.empty()) << back.errors.front();
     if (adopt) {
+      EXPECT_EQ(file("svc/cpu.weight"), "100") << "not adopted: given back at once";
+      ASSERT_FALSE(held.notes.empty());
+      EXPECT_NE(held.notes.front().find("gave back the 1 others"), std::string::npos) << held.notes.front();
       EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-7");
       EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");
       EXPECT_EQ(file("svc/batch/cpu.weight"), "100");

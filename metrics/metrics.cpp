@@ -5,7 +5,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -421,13 +420,66 @@ void Metrics::sensing_failed(double tick_seconds, double unix_time) {
 
 // ---- the HTTP endpoint ----
 
+Health::Health(std::chrono::nanoseconds period, Clock::time_point started)
+    : period_ns_(period.count()), last_ns_(started.time_since_epoch().count()) {}
+
+void Health::ticked(bool sensed, Clock::time_point at) {
+  last_ns_.store(at.time_since_epoch().count());
+  if (sensed) sensed_.store(true);
+  ticked_.store(true);
+}
+
+Health::Answer Health::healthz(Clock::time_point now) const {
+  const double age = static_cast<double>(now.time_since_epoch().count() - last_ns_.load()) / 1e9;
+  const double period = static_cast<double>(period_ns_.load()) / 1e9, limit = 3 * period + 2;
+  char b[160];
+  std::snprintf(b, sizeof b, "%s %.1f s ago (period %.3g s, unhealthy after %.3g s)",
+                ticked_.load() ? "last tick" : "started, no tick yet,", age, period, limit);
+  return {age <= limit ? 200 : 503, std::string(age <= limit ? "ok: " : "stalled: ") + b};
+}
+
+Health::Answer Health::readyz(Clock::time_point now) const {
+  if (stopping_.load()) return {503, "stopping: giving the knobs back or handing them over"};
+  Answer h = healthz(now);
+  if (h.status != 200) return h;
+  if (!sensed_.load()) return {503, "starting: no tick has sensed yet"};
+  return {200, "ready: sensing and deciding every period"};
+}
+
 struct Endpoint::State {
   std::string address;
-  std::unique_ptr<prometheus::Exposer> exposer;
+  mg_context* ctx = nullptr;
+  std::atomic<const Metrics*> metrics{nullptr};
+  std::atomic<const Health*> health{nullptr};
 };
 
+namespace {
+
+int reply(mg_connection* conn, int status, const char* type, const std::string& body) {
+  const char* reason = status == 200 ? "OK" : status == 404 ? "Not Found" : "Service Unavailable";
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
+            "Connection: close\r\n\r\n",
+            status, reason, type, body.size());
+  mg_write(conn, body.data(), body.size());
+  return status;
+}
+
+}  // namespace
+
+// /healthz or /readyz: what `probe` of the loop's Health says (503 "starting" before serve()).
+template <Health::Answer (Health::*probe)(Health::Clock::time_point) const>
+int Endpoint::answer(mg_connection* conn, void* data) {
+  const Health* h = static_cast<State*>(data)->health.load();
+  if (h == nullptr) return reply(conn, 503, "text/plain", "starting\n");
+  auto a = (h->*probe)(Health::Clock::now());
+  return reply(conn, a.status, "text/plain", a.body + "\n");
+}
+
 Endpoint::Endpoint(std::unique_ptr<State> s) : s_(std::move(s)) {}
-Endpoint::~Endpoint() = default;
+Endpoint::~Endpoint() {
+  if (s_ && s_->ctx != nullptr) mg_stop(s_->ctx);
+}
 std::string Endpoint::address() const { return s_->address; }
 
 namespace {
@@ -443,8 +495,9 @@ Result<HostPort> split(const std::string& a) {
     return HostPort{a.substr(1, close - 1), a.substr(close + 2)};
   }
   auto colon = a.rfind(':');
-  if (colon == std::string::npos || colon == 0) return fail("not host:port", a);
-  return HostPort{a.substr(0, colon), a.substr(colon + 1)};
+  if (colon == std::string::npos) return fail("not host:port", a);
+  // ":PORT": every IPv4 address of the host.
+  return HostPort{colon == 0 ? "0.0.0.0" : a.substr(0, colon), a.substr(colon + 1)};
 }
 
 // Why binding `sa` fails (errno), or 0 when it would not.
@@ -460,7 +513,10 @@ int bind_error(const sockaddr* sa, socklen_t len) {
 
 }  // namespace
 
-void Endpoint::serve(const Metrics& metrics) { s_->exposer->RegisterCollectable(metrics.registry()); }
+void Endpoint::serve(const Metrics& metrics, const Health* health) {
+  s_->health.store(health);
+  s_->metrics.store(&metrics);
+}
 
 Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
   auto hp = split(address);
@@ -498,11 +554,25 @@ Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
   if (taken != 0) return refuse(taken);
   auto st = std::make_unique<State>();
   st->address = numeric;
-  try {
-    st->exposer = std::make_unique<prometheus::Exposer>(numeric, 2);
-  } catch (const std::exception& e) {
-    return fail("cannot listen on " + numeric + ": " + e.what());
-  }
+  // civetweb's own server (what prometheus-cpp's Exposer wraps), for the health paths beside /metrics.
+  // Four threads and a 10 s limit on reading a request: a client that sends half a request holds one
+  // thread that long, not every scrape.
+  const char* options[] = {"listening_ports",    numeric.c_str(), "num_threads", "4",
+                           "request_timeout_ms", "10000",         nullptr};
+  mg_callbacks callbacks{};
+  callbacks.log_message = [](const mg_connection*, const char*) { return 1; };  // errors come back to keel
+  st->ctx = mg_start(&callbacks, nullptr, options);
+  if (st->ctx == nullptr) return fail("cannot listen on " + numeric + ": the HTTP server did not start");
+  mg_set_request_handler(
+      st->ctx, "/metrics$",
+      [](mg_connection* conn, void* data) {
+        const Metrics* m = static_cast<State*>(data)->metrics.load();
+        if (m == nullptr) return reply(conn, 503, "text/plain", "starting\n");
+        return reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8", m->render());
+      },
+      st.get());
+  mg_set_request_handler(st->ctx, "/healthz$", answer<&Health::healthz>, st.get());
+  mg_set_request_handler(st->ctx, "/readyz$", answer<&Health::readyz>, st.get());
   return std::unique_ptr<Endpoint>(new Endpoint(std::move(st)));
 }
 

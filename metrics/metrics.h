@@ -3,6 +3,8 @@
 // controller: the control loop fills a TickReport (loop/telemetry.h).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -17,6 +19,8 @@
 namespace prometheus {
 class Registry;
 }
+
+struct mg_connection;  // civetweb's
 
 namespace keel::metrics {
 
@@ -144,21 +148,47 @@ class Metrics {
   std::unique_ptr<State> s_;
 };
 
-// The HTTP endpoint: GET /metrics. `address` is daemon.metrics_listen ("127.0.0.1:9477",
-// "localhost:9477"), already checked as the config checks it; a name is resolved first (to IPv4 while
-// the HTTP server has no IPv6). A taken port is a clear error; errors do not name the address's source. It
-// listens from the start (so a taken port stops keel before it changes anything) and serves nothing until
-// serve() hands it the metrics.
+// keel's liveness and readiness for /healthz and /readyz, set by the loop and read by the HTTP server's
+// threads. Healthy: a tick ran within 3 periods + 2 s (before the first one: since keel started).
+// Ready: healthy, a tick's sensing has worked, and keel is not stopping.
+class Health {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Health(std::chrono::nanoseconds period, Clock::time_point started = Clock::now());
+  void ticked(bool sensed, Clock::time_point at = Clock::now());
+  void set_period(std::chrono::nanoseconds period) { period_ns_.store(period.count()); }
+  void stopping() { stopping_.store(true); }
+  struct Answer {
+    int status = 200;
+    std::string body;  // one line, for a person or a probe's log
+  };
+  Answer healthz(Clock::time_point now = Clock::now()) const;
+  Answer readyz(Clock::time_point now = Clock::now()) const;
+
+ private:
+  std::atomic<int64_t> period_ns_, last_ns_;  // last: of the latest tick, or the start
+  std::atomic<bool> ticked_{false}, sensed_{false}, stopping_{false};
+};
+
+// The HTTP endpoint: GET /metrics, /healthz and /readyz. `address` is daemon.metrics_listen
+// ("127.0.0.1:9477", "localhost:9477"), already checked as the config checks it; a name is resolved first (to
+// IPv4 while the HTTP server has no IPv6). A taken port is a clear error; errors do not name the address's
+// source. It listens from the start (so a taken port stops keel before it changes anything) and serves
+// nothing until serve() hands it the metrics.
 class Endpoint {
  public:
+  // ":9477" listens on every (IPv4) address.
   static Result<std::unique_ptr<Endpoint>> listen(const std::string& address);
-  void serve(const Metrics& metrics);
+  // /metrics from `metrics`; /healthz and /readyz from `health` (503 "starting" until then).
+  void serve(const Metrics& metrics, const Health* health = nullptr);
   ~Endpoint();
   std::string address() const;  // what it listens on, numeric ("127.0.0.1:9477")
 
  private:
   struct State;
   explicit Endpoint(std::unique_ptr<State> s);
+  template <Health::Answer (Health::*probe)(Health::Clock::time_point) const>
+  static int answer(::mg_connection* conn, void* data);
   std::unique_ptr<State> s_;
 };
 

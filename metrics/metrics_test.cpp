@@ -370,6 +370,56 @@ TEST(Endpoint, ServesTheMetricsOverHttpOnTheConfiguredAddress) {
             2);
 }
 
+// Health: healthy while ticks come (3 periods + 2 s), stalled after; ready once a tick sensed, not while
+// starting, stalled or stopping. Over HTTP, /healthz and /readyz answer with those codes and lines, and
+// a ":PORT" endpoint listens on every address (reached here on loopback).
+TEST(Health, LivenessFollowsTheTicksAndReadinessTheSensing) {
+  using namespace std::chrono_literals;
+  const auto t0 = Health::Clock::now();
+  Health h(1s, t0);
+  EXPECT_EQ(h.healthz(t0 + 1s).status, 200);
+  EXPECT_NE(h.healthz(t0 + 1s).body.find("no tick yet"), std::string::npos) << h.healthz(t0 + 1s).body;
+  EXPECT_EQ(h.readyz(t0 + 1s).status, 503);
+  EXPECT_EQ(h.healthz(t0 + 6s).status, 503) << "no first tick within 3 periods + 2 s";
+  h.ticked(false, t0 + 2s);  // sensing failed: alive, not ready
+  EXPECT_EQ(h.healthz(t0 + 3s).status, 200);
+  EXPECT_EQ(h.readyz(t0 + 3s).status, 503);
+  h.ticked(true, t0 + 4s);
+  EXPECT_EQ(h.readyz(t0 + 5s).status, 200);
+  EXPECT_EQ(h.healthz(t0 + 8900ms).status, 200);
+  const auto stalled = h.healthz(t0 + 9100ms);
+  EXPECT_EQ(stalled.status, 503);
+  EXPECT_NE(stalled.body.find("stalled: last tick 5.1 s ago"), std::string::npos) << stalled.body;
+  EXPECT_EQ(h.readyz(t0 + 9100ms).status, 503);
+  h.set_period(10s);
+  EXPECT_EQ(h.healthz(t0 + 9100ms).status, 200) << "judged against the period now in use";
+  h.stopping();
+  EXPECT_EQ(h.readyz(t0 + 5s).status, 503);
+  EXPECT_NE(h.readyz(t0 + 5s).body.find("stopping"), std::string::npos);
+}
+
+TEST(Endpoint, ServesHealthAndReadinessOnEveryAddressWithPort) {
+  Metrics m(setup());
+  uint16_t port = testing::free_port();
+  auto e = Endpoint::listen(":" + std::to_string(port));
+  ASSERT_TRUE(e) << e.error().message();
+  EXPECT_EQ((*e)->address(), "0.0.0.0:" + std::to_string(port));
+  EXPECT_EQ(testing::http_get(port, "/metrics").status, 503) << "nothing served before serve()";
+  EXPECT_EQ(testing::http_get(port, "/healthz").status, 503);
+  Health h(std::chrono::seconds(1));
+  (*e)->serve(m, &h);
+  auto live = testing::http_get(port, "/healthz");
+  EXPECT_EQ(live.status, 200) << live.body;
+  auto ready = testing::http_get(port, "/readyz");
+  EXPECT_EQ(ready.status, 503) << ready.body;
+  EXPECT_NE(ready.body.find("starting"), std::string::npos) << ready.body;
+  h.ticked(true);
+  EXPECT_EQ(testing::http_get(port, "/readyz").status, 200);
+  EXPECT_EQ(testing::http_get(port, "/metrics").status, 200);
+  EXPECT_EQ(testing::http_get(port, "/nothing").status, 404);
+  EXPECT_EQ(testing::http_get(port, "/healthzz").status, 404) << "exact paths only";
+}
+
 TEST(Endpoint, ATakenPortIsAClearErrorNamingTheAddress) {
   Metrics m(setup());
   uint16_t port = 0;

@@ -15,7 +15,7 @@ BUILD_PACKAGES=(
   libhwloc-dev prometheus-cpp-dev libtomlplusplus-dev nlohmann-json3-dev clang-format
 )
 RUN_PACKAGES=(
-  libbpf1 libelf1 libhwloc15 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libcivetweb1
+  libbpf1 libelf1 libhwloc15 libprometheus-cpp-core1.0 libcivetweb1
   libtomlplusplus3 libstdc++6
 )
 TEST_PACKAGES=(

@@ -702,8 +702,8 @@ TEST_F(RunPriv, TheClassTakesTheNoiseOutOfTheWakersRunQueueWaitAndGoesAwayWithKe
 // keel as deploy/systemd/keel.service runs it: uid 0 with only the unit's CapabilityBoundingSet (through
 // setpriv, as systemd would set it) and a notify socket with a watchdog (a datagram socket this test
 // listens on, as systemd's manager does). keel attaches its sensors, says READY=1, pings WATCHDOG=1 at
-// half the interval between ticks, writes cpu.idle (enforce, the class only), says STOPPING=1 on
-// SIGTERM and gives every knob back.
+// half the interval between ticks, writes cpu.idle (enforce, the class only), answers /healthz and
+// /readyz with 200, says STOPPING=1 on SIGTERM and gives every knob back.
 TEST_F(RunPriv, UnderTheUnitsCapabilitiesKeelNotifiesSensesWritesAndGivesBack) {
   if (!fs::exists(cpu_ / name_ / "cpu.idle")) GTEST_SKIP() << "skipped: this kernel has no cpu.idle (5.15+)";
   if (std::system("command -v setpriv >/dev/null") != 0) GTEST_SKIP() << "skipped: no setpriv (util-linux)";
@@ -769,6 +769,12 @@ TEST_F(RunPriv, UnderTheUnitsCapabilitiesKeelNotifiesSensesWritesAndGivesBack) {
               static_cast<long>(pings));
   EXPECT_GE(pings, 7) << "half of WATCHDOG_USEC=400000 between 1 s ticks";
   EXPECT_LE(pings, 12);
+  // Its health endpoints, as a Kubernetes probe or a load balancer asks them.
+  auto live = testing::http_get(metrics_port_, "/healthz");
+  EXPECT_EQ(live.status, 200) << live.body;
+  EXPECT_NE(live.body.find("ok: last tick"), std::string::npos) << live.body;
+  auto ready = testing::http_get(metrics_port_, "/readyz");
+  EXPECT_EQ(ready.status, 200) << ready.body;
   std::string text = slurp(log);
   EXPECT_NE(text.find("sensors tp_btf"), std::string::npos) << text;
   EXPECT_EQ(text.find("error"), std::string::npos) << text;
