@@ -10,6 +10,7 @@
 #include "cli/usage.h"
 #include "controller/controller.h"
 #include "controller/trace.h"
+#include "host/log.h"
 #include "host/topology.h"
 #include "loop/events.h"
 #include "loop/loop.h"
@@ -19,10 +20,7 @@ namespace keel::cli {
 
 namespace {
 
-void log(const std::string& line) {
-  std::fprintf(stderr, "keel: %s\n", line.c_str());
-  std::fflush(stderr);
-}
+void log(const std::string& line) { logging::line(logging::Level::info, line); }
 
 }  // namespace
 
@@ -34,10 +32,13 @@ std::optional<bpf::BpfStats> parse_bpf_stats(const std::optional<std::string>& v
 }
 
 int cmd_run(const std::vector<std::string>& argv) {
-  auto args =
-      parse_args(argv, {.switches = {"observe", "once", "verbose"},
-                        .with_value = {"config", "record", "state", "bpf-stats", "metrics-listen", "root"}});
+  auto args = parse_args(argv, {.switches = {"observe", "once", "verbose"},
+                                .with_value = {"config", "record", "state", "bpf-stats", "metrics-listen",
+                                               "root", "log-level"}});
   if (!args) return usage_error("run", args.error().message());
+  auto level = logging::parse_level(args->value("log-level").value_or("info"));
+  if (!level) return usage_error("run", "--log-level takes error, warning, notice, info or debug");
+  logging::setup(*level);
   if (!args->positional.empty()) return usage_error("run", "takes no arguments");
   auto file = args->value("config");
   if (!file) return usage_error("run", "needs --config FILE");
@@ -55,6 +56,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.record = args->value("record");
   if (auto s = args->value("state")) o.state = *s;
   o.version = KEEL_VERSION;
+  o.revision = KEEL_GIT_REVISION;
+  o.compiler = "g++ " __VERSION__;
   // --root DIR: the host's /sys, /proc and /var/lib/docker are under DIR (keel in a container).
   const auto root = args->value("root");
   if (root && (root->empty() || (*root)[0] != '/'))

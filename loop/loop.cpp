@@ -1,5 +1,6 @@
 #include "loop/loop.h"
 
+#include <bpf/libbpf.h>
 #include <malloc.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -14,6 +15,7 @@
 #include "actuators/session.h"
 #include "controller/trace.h"
 #include "host/json.h"
+#include "host/log.h"
 #include "host/resctrl_info.h"
 #include "loop/telemetry.h"
 
@@ -21,10 +23,12 @@ namespace keel::loop {
 
 namespace {
 
-void log(const std::string& line) {
-  std::fprintf(stderr, "keel: %s\n", line.c_str());
-  std::fflush(stderr);
-}
+// The levels of keel run's lines (host/log.h): info for what it sees, notice for what it does and its
+// start and stop, warning for what it cannot do, error for what failed.
+void log(const std::string& line) { logging::line(logging::Level::info, line); }
+void notice(const std::string& line) { logging::line(logging::Level::notice, line); }
+void warn(const std::string& line) { logging::line(logging::Level::warning, line); }
+void log_error(const std::string& line) { logging::line(logging::Level::error, line); }
 
 // Milliseconds from a CLOCK_MONOTONIC stamp (the BPF programs' clock, steady_clock's) to now.
 std::string ms_since(uint64_t mono_ns) {
@@ -199,7 +203,7 @@ void Loop::keep_off_critical_cpus(const ctl::Plan& plan, const ctl::Snapshot& sn
   if (want.empty()) want = started_cpus_;
   if (want == own_cpus_) return;
   if (!set_thread_affinity(want)) {
-    log("cannot move keel's thread to CPUs " + want.to_list() + ": " + std::strerror(errno));
+    warn("cannot move keel's thread to CPUs " + want.to_list() + ": " + std::strerror(errno));
     own_cpus_ = want;  // said once
     return;
   }
@@ -240,7 +244,7 @@ Loop::Exit Loop::run(Events& events, bool once) {
   const auto period = std::chrono::duration_cast<Clock::duration>(p_.spec.period);
   const auto gap = std::chrono::duration_cast<Clock::duration>(kEarlyGap);
   if (int fd = p_.sensing->events_fd(); fd >= 0)
-    if (auto r = events.add(fd); !r) log("early ticks off: " + r.error().message());
+    if (auto r = events.add(fd); !r) warn("early ticks off: " + r.error().message());
   // After a reload the tick that was due stays due: SIGHUPs faster than the period do not stop ticks.
   auto next = next_.value_or(Clock::now() + period);
   auto last = Clock::now() - gap;      // the latest tick's start
@@ -260,7 +264,7 @@ Loop::Exit Loop::run(Events& events, bool once) {
     }
     auto now = Clock::now();
     if (ping_every && now >= ping_at) {
-      if (auto r = p_.notifier->send("WATCHDOG=1"); !r) log("watchdog: " + r.error().message());
+      if (auto r = p_.notifier->send("WATCHDOG=1"); !r) warn("watchdog: " + r.error().message());
       ping_at = now + std::chrono::duration_cast<Clock::duration>(*ping_every);
     }
     if (w == Events::Wake::event) {
@@ -297,7 +301,7 @@ void Loop::tick(uint64_t n) {
   const auto started = std::chrono::steady_clock::now();
   // Sense.
   if (auto sensed = p_.sensing->sample(n, snap_); !sensed) {
-    log(head + "sensing failed: " + sensed.error().message());
+    log_error(head + "sensing failed: " + sensed.error().message());
     p_.metrics->sensing_failed(seconds_since(started), unix_now());
     if (p_.health != nullptr) p_.health->ticked(false);
     return;
@@ -321,23 +325,25 @@ void Loop::tick(uint64_t n) {
     violated.emplace(w.instance, now);
   }
   violated_ = std::move(violated);
-  if (turned || p_.verbose) log(head + mode + " status " + status_line(plan, *snap));
+  if (turned || p_.verbose)
+    logging::line(turned ? logging::Level::notice : logging::Level::info,
+                  head + mode + " status " + status_line(plan, *snap));
   std::string decisions = ctl::format_actions(plan, mode);
   for (size_t i = 0; i < decisions.size();) {
     size_t e = decisions.find('\n', i);
-    log(decisions.substr(i, e - i));
+    notice(decisions.substr(i, e - i));
     i = e + 1;
   }
   for (const auto& c : done.changes)
-    log(head + mode + (p_.observe ? " would write " : " wrote ") + c.path.str() + ": " +
-        (c.from.empty() ? "\"\"" : c.from) + " -> " + c.to);
-  for (const auto& note : done.notes) log(head + "note: " + note);
+    notice(head + mode + (p_.observe ? " would write " : " wrote ") + c.path.str() + ": " +
+           (c.from.empty() ? "\"\"" : c.from) + " -> " + c.to);
+  for (const auto& note : done.notes) warn(head + "note: " + note);
   // Where the class cannot help (the cgroups do not meet as siblings), said once per pair.
   if (std::any_of(plan.actions.begin(), plan.actions.end(),
                   [](const ctl::Action& a) { return a.knob == ctl::Knob::preempt_class; }))
     for (const auto& gap : ctl::class_gaps(*snap, plan))
-      if (gaps_said_.insert(gap).second) log(head + "note: " + gap);
-  for (const auto& e : done.errors) log(head + "error: " + e);
+      if (gaps_said_.insert(gap).second) warn(head + "note: " + gap);
+  for (const auto& e : done.errors) log_error(head + e);
   tick_report(p_.spec, *snap, sensor_view(*p_.sensing), plan, done,
               {p_.observe, seconds_since(started), unix_now(), process_usage(p_.roots)}, report_, &labels_);
   p_.metrics->publish(report_);
@@ -356,12 +362,12 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   // Before any thread starts: stop signals become events.
   auto events = Events::open(/*hup_reloads=*/true);
   if (!events) {
-    log("run: " + events.error().message());
+    log_error("run: " + events.error().message());
     return kFailure;
   }
   auto notifier = Notifier::from_environment();  // systemd's Type=notify (nothing outside a unit)
   if (!notifier) {
-    log("run: " + notifier.error().message());
+    log_error("run: " + notifier.error().message());
     return kFailure;
   }
   // A tick's vectors on a large host are megabytes (a snapshot, a report): mapped and given back each
@@ -376,20 +382,20 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   const std::filesystem::path state = o.state.value_or(cfg.daemon.state_dir);
   auto topo = Topology::detect(roots);
   if (!topo) {
-    log("run: " + topo.error().message());
+    log_error("run: " + topo.error().message());
     return kFailure;
   }
-  drop_missing(cfg, roots, log);
+  drop_missing(cfg, roots, notice);
   config::Spec spec = config::compile(cfg, topo->online());
   // keel on the reserved CPUs when the config has them, before any thread starts (the metrics server's
   // inherit it); within the affinity it was started with (a unit's CPUAffinity=, a taskset).
   if (!spec.reserved.empty()) {
     const CpuSet allowed = thread_affinity(topo->online()), want = spec.reserved & allowed;
     if (want.empty())
-      log("run: the reserved CPUs " + spec.reserved.to_list() + " are outside keel's affinity " +
-          allowed.to_list() + ": keel stays there");
+      warn("run: the reserved CPUs " + spec.reserved.to_list() + " are outside keel's affinity " +
+           allowed.to_list() + ": keel stays there");
     else if (!set_thread_affinity(want))
-      log("run: cannot place keel on the reserved CPUs " + want.to_list() + ": " + std::strerror(errno));
+      warn("run: cannot place keel on the reserved CPUs " + want.to_list() + ": " + std::strerror(errno));
   }
 
   // The metrics endpoint before anything else: a taken port stops keel before it changes a thing
@@ -402,48 +408,48 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   if (listen != "off") {
     auto e = metrics::Endpoint::listen(listen);
     if (!e) {
-      log("run: metrics: " + listen_source + ": " + e.error().message());
+      log_error("run: metrics: " + listen_source + ": " + e.error().message());
       if (!observe && act::journal_exists(state)) {
         auto s = act::Session::start(roots, state, act::Mode::enforce);
         if (s) {
           const size_t restored = s->recovered().restored + s->finish().restored;
-          log("run: restored what a previous keel left changed (" + std::to_string(restored) +
-              " knobs) before stopping");
+          notice("run: restored what a previous keel left changed (" + std::to_string(restored) +
+                 " knobs) before stopping");
         } else {
-          log("run: " + s.error().message());
+          log_error("run: " + s.error().message());
         }
       }
       return kFailure;
     }
     endpoint = std::move(*e);
     if (listen.starts_with(':'))
-      log("run: warning: metrics on every address of this host (" + listen_source +
-          "): anyone who can reach " + endpoint->address() + " can read them; give a host (127.0.0.1" +
-          listen + ") to keep them local");
+      warn("run: metrics on every address of this host (" + listen_source + "): anyone who can reach " +
+           endpoint->address() + " can read them; give a host (127.0.0.1" + listen + ") to keep them local");
   }
 
   std::ofstream record;
   if (o.record) {
     record.open(*o.record, std::ios::trunc);
     if (!record) {
-      log("run: cannot write the trace " + *o.record);
+      log_error("run: cannot write the trace " + *o.record);
       return kFailure;
     }
   }
   // The session first: a journal a crashed keel left behind is restored before anything is sensed.
   auto session = act::Session::start(roots, state, observe ? act::Mode::observe : act::Mode::enforce);
   if (!session) {
-    log("run: " + session.error().message());
+    log_error("run: " + session.error().message());
     return kFailure;
   }
   if (session->recovered_entries() > 0) {
     const auto& r = session->recovered();
-    log("restored what a previous keel left changed: " + std::to_string(r.restored) + " restored, " +
-        std::to_string(r.unchanged) + " unchanged, " + std::to_string(r.gone) + " gone, " +
-        std::to_string(r.failed.size()) + " failed");
-    for (const auto& e : r.failed) log("restore: " + e.message());
+    notice("restored what a previous keel left changed: " + std::to_string(r.restored) + " restored, " +
+           std::to_string(r.unchanged) + " unchanged, " + std::to_string(r.gone) + " gone, " +
+           std::to_string(r.failed.size()) + " failed");
+    for (const auto& e : r.failed) log_error("restore: " + e.message());
     if (!r.failed.empty()) {
-      log("run: not starting while knobs of a previous run could not be restored (see above; keel restore "
+      log_error(
+          "run: not starting while knobs of a previous run could not be restored (see above; keel restore "
           "retries)");
       return kFailure;
     }
@@ -451,12 +457,16 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   raise_open_files_limit();
   auto opened = Sensing::open(spec, roots, *topo, o.stats);
   if (!opened) {
-    log("run: " + opened.error().message());
+    log_error("run: " + opened.error().message());
     return kFailure;
   }
   // Held by pointer: a reload replaces it, and the loop keeps pointing at the one in use.
   auto sensing = std::make_unique<Sensing>(std::move(*opened));
-  metrics::Metrics metrics(metrics_setup(spec, observe, sensing->sensor().pmu(), o.version));
+  metrics::Setup setup = metrics_setup(spec, observe, sensing->sensor().pmu(), o.version);
+  if (!o.revision.empty()) setup.revision = o.revision;
+  if (!o.compiler.empty()) setup.compiler = o.compiler;
+  setup.libbpf = libbpf_version_string();
+  metrics::Metrics metrics(std::move(setup));
   metrics::Health health(spec.period);
   if (endpoint) endpoint->serve(metrics, &health);
   // The server's threads read `metrics` and `health`: it stops before they go, on every return below.
@@ -466,13 +476,13 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   } stop_serving{endpoint};
   size_t critical = 0;
   for (const auto& w : spec.workloads) critical += w.critical;
-  log(std::string("run: ") + mode + ", period " + config::format_duration(spec.period) + ", " +
-      std::to_string(spec.workloads.size()) + " workloads (" + std::to_string(critical) +
-      " critical), hierarchy " + sensing->inventory().defining().name() + " (" +
-      std::to_string(sensing->inventory().cgroups()) + " cgroups, " + sensing->inventory().watching() +
-      "), sensors " + bpf::to_string(sensing->sensor().attach()) + ", cache counters " +
-      sensing->sensor().counters_note() + ", state " + state.string() +
-      (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
+  notice(std::string("run: ") + mode + ", period " + config::format_duration(spec.period) + ", " +
+         std::to_string(spec.workloads.size()) + " workloads (" + std::to_string(critical) +
+         " critical), hierarchy " + sensing->inventory().defining().name() + " (" +
+         std::to_string(sensing->inventory().cgroups()) + " cgroups, " + sensing->inventory().watching() +
+         "), sensors " + bpf::to_string(sensing->sensor().attach()) + ", cache counters " +
+         sensing->sensor().counters_note() + ", state " + state.string() +
+         (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
 
   Loop loop({spec, observe, o.verbose, *topo, sensing.get(), &session->writer(), &metrics, &record, roots,
              &*notifier, &health});
@@ -480,68 +490,68 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
     auto desired = parse_desired(*handed);
     if (!desired) {
       // The journal still holds every original: adopted as found, given back as the plan lets go.
-      log("run: " + desired.error().message() + ": the knobs a previous keel left are adopted as found");
+      warn("run: " + desired.error().message() + ": the knobs a previous keel left are adopted as found");
       desired.emplace();
     }
-    log("run: adopted what a previous keel handed over: " + std::to_string(session->writer().journaled()) +
-        " journaled knobs, the desired state of " + std::to_string(desired->size()) +
-        " instances; nothing given back");
+    notice("run: adopted what a previous keel handed over: " + std::to_string(session->writer().journaled()) +
+           " journaled knobs, the desired state of " + std::to_string(desired->size()) +
+           " instances; nothing given back");
     loop.adopt(std::move(*desired));
   }
   if (auto r = notifier->send("READY=1\nSTATUS=" + std::string(mode) + ", " +
                               std::to_string(spec.workloads.size()) + " workloads");
       !r)
-    log("run: " + r.error().message());
+    log_error("run: " + r.error().message());
   while (loop.run(*events, o.once) == Loop::Exit::reload) {
     (void)notifier->send("RELOADING=1");
     std::optional<config::Config> next;
     if (o.reload)
       next = o.reload();
     else
-      log("reload: SIGHUP ignored: no config file to read again");
+      warn("reload: SIGHUP ignored: no config file to read again");
     if (next) {
       auto restart_only = [&](const char* key, bool changed) {
         if (changed)
-          log(std::string("reload: ") + key + " changed: a restart applies it; the rest is used now");
+          warn(std::string("reload: ") + key + " changed: a restart applies it; the rest is used now");
       };
       restart_only("daemon.state_dir", !o.state && next->daemon.state_dir != cfg.daemon.state_dir);
       restart_only("daemon.metrics_listen",
                    !o.metrics_listen && next->daemon.metrics_listen != cfg.daemon.metrics_listen);
       restart_only("daemon.hierarchy", next->daemon.hierarchy != cfg.daemon.hierarchy);
-      drop_missing(*next, roots, log);
+      drop_missing(*next, roots, notice);
       config::Spec next_spec = config::compile(*next, topo->online());
       restart_only("daemon.mode", next_spec.mode != spec.mode);
       next_spec.mode = spec.mode;
       next_spec.hierarchy = spec.hierarchy;
       auto s = Sensing::open(next_spec, roots, *topo, o.stats);
       if (!s) {
-        log("reload: " + s.error().message() + ": the running config stays");
+        log_error("reload: " + s.error().message() + ": the running config stays");
       } else {
         auto fresh = std::make_unique<Sensing>(std::move(*s));
         loop.reload(next_spec, fresh.get());
         sensing = std::move(fresh);  // the old sensing (its BPF programs) goes
         spec = std::move(next_spec);
         health.set_period(spec.period);
-        log("reload: the new config is in use: " + std::to_string(spec.workloads.size()) +
-            " workloads; knobs of instances it no longer manages go back at the next tick");
+        notice("reload: the new config is in use: " + std::to_string(spec.workloads.size()) +
+               " workloads; knobs of instances it no longer manages go back at the next tick");
       }
     } else if (o.reload) {
-      log("reload: the config is not valid (above): the running config stays");
+      log_error("reload: the config is not valid (above): the running config stays");
     }
     (void)notifier->send("READY=1");
   }
   health.stopping();
-  if (auto r = notifier->send("STOPPING=1"); !r) log("run: " + r.error().message());
+  if (auto r = notifier->send("STOPPING=1"); !r) log_error("run: " + r.error().message());
   if (!observe && spec.rollback == config::Rollback::not_on_exit) {
     // Hand over (daemon.rollback = "not_on_exit"): knobs as they are, the journal and the desired state
     // kept for the next keel; `keel restore` gives them back.
     const size_t journaled = session->writer().journaled();
     if (auto r = session->hand_over(format_desired(loop.desired())); !r) {
-      log("run: " + r.error().message() + ": giving every knob back instead");
+      log_error("run: " + r.error().message() + ": giving every knob back instead");
     } else {
-      log("run: stopped and handed over (daemon.rollback = \"not_on_exit\"): " + std::to_string(journaled) +
-          " knobs left as keel set them, their originals journaled in " + state.string() +
-          "; the next keel adopts them, keel restore gives them back");
+      notice("run: stopped and handed over (daemon.rollback = \"not_on_exit\"): " +
+             std::to_string(journaled) + " knobs left as keel set them, their originals journaled in " +
+             state.string() + "; the next keel adopts them, keel restore gives them back");
       return kOk;
     }
   }
@@ -549,12 +559,13 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   int rc = kOk;
   auto back = session->finish();
   if (!observe || back.restored + back.failed.size() > 0)
-    log("run: stopped; " + std::to_string(back.restored) + " knobs restored, " +
-        std::to_string(back.unchanged) + " already at their original value, " + std::to_string(back.gone) +
-        " gone, " + std::to_string(back.kept) + " kept, " + std::to_string(back.failed.size()) + " failed");
-  for (const auto& e : back.failed) log("restore: " + e.message());
+    notice("run: stopped; " + std::to_string(back.restored) + " knobs restored, " +
+           std::to_string(back.unchanged) + " already at their original value, " + std::to_string(back.gone) +
+           " gone, " + std::to_string(back.kept) + " kept, " + std::to_string(back.failed.size()) +
+           " failed");
+  for (const auto& e : back.failed) log_error("restore: " + e.message());
   if (!back.failed.empty()) {
-    log("run: the failed knobs stay journaled in " + state.string() + "; run keel restore");
+    log_error("run: the failed knobs stay journaled in " + state.string() + "; run keel restore");
     rc = kFailure;
   }
   return rc;

@@ -40,6 +40,7 @@ struct RunOptions {
   bpf::BpfStats stats = bpf::BpfStats::sampled;
   std::optional<std::string> metrics_listen;  // --metrics-listen, checked already ("off": none)
   std::string version;
+  std::string revision, compiler;  // for keel_build_info, as keel --version prints them
   // SIGHUP: the config read again and validated (its errors printed, file:line:col); none keeps the
   // running one. Unset: SIGHUP is ignored with a line saying so.
   std::function<std::optional<config::Config>()> reload;

@@ -88,9 +88,11 @@ inline constexpr MetricDef kCatalogue[] = {
     {"keel_bpf_map_max_entries", Type::gauge, "map", "Capacity of a BPF map"},
     {"keel_bpf_dropped_total", Type::counter, "reason",
      "Events the BPF programs could not record: reason = map_full | stamp_full"},
-    {"keel_process_cpu_seconds_total", Type::counter, "", "CPU time keel itself used (user + system)"},
-    {"keel_process_resident_memory_bytes", Type::gauge, "", "keel's resident memory"},
-    {"keel_build_info", Type::gauge, "version", "1, labelled with keel's version"},
+    {"process_cpu_seconds_total", Type::counter, "", "CPU time keel itself used (user + system)"},
+    {"process_resident_memory_bytes", Type::gauge, "", "keel's resident memory"},
+    {"keel_build_info", Type::gauge, "version,revision,compiler,libbpf",
+     "1, labelled with keel's version, the git revision it was built from, the compiler and the libbpf it "
+     "runs with (as keel --version prints them)"},
 };
 
 }  // namespace keel::metrics

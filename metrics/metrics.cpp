@@ -266,9 +266,14 @@ Metrics::Metrics(Setup setup) : s_(std::make_unique<State>()) {
   auto& dropped = counter(r, "keel_bpf_dropped_total");
   s.map_full = &dropped.Add({{"reason", "map_full"}});
   s.stamp_full = &dropped.Add({{"reason", "stamp_full"}});
-  s.process_cpu.c = &counter(r, "keel_process_cpu_seconds_total").Add({});
-  s.rss = &gauge(r, "keel_process_resident_memory_bytes").Add({});
-  gauge(r, "keel_build_info").Add({{"version", s.setup.version}}).Set(1);
+  s.process_cpu.c = &counter(r, "process_cpu_seconds_total").Add({});
+  s.rss = &gauge(r, "process_resident_memory_bytes").Add({});
+  gauge(r, "keel_build_info")
+      .Add({{"version", s.setup.version},
+            {"revision", s.setup.revision},
+            {"compiler", s.setup.compiler},
+            {"libbpf", s.setup.libbpf}})
+      .Set(1);
 }
 
 Metrics::~Metrics() = default;

@@ -78,6 +78,7 @@ struct TickReport {
 struct Setup {
   std::string mode;  // enforce | observe
   std::string version;
+  std::string revision = "unknown", compiler = "unknown", libbpf = "unknown";  // keel_build_info's labels
   std::vector<double> latency_bucket_upper_s;  // the sensor's layout; the last bucket is open-ended
   std::map<std::string, bool> sensors;         // runqueue, hardware_counters
   std::map<std::string, bool> mechanisms;      // cpuset, cpu_weight, resctrl, steal_task, irq_affinity

@@ -334,7 +334,7 @@ TEST(Metrics, CumulativeSourcesBecomeCountersThatOnlyGrow) {
   std::string text = m.render();
   EXPECT_DOUBLE_EQ(value(text, "keel_bpf_run_time_seconds_total", {{"program", "handle_switch"}}), 2.5);
   EXPECT_DOUBLE_EQ(value(text, "keel_bpf_run_count_total", {{"program", "handle_switch"}}), 150);
-  EXPECT_DOUBLE_EQ(value(text, "keel_process_cpu_seconds_total"), 3.5);
+  EXPECT_DOUBLE_EQ(value(text, "process_cpu_seconds_total"), 3.5);
   // A failed read (zeros) in between is ignored: the counter neither drops nor counts the value twice.
   t.health.programs = {{"handle_switch", 0, 0}};
   t.health.process_cpu_seconds = 0;
@@ -345,7 +345,7 @@ TEST(Metrics, CumulativeSourcesBecomeCountersThatOnlyGrow) {
   text = m.render();
   EXPECT_DOUBLE_EQ(value(text, "keel_bpf_run_time_seconds_total", {{"program", "handle_switch"}}), 2.6);
   EXPECT_DOUBLE_EQ(value(text, "keel_bpf_run_count_total", {{"program", "handle_switch"}}), 160);
-  EXPECT_DOUBLE_EQ(value(text, "keel_process_cpu_seconds_total"), 3.6);
+  EXPECT_DOUBLE_EQ(value(text, "process_cpu_seconds_total"), 3.6);
 }
 
 // ---- the endpoint, on real sockets ----

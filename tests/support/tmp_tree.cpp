@@ -58,6 +58,14 @@ std::pair<int, std::string> run_command(const std::string& cmd) {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
 }
 
+std::string between(const std::string& text, const std::string& from, const std::string& to) {
+  size_t a = text.find(from);
+  if (a == std::string::npos) return "";
+  a += from.size();
+  size_t b = text.find(to, a);
+  return b == std::string::npos ? "" : text.substr(a, b - a);
+}
+
 std::filesystem::path keel_binary() { return std::filesystem::path(KEEL_BINARY_DIR) / "cli" / "keel"; }
 std::filesystem::path source_dir() { return KEEL_SOURCE_DIR; }
 

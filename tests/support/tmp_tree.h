@@ -31,6 +31,9 @@ void make_tree(const std::filesystem::path& root,
                const std::vector<std::pair<std::string, std::string>>& files);
 
 std::string slurp(const std::filesystem::path& file);
+// The text between the first `from` in `text` and the next `to` after it ("" when either is missing).
+// (Tests parse tool output with it: std::regex trips g++ 12's -Wmaybe-uninitialized under ASan.)
+std::string between(const std::string& text, const std::string& from, const std::string& to);
 
 // Every regular file under root by its relative path, with its bytes; files under `skip` (e.g. a
 // state directory inside the tree) are left out. For "byte-for-byte unchanged" checks.

@@ -1,0 +1,68 @@
+#include "host/log.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+namespace keel::logging {
+
+namespace {
+
+std::atomic<int> g_min{static_cast<int>(Level::info)};
+std::atomic<bool> g_journal{false};
+
+// $JOURNAL_STREAM is "DEVICE:INODE" of the stream systemd connected; stderr is the journal only when
+// it is still that stream (a redirect in between makes it a file again).
+bool stderr_is_journal() {
+  const char* v = std::getenv("JOURNAL_STREAM");
+  if (v == nullptr) return false;
+  unsigned long long dev = 0, ino = 0;
+  char tail = 0;
+  if (std::sscanf(v, "%llu:%llu%c", &dev, &ino, &tail) != 2) return false;
+  struct stat st{};
+  if (::fstat(STDERR_FILENO, &st) != 0) return false;
+  return static_cast<unsigned long long>(st.st_dev) == dev && static_cast<unsigned long long>(st.st_ino) == ino;
+}
+
+}  // namespace
+
+std::optional<Level> parse_level(std::string_view s) {
+  if (s == "error") return Level::error;
+  if (s == "warning") return Level::warning;
+  if (s == "notice") return Level::notice;
+  if (s == "info") return Level::info;
+  if (s == "debug") return Level::debug;
+  return std::nullopt;
+}
+
+void setup(Level min) {
+  g_min.store(static_cast<int>(min));
+  g_journal.store(stderr_is_journal());
+}
+
+std::string format(Level l, std::string_view text, bool journal) {
+  std::string out;
+  out.reserve(text.size() + 24);
+  if (journal) out += "<" + std::to_string(static_cast<int>(l)) + ">";
+  out += "keel: ";
+  const char* word = l == Level::error ? "error: " : l == Level::warning ? "warning: " : nullptr;
+  if (!journal && word != nullptr && !text.starts_with(word)) out += word;
+  for (char c : text) out += c == '\n' ? ' ' : c;  // one event, one line
+  out += '\n';
+  return out;
+}
+
+void line(Level l, std::string_view text) {
+  if (static_cast<int>(l) > g_min.load()) return;
+  const std::string s = format(l, text, g_journal.load());
+  for (size_t at = 0; at < s.size();) {
+    ssize_t n = ::write(STDERR_FILENO, s.data() + at, s.size() - at);
+    if (n <= 0) return;  // nowhere to log: keel goes on
+    at += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace keel::logging

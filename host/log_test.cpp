@@ -1,0 +1,66 @@
+// keel's log lines: the syslog priority prefix only when stderr is the journal stream systemd named
+// ($JOURNAL_STREAM = stderr's device:inode), the level word on other streams for warnings and errors,
+// one line per event however long, and lines below the level dropped.
+#include "host/log.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "tests/support/tmp_tree.h"
+
+namespace keel::logging {
+namespace {
+
+TEST(Log, LinesCarryTheirLevelAndAreNeverCut) {
+  EXPECT_EQ(format(Level::notice, "tick 3 enforce act crit cpus", true), "<5>keel: tick 3 enforce act crit cpus\n");
+  EXPECT_EQ(format(Level::error, "run: cannot open", true), "<3>keel: run: cannot open\n");
+  EXPECT_EQ(format(Level::warning, "reserved CPUs outside", false), "keel: warning: reserved CPUs outside\n");
+  EXPECT_EQ(format(Level::warning, "warning: said once", false), "keel: warning: said once\n");
+  EXPECT_EQ(format(Level::info, "status", false), "keel: status\n");
+  EXPECT_EQ(format(Level::info, "a\nb", false), "keel: a b\n") << "one event, one line";
+  const std::string name(5000, 'x');
+  EXPECT_EQ(format(Level::info, name, false).size(), name.size() + 7);
+  EXPECT_EQ(parse_level("warning"), Level::warning);
+  EXPECT_EQ(parse_level("debug"), Level::debug);
+  EXPECT_FALSE(parse_level("verbose"));
+  EXPECT_FALSE(parse_level(""));
+}
+
+// What reaches fd 2 with `journal_stream` set as systemd would (or not), at level `min`.
+std::string written(bool as_journal, Level min) {
+  testing::TempDir dir;
+  const std::string file = (dir.path() / "stderr").string();
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  int saved = ::dup(2);
+  ::dup2(fd, 2);
+  struct stat st{};
+  ::fstat(2, &st);
+  const std::string stream = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino + (as_journal ? 0 : 1));
+  ::setenv("JOURNAL_STREAM", stream.c_str(), 1);
+  setup(min);
+  line(Level::debug, "a debug line");
+  line(Level::info, "an info line");
+  line(Level::warning, "a warning");
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(fd);
+  ::unsetenv("JOURNAL_STREAM");
+  setup(Level::info);
+  return testing::slurp(file);
+}
+
+TEST(Log, ThePriorityPrefixIsForTheJournalStreamOnlyAndTheLevelFilters) {
+  EXPECT_EQ(written(true, Level::info), "<6>keel: an info line\n<4>keel: a warning\n");
+  EXPECT_EQ(written(false, Level::info), "keel: an info line\nkeel: warning: a warning\n")
+      << "another stream (a redirect under the unit) gets no prefix";
+  EXPECT_EQ(written(false, Level::warning), "keel: warning: a warning\n");
+  EXPECT_EQ(written(true, Level::debug), "<7>keel: a debug line\n<6>keel: an info line\n<4>keel: a warning\n");
+}
+
+}  // namespace
+}  // namespace keel::logging
