@@ -22,9 +22,10 @@ bool stderr_is_journal() {
   unsigned long long dev = 0, ino = 0;
   char tail = 0;
   if (std::sscanf(v, "%llu:%llu%c", &dev, &ino, &tail) != 2) return false;
-  struct stat st{};
+  struct stat st {};
   if (::fstat(STDERR_FILENO, &st) != 0) return false;
-  return static_cast<unsigned long long>(st.st_dev) == dev && static_cast<unsigned long long>(st.st_ino) == ino;
+  return static_cast<unsigned long long>(st.st_dev) == dev &&
+         static_cast<unsigned long long>(st.st_ino) == ino;
 }
 
 }  // namespace

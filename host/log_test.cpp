@@ -17,7 +17,8 @@ namespace keel::logging {
 namespace {
 
 TEST(Log, LinesCarryTheirLevelAndAreNeverCut) {
-  EXPECT_EQ(format(Level::notice, "tick 3 enforce act crit cpus", true), "<5>keel: tick 3 enforce act crit cpus\n");
+  EXPECT_EQ(format(Level::notice, "tick 3 enforce act crit cpus", true),
+            "<5>keel: tick 3 enforce act crit cpus\n");
   EXPECT_EQ(format(Level::error, "run: cannot open", true), "<3>keel: run: cannot open\n");
   EXPECT_EQ(format(Level::warning, "reserved CPUs outside", false), "keel: warning: reserved CPUs outside\n");
   EXPECT_EQ(format(Level::warning, "warning: said once", false), "keel: warning: said once\n");
@@ -38,9 +39,10 @@ std::string written(bool as_journal, Level min) {
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   int saved = ::dup(2);
   ::dup2(fd, 2);
-  struct stat st{};
+  struct stat st {};
   ::fstat(2, &st);
-  const std::string stream = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino + (as_journal ? 0 : 1));
+  const std::string stream =
+      std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino + (as_journal ? 0 : 1));
   ::setenv("JOURNAL_STREAM", stream.c_str(), 1);
   setup(min);
   line(Level::debug, "a debug line");
@@ -59,7 +61,8 @@ TEST(Log, ThePriorityPrefixIsForTheJournalStreamOnlyAndTheLevelFilters) {
   EXPECT_EQ(written(false, Level::info), "keel: an info line\nkeel: warning: a warning\n")
       << "another stream (a redirect under the unit) gets no prefix";
   EXPECT_EQ(written(false, Level::warning), "keel: warning: a warning\n");
-  EXPECT_EQ(written(true, Level::debug), "<7>keel: a debug line\n<6>keel: an info line\n<4>keel: a warning\n");
+  EXPECT_EQ(written(true, Level::debug),
+            "<7>keel: a debug line\n<6>keel: an info line\n<4>keel: a warning\n");
 }
 
 }  // namespace
