@@ -270,11 +270,14 @@ Result<void> Journal::save() {
     if (ec) return fail("cannot remove the journal", file_.string(), ec.value());
     return fsync_path(dir_, O_RDONLY | O_DIRECTORY);
   }
-  std::string text = format_journal(boot_id_, entries_);
-  fs::path tmp = file_;
+  return write_durably(file_, format_journal(boot_id_, entries_), "the journal");
+}
+
+Result<void> write_durably(const fs::path& file, std::string_view text, const std::string& what) {
+  fs::path tmp = file;
   tmp += ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return fail_errno("cannot write the journal", tmp.string());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return fail_errno("cannot write " + what, tmp.string());
   size_t done = 0;
   while (done < text.size()) {
     ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -282,19 +285,19 @@ Result<void> Journal::save() {
       if (errno == EINTR) continue;
       int e = errno;
       ::close(fd);
-      return fail("cannot write the journal", tmp.string(), e);
+      return fail("cannot write " + what, tmp.string(), e);
     }
     done += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0) {
     int e = errno;
     ::close(fd);
-    return fail("cannot fsync the journal", tmp.string(), e);
+    return fail("cannot fsync " + what, tmp.string(), e);
   }
   ::close(fd);
-  if (::rename(tmp.c_str(), file_.c_str()) != 0)
-    return fail_errno("cannot rename the journal into place", file_.string());
-  return fsync_path(dir_, O_RDONLY | O_DIRECTORY);
+  if (::rename(tmp.c_str(), file.c_str()) != 0)
+    return fail_errno("cannot rename " + what + " into place", file.string());
+  return fsync_path(file.parent_path(), O_RDONLY | O_DIRECTORY);
 }
 
 }  // namespace keel::act

@@ -62,6 +62,10 @@ class Journal {
   int lock_fd_ = -1;
 };
 
+// Replaces `file` with `text` durably: FILE.tmp (never through a symlink) written and fsynced, renamed
+// over `file`, the directory fsynced. `what` names it in errors ("the journal").
+Result<void> write_durably(const std::filesystem::path& file, std::string_view text, const std::string& what);
+
 // Whether STATE_DIR holds a journal file (entries or not), without opening or locking it.
 bool journal_exists(const std::filesystem::path& state_dir);
 

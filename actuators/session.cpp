@@ -4,9 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 namespace keel::act {
 
 namespace {
@@ -56,10 +53,7 @@ Result<Session> Session::start(const SysRoots& roots, const std::filesystem::pat
                     " changed knobs (journal " + s.journal_->file().string() +
                     "); observe mode neither adopts nor writes: run `keel restore` first",
                 state_dir.string());
-  if (mode == Mode::enforce) {
-    std::error_code ec;
-    std::filesystem::remove(state_dir / kHandoverFile, ec);  // read once: a crash after this is a crash
-  }
+  if (mode == Mode::enforce) remove_handover(state_dir);  // read once: a crash after this is a crash
   if (handover) {
     s.adopted_ = std::move(handed->second);
     s.writer_ = std::make_unique<KnobWriter>(roots, mode, s.journal_.get(), dirs);
@@ -112,18 +106,16 @@ Session::~Session() {
 Result<void> Session::hand_over(std::string_view state) {
   if (!journal_ || finished_) return {};
   if (writer_->mode() == Mode::observe) return {};
-  const auto file = state_dir_ / kHandoverFile, tmp = state_dir_ / "handover.tmp";
   const std::string text =
       std::string(kHandoverMagic) + " " + journal_->boot_id() + "\n" + std::string(state);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return fail_errno("cannot write the handover", tmp.string());
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!ok) return fail("cannot write the handover", tmp.string(), err);
-  if (::rename(tmp.c_str(), file.c_str()) != 0) return fail_errno("cannot write the handover", file.string());
+  if (auto r = write_durably(state_dir_ / kHandoverFile, text, "the handover"); !r) return r;
   finished_ = true;  // the knobs stay: the next keel adopts them, or `keel restore` gives them back
   return {};
+}
+
+void remove_handover(const std::filesystem::path& state_dir) {
+  std::error_code ec;
+  std::filesystem::remove(state_dir / kHandoverFile, ec);
 }
 
 RestoreReport Session::finish() {

@@ -53,4 +53,7 @@ class Session {
   bool finished_ = true;
 };
 
+// Removes STATE_DIR/handover (keel restore, before giving the journal's knobs back: nothing to adopt).
+void remove_handover(const std::filesystem::path& state_dir);
+
 }  // namespace keel::act

@@ -5,6 +5,7 @@
 
 #include "actuators/journal.h"
 #include "actuators/restore.h"
+#include "actuators/session.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/host_facts.h"
@@ -42,8 +43,7 @@ int cmd_restore(const std::vector<std::string>& argv) {
   size_t entries = journal->entries().size();
   // A handover (daemon.rollback = "not_on_exit") goes first: whatever this restore cannot give back is
   // then a crash's leftover, which the next keel restores (or refuses to start over), never adopts.
-  std::error_code ec;
-  std::filesystem::remove(state / "handover", ec);
+  act::remove_handover(state);
   auto rep = act::restore(roots, *journal);
   if (args->has("json")) {
     Json failed = Json::array();
