@@ -3,7 +3,7 @@
 #   build  to compile keel (compilers, headers, bpftool for the skeletons, clang-format)
 #   run    to run the built binary (shared libraries only: what the Debian package depends on)
 #   test   what the test suite and benchmarks drive: workloads, peers, Prometheus, GoogleTest, systemd's
-#          analyzer, docker
+#          analyzer, docker, Node.js (the offline Kubernetes schema check)
 # Usage: scripts/deps.sh [build|run|test|all]... [--check]
 #   (default: all; --check only prints what is missing and exits 1 if anything is)
 # scripts/start.sh installs build + run; scripts/test.sh all three.
@@ -21,7 +21,7 @@ RUN_PACKAGES=(
 TEST_PACKAGES=(
   googletest libgtest-dev libgmock-dev hwloc
   stress-ng linux-perf rt-tests redis-server redis-tools libbpf-tools prometheus procps
-  systemd man-db util-linux
+  systemd man-db util-linux docker.io nodejs
 )
 
 sets=()
@@ -44,6 +44,11 @@ for s in "${sets[@]}"; do
     test) wanted+=("${TEST_PACKAGES[@]}") ;;
   esac
 done
+
+# npm comes with NodeSource's nodejs, and is its own package with Debian's.
+if [[ " ${wanted[*]} " == *" nodejs "* ]] && ! command -v npm >/dev/null; then
+  wanted+=(npm)
+fi
 
 missing=()
 for p in "${wanted[@]}"; do

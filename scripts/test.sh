@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+# The Kubernetes schema check's packages (npm, pinned by its package-lock.json; tests/deploy_test.cpp).
+(cd deploy/kubernetes/validate && npm ci --no-audit --no-fund --loglevel=error)
 status=0
 # Formatting is part of the suite: a file that differs from .clang-format fails it.
 bash scripts/format.sh --check || status=1

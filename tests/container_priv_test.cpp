@@ -1,0 +1,296 @@
+// keel inside a real container, laid out the way deploy/kubernetes/daemonset.yaml lays it out: a docker
+// daemon of its own (Debian's docker.io: no iptables, no bridge, data and exec roots in a temporary
+// directory), an image made with `docker import` from the Debian package's files and the libraries the
+// binary links (no registry is reachable here) with the Dockerfile's ENTRYPOINT and CMD, the host's
+// PID, network and cgroup namespaces, the host's /sys and /proc trees under /host (the kernel trees keel
+// writes read-write), the ConfigMap's config at /etc/keel, a read-only root file system, and the
+// DaemonSet's arguments (`keel run --root /host ...`, observe mode). keel must see a workload that
+// runs on the host, outside any container (its run-queue waits counted under its name), see its own
+// container as a docker workload, serve /readyz, /healthz and its own process metrics, write no knob,
+// and stop cleanly on `docker stop`. Root only; skipped without dockerd.
+//
+// Capabilities: docker 20.10 knows neither CAP_BPF nor CAP_PERFMON by name, so the container gets
+// CAP_SYS_ADMIN (their superset, what kernels before 5.8 need) instead of the DaemonSet's BPF and
+// PERFMON; RunPriv.UnderTheUnitsCapabilities... runs keel with exactly BPF and PERFMON.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "tests/support/http.h"
+#include "tests/support/tmp_tree.h"
+
+namespace keel {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::run_command;
+using testing::slurp;
+
+const char* kDockerd = "/usr/sbin/dockerd";
+const char* kDocker = "/usr/bin/docker";  // docker.io's client, the daemon's version
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// The value of a counter or gauge sample `series` (name and labels as exported) in a scrape, or -1.
+double sample(const std::string& scrape, const std::string& series) {
+  size_t at = scrape.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(scrape.substr(at + series.size() + 2));
+}
+
+class ContainerPriv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "skipped: runs a docker daemon and host cgroups (root only)";
+    if (!fs::exists(kDockerd) || !fs::exists(kDocker))
+      GTEST_SKIP() << "skipped: no " << kDockerd << " / " << kDocker << " (Debian's docker.io)";
+    if (run_command("dpkg-query -W -f='${Status}' keel").second.find("installed") != std::string::npos)
+      GTEST_SKIP() << "skipped: a keel package is installed; cpack here would not be compared with it";
+    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup"))
+      if (fs::exists(h.path() / "docker")) had_docker_cgroups_.push_back(h.path() / "docker");
+    sock_ = dir_.path() / "docker.sock";
+    docker_ = "DOCKER_HOST=unix://" + sock_.string() + " " + kDocker + " ";
+  }
+
+  void TearDown() override {
+    if (!container_.empty()) run_command(docker_ + "rm -f " + container_);
+    if (workload_ > 0) {
+      ::kill(-workload_, SIGKILL);  // perf and the worker it forks
+      ::waitpid(workload_, nullptr, 0);
+    }
+    for (const auto& c : cgroups_) {
+      std::error_code ec;
+      fs::remove(c, ec);
+    }
+    if (dockerd_ > 0) {
+      ::kill(dockerd_, SIGTERM);
+      for (int i = 0; i < 200 && ::waitpid(dockerd_, nullptr, WNOHANG) == 0; ++i)
+        std::this_thread::sleep_for(100ms);
+      ::kill(dockerd_, SIGKILL);
+      ::waitpid(dockerd_, nullptr, 0);
+    }
+    // What dockerd leaves: its cgroups (when it made them) and its mounts under the temporary roots.
+    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup")) {
+      fs::path d = h.path() / "docker";
+      if (!fs::exists(d) ||
+          std::find(had_docker_cgroups_.begin(), had_docker_cgroups_.end(), d) != had_docker_cgroups_.end())
+        continue;
+      std::vector<fs::path> below;
+      for (const auto& e : fs::recursive_directory_iterator(d))
+        if (e.is_directory()) below.push_back(e.path());
+      std::sort(below.rbegin(), below.rend());
+      std::error_code ec;
+      for (const auto& b : below) fs::remove(b, ec);
+      fs::remove(d, ec);
+    }
+    std::istringstream mounts(slurp("/proc/mounts"));
+    std::vector<std::string> ours;
+    for (std::string line; std::getline(mounts, line);) {
+      std::istringstream f(line);
+      std::string dev, at;
+      f >> dev >> at;
+      if (at.rfind(dir_.path().string(), 0) == 0) ours.push_back(at);
+    }
+    std::sort(ours.rbegin(), ours.rend());
+    for (const auto& m : ours) run_command("umount -l " + m);
+  }
+
+  void start_dockerd() {
+    const fs::path log = dir_.path() / "dockerd.log";
+    dockerd_ = ::fork();
+    if (dockerd_ == 0) {
+      const std::string data = (dir_.path() / "data").string(), exec = (dir_.path() / "exec").string(),
+                        host = "unix://" + sock_.string(), pid = (dir_.path() / "dockerd.pid").string();
+      std::freopen(log.c_str(), "w", stdout);
+      std::freopen(log.c_str(), "a", stderr);
+      ::execl(kDockerd, kDockerd, "--iptables=false", "--ip-masq=false", "--bridge=none", "--data-root",
+              data.c_str(), "--exec-root", exec.c_str(), "-H", host.c_str(), "--pidfile", pid.c_str(),
+              nullptr);
+      ::_exit(127);
+    }
+    for (int i = 0; i < 300; ++i) {
+      if (run_command(docker_ + "info --format '{{.ServerVersion}}'").first == 0) return;
+      ASSERT_EQ(::waitpid(dockerd_, nullptr, WNOHANG), 0) << "dockerd exited:\n" << slurp(log);
+      std::this_thread::sleep_for(100ms);
+    }
+    FAIL() << "dockerd did not answer in 30 s:\n" << slurp(log);
+  }
+
+  // The image: the package's files, the libraries ldd lists for its binary, the Dockerfile's command.
+  void import_image() {
+    auto [crc, cout] = run_command("cd " + std::string(KEEL_BINARY_DIR) + " && cpack -G DEB -B " +
+                                   (dir_.path() / "deb").string());
+    ASSERT_EQ(crc, 0) << cout;
+    fs::path deb;
+    for (const auto& e : fs::directory_iterator(dir_.path() / "deb"))
+      if (e.path().extension() == ".deb") deb = e.path();
+    ASSERT_FALSE(deb.empty()) << cout;
+    const fs::path rootfs = dir_.path() / "rootfs";
+    auto [xrc, xout] = run_command("dpkg-deb -x " + deb.string() + " " + rootfs.string());
+    ASSERT_EQ(xrc, 0) << xout;
+    auto [lrc, libs] = run_command("ldd " + (rootfs / "usr/sbin/keel").string());
+    ASSERT_EQ(lrc, 0) << libs;
+    std::istringstream in(libs);
+    int copied = 0;
+    for (std::string line; std::getline(in, line);) {
+      size_t slash = line.find('/');
+      if (slash == std::string::npos) continue;
+      fs::path lib = line.substr(slash, line.find(' ', slash) - slash);
+      fs::create_directories(rootfs / lib.relative_path().parent_path());
+      fs::copy_file(fs::canonical(lib), rootfs / lib.relative_path(), fs::copy_options::overwrite_existing);
+      ++copied;
+    }
+    ASSERT_GE(copied, 5) << libs;
+    for (const char* d : {"host", "var/lib/keel", "tmp"}) fs::create_directories(rootfs / d);
+    const std::string dockerfile = slurp(testing::source_dir() / "deploy/docker/Dockerfile");
+    auto line_of = [&](const std::string& key) {
+      size_t at = dockerfile.find("\n" + key + " ");
+      return at == std::string::npos ? std::string()
+                                     : dockerfile.substr(at + 1, dockerfile.find('\n', at + 1) - at - 1);
+    };
+    const std::string entrypoint = line_of("ENTRYPOINT"), cmd = line_of("CMD");
+    ASSERT_FALSE(entrypoint.empty());
+    ASSERT_FALSE(cmd.empty());
+    auto [irc, iout] = run_command("tar -C " + rootfs.string() + " -c . | " + docker_ + "import --change '" +
+                                   entrypoint + "' --change '" + cmd + "' - keel:container-test");
+    ASSERT_EQ(irc, 0) << iout;
+  }
+
+  // A host workload outside any container: a pipe ping-pong (it waits for a CPU at every wakeup) in
+  // /system.slice/NAME of the cpu and cpuacct hierarchies, where the default config's "system" rule
+  // finds it.
+  void start_host_workload(const std::string& name) {
+    for (const char* h : {"cpu", "cpuacct"}) {
+      fs::path slice = fs::path("/sys/fs/cgroup") / h / "system.slice";
+      if (!fs::exists(slice)) {
+        fs::create_directory(slice);
+        cgroups_.insert(cgroups_.begin(), slice);  // removed last
+      }
+      fs::create_directory(slice / name);
+      cgroups_.insert(cgroups_.begin(), slice / name);
+    }
+    workload_ = ::fork();
+    if (workload_ == 0) {
+      ::setpgid(0, 0);
+      for (const char* h : {"cpu", "cpuacct"})
+        std::ofstream(fs::path("/sys/fs/cgroup") / h / "system.slice" / name / "cgroup.procs")
+            << ::getpid() << "\n";
+      std::freopen("/dev/null", "w", stdout);
+      std::freopen("/dev/null", "w", stderr);
+      ::execlp("perf", "perf", "bench", "sched", "pipe", "-l", "2000000000", nullptr);
+      ::_exit(127);
+    }
+  }
+
+  testing::TempDir dir_;
+  fs::path sock_;
+  std::string docker_;
+  pid_t dockerd_ = -1;
+  pid_t workload_ = -1;
+  std::string container_;
+  std::vector<fs::path> cgroups_;
+  std::vector<fs::path> had_docker_cgroups_;
+};
+
+TEST_F(ContainerPriv, KeelInAContainerLaidOutAsTheDaemonSetSeesTheHostsWorkloadsAndServesMetrics) {
+  if (run_command("command -v perf").first != 0)
+    GTEST_SKIP() << "skipped: no perf (linux-perf) for the workload";
+  ASSERT_NO_FATAL_FAILURE(start_dockerd());
+  ASSERT_NO_FATAL_FAILURE(import_image());
+  const std::string name = "keel-ctest-" + std::to_string(::getpid()) + ".scope";
+  ASSERT_NO_FATAL_FAILURE(start_host_workload(name));
+  const std::string shares_before = slurp(fs::path("/sys/fs/cgroup/cpu/system.slice") / name / "cpu.shares");
+
+  // The ConfigMap's config, as the DaemonSet mounts it.
+  const std::string cm = slurp(testing::source_dir() / "deploy/kubernetes/configmap.yaml");
+  std::istringstream lines(cm.substr(cm.find("  keel.toml: |")));
+  std::string l, toml;
+  std::getline(lines, l);
+  while (std::getline(lines, l)) toml += (l.size() >= 4 ? l.substr(4) : "") + "\n";
+  fs::create_directories(dir_.path() / "config");
+  std::ofstream(dir_.path() / "config/keel.toml") << toml;
+  fs::create_directories(dir_.path() / "state");
+
+  // The DaemonSet's arguments, with the node's address as loopback on a free port.
+  const std::string ds = slurp(testing::source_dir() / "deploy/kubernetes/daemonset.yaml");
+  std::istringstream in(ds.substr(ds.find("          args:\n") + 16));
+  std::string args;
+  for (std::string a; std::getline(in, a) && a.rfind("            - ", 0) == 0;)
+    args += " '" + a.substr(14) + "'";
+  const uint16_t port = testing::free_port();
+  const std::string node_addr = "$(NODE_IP):9477";
+  ASSERT_NE(args.find(node_addr), std::string::npos) << args;
+  args.replace(args.find(node_addr), node_addr.size(), "127.0.0.1:" + std::to_string(port));
+  // The CMD's arguments are the DaemonSet's, but for the listen address.
+  ASSERT_EQ(args.substr(0, args.find(" '--metrics-listen'")),
+            " 'run' '--root' '/host' '--config' '/etc/keel/keel.toml' '--state' '/var/lib/keel'");
+
+  // The DaemonSet's mountPropagation (HostToContainer, docker's rslave) needs shared host mounts, as
+  // systemd makes them; this machine's are private, so the test binds without propagation.
+  std::string mounts =
+      " -v /sys:/host/sys:ro -v /sys/fs/cgroup:/host/sys/fs/cgroup"
+      " -v /sys/kernel/debug:/host/sys/kernel/debug -v /sys/kernel/btf:/host/sys/kernel/btf:ro"
+      " -v /proc:/host/proc:ro -v " +
+      (dir_.path() / "config").string() + ":/etc/keel:ro -v " + (dir_.path() / "state").string() +
+      ":/var/lib/keel";
+  if (fs::is_directory("/sys/fs/resctrl")) mounts += " -v /sys/fs/resctrl:/host/sys/fs/resctrl";
+  container_ = "keel-ctest-" + std::to_string(::getpid());
+  auto [rrc, rout] = run_command(docker_ + "run -d --name " + container_ +
+                                 " --pid host --network host --cgroupns host --read-only --user 0:0"
+                                 " --cap-drop ALL --cap-add SYS_ADMIN --security-opt seccomp=unconfined"
+                                 " --security-opt no-new-privileges" +
+                                 mounts + " keel:container-test" + args);
+  ASSERT_EQ(rrc, 0) << rout;
+  const std::string id = trim(rout);
+  auto logs = [&] { return run_command(docker_ + "logs " + container_).second; };
+
+  // Ready, then the host's workload counted under its name, and keel's own container as docker's.
+  bool ready = false;
+  for (int i = 0; i < 300 && !ready; ++i) {
+    ready = testing::http_get(port, "/readyz").status == 200;
+    if (!ready) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(ready) << logs();
+  const std::string host_series =
+      "keel_runqueue_latency_seconds_count{class=\"best_effort\",workload=\"system/" + name + "\"}";
+  const std::string own_series =
+      "keel_runqueue_latency_seconds_count{class=\"best_effort\",workload=\"docker/" + id + "\"}";
+  std::string scrape;
+  double host_waits = -1;
+  for (int i = 0; i < 100 && host_waits <= 0; ++i) {
+    std::this_thread::sleep_for(200ms);
+    scrape = testing::http_get(port, "/metrics").body;
+    host_waits = sample(scrape, host_series);
+  }
+  EXPECT_GT(host_waits, 100) << host_series << "\n" << logs() << scrape;
+  EXPECT_GE(sample(scrape, own_series), 0) << own_series << "\n" << scrape;
+  EXPECT_EQ(sample(scrape, "keel_sensor_available{sensor=\"runqueue\"}"), 1) << scrape;
+  EXPECT_GT(sample(scrape, "process_resident_memory_bytes"), 1e6) << scrape;
+  EXPECT_EQ(testing::http_get(port, "/healthz").status, 200);
+  const std::string log = logs();
+  EXPECT_NE(log.find("run: observe"), std::string::npos) << log;
+  EXPECT_EQ(log.find("error:"), std::string::npos) << log;
+  // Observe mode: the host's cgroup is as it was.
+  EXPECT_EQ(slurp(fs::path("/sys/fs/cgroup/cpu/system.slice") / name / "cpu.shares"), shares_before);
+
+  // docker stop: SIGTERM, keel ends by itself with 0.
+  auto [src, sout] = run_command(docker_ + "stop -t 30 " + container_);
+  EXPECT_EQ(src, 0) << sout;
+  EXPECT_EQ(trim(run_command(docker_ + "inspect -f '{{.State.ExitCode}}' " + container_).second), "0")
+      << logs();
+}
+
+}  // namespace
+}  // namespace keel
