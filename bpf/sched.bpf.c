@@ -306,8 +306,12 @@ static __always_inline int on_migrate(struct task_struct* p, int dest_cpu, bool 
     asm volatile("" : "+r"(a), "+r"(b));
     a &= KEEL_MAX_CPUS - 1;
     b &= KEEL_MAX_CPUS - 1;
-    if (llc_of_cpu[a] != llc_of_cpu[b]) __sync_fetch_and_add(&s->cross_llc, 1);
-    if (node_of_cpu[a] != node_of_cpu[b]) __sync_fetch_and_add(&s->cross_numa, 1);
+    /* One scope per migration, so the scopes add up to the whole: another NUMA node, else another LLC
+     * on the same node (with sub-NUMA clustering an LLC spans nodes: those count as cross_numa). */
+    if (node_of_cpu[a] != node_of_cpu[b])
+      __sync_fetch_and_add(&s->cross_numa, 1);
+    else if (llc_of_cpu[a] != llc_of_cpu[b])
+      __sync_fetch_and_add(&s->cross_llc, 1);
   }
   return 0;
 }

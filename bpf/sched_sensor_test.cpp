@@ -339,6 +339,30 @@ TEST_F(CpuCgroups, MigrationsAreCountedAndScopedByTheTopologyTables) {
   EXPECT_EQ(s->cross_numa, 0u);
 }
 
+// Each migration counts in one scope only: CPU 0 and 1 in different LLCs and different NUMA nodes are
+// cross-NUMA, not also cross-LLC, so the scopes add up to the migrations (a sum over keel_migrations_total's
+// scope label means something).
+TEST_F(CpuCgroups, AMigrationToAnotherNodeCountsOnceNotAlsoAsCrossLlc) {
+  fs::path m = make("m2");
+  auto sensor = SchedSensor::open(config({0, 1}, {0, 1}));
+  ASSERT_TRUE(sensor) << sensor.error().message();
+  pid_t p = start(true, m, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(sensor->read());
+  constexpr int K = 40;
+  for (int i = 0; i < K; ++i) {
+    pin(p, (i + 1) % 2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto d = sensor->read();
+  ASSERT_TRUE(d);
+  const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(m)});
+  ASSERT_NE(s, nullptr);
+  EXPECT_GE(s->migrations, static_cast<uint64_t>(K));
+  EXPECT_EQ(s->cross_numa, s->migrations);
+  EXPECT_EQ(s->cross_llc, 0u);
+}
+
 TEST_F(CpuCgroups, ForcedRawTracepointVariantAttributesToo) {
   fs::path b = make("raw");
   auto cfg = config();

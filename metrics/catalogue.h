@@ -18,7 +18,9 @@ struct MetricDef {
 // Label values: workload = a workload instance ("redis", "batch/job-1"), or "other" for cgroups no
 // workload matches and instances past the series cap; class = critical | best_effort | other;
 // knob = cpus | shares | l3_ways | mba_percent | steal_task | class (workload="host" for steal_task);
-// direction = act | give_back | revert; mode = enforce | observe; scope = all | cross_llc | cross_numa.
+// direction = act | give_back | revert; mode = enforce | observe; scope = same_llc | cross_llc | cross_numa
+// (disjoint: within one LLC, to another LLC of the same NUMA node, to another NUMA node; their sum is
+// every migration).
 inline constexpr MetricDef kCatalogue[] = {
     // Interference: what the workloads feel and who causes it.
     {"keel_runqueue_latency_seconds", Type::histogram, "workload,class",
@@ -33,7 +35,8 @@ inline constexpr MetricDef kCatalogue[] = {
     {"keel_slo_violated", Type::gauge, "workload",
      "1 while the controller counts the workload's SLO as violated"},
     {"keel_migrations_total", Type::counter, "workload,scope",
-     "Task migrations between CPUs, all or crossing an LLC or NUMA node"},
+     "Task migrations between CPUs by scope: within an LLC, to another LLC of the same NUMA node, to "
+     "another NUMA node (disjoint: the sum is every migration)"},
     {"keel_cpu_usage_seconds_total", Type::counter, "workload,class",
      "CPU time the workload's cgroups used (cgroupfs)"},
     {"keel_cpu_throttled_periods_total", Type::counter, "workload",

@@ -97,7 +97,7 @@ struct Metrics::State {
   struct Series {
     std::string klass;
     Histogram* rq = nullptr;
-    Counter *all = nullptr, *llc = nullptr, *numa = nullptr, *cpu = nullptr, *throttled = nullptr,
+    Counter *same_llc = nullptr, *llc = nullptr, *numa = nullptr, *cpu = nullptr, *throttled = nullptr,
             *misses = nullptr, *instr = nullptr;
     Gauge *p99 = nullptr, *target = nullptr, *slack = nullptr, *violated = nullptr, *blocked = nullptr,
           *rung = nullptr;
@@ -129,7 +129,7 @@ Metrics::State::Series& Metrics::State::labelled(const std::string& name, const 
   Series& s = series[name];
   s.klass = klass;
   s.rq = &rq->Add({{"workload", name}, {"class", klass}}, bounds);
-  s.all = &migrations->Add({{"workload", name}, {"scope", "all"}});
+  s.same_llc = &migrations->Add({{"workload", name}, {"scope", "same_llc"}});
   s.llc = &migrations->Add({{"workload", name}, {"scope", "cross_llc"}});
   s.numa = &migrations->Add({{"workload", name}, {"scope", "cross_numa"}});
   s.cpu = &cpu->Add({{"workload", name}, {"class", klass}});
@@ -138,7 +138,7 @@ Metrics::State::Series& Metrics::State::labelled(const std::string& name, const 
 
 void Metrics::State::remove(Series& s) {
   rq->Remove(s.rq);
-  for (Counter* c : {s.all, s.llc, s.numa}) migrations->Remove(c);
+  for (Counter* c : {s.same_llc, s.llc, s.numa}) migrations->Remove(c);
   cpu->Remove(s.cpu);
   if (s.throttled) throttled->Remove(s.throttled);
   if (s.misses) misses->Remove(s.misses);
@@ -156,7 +156,10 @@ void Metrics::State::workload(const WorkloadReport& w, Series& s, bool own) {
   for (size_t i = 0; i < w.rq_buckets.size() && i < bucket_to_le.size(); ++i)
     inc[bucket_to_le[i]] += static_cast<double>(w.rq_buckets[i]);
   s.rq->ObserveMultiple(inc, w.rq_sum_s);
-  s.all->Increment(static_cast<double>(w.migrations));
+  // Disjoint scopes (the sensor counts each migration in at most one of cross_llc, cross_numa): a sum
+  // over scope is every migration.
+  const uint64_t crossing = w.cross_llc + w.cross_numa;
+  s.same_llc->Increment(static_cast<double>(w.migrations > crossing ? w.migrations - crossing : 0));
   s.llc->Increment(static_cast<double>(w.cross_llc));
   s.numa->Increment(static_cast<double>(w.cross_numa));
   if (w.cpu_seconds) s.cpu->Increment(std::max(0.0, *w.cpu_seconds));

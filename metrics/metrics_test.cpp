@@ -160,6 +160,28 @@ TEST(Metrics, LatencyHistogramCountsEachWaitInTheBucketOfItsSensorBucket) {
               1e-9);
 }
 
+// The migration scopes are disjoint: within an LLC, to another LLC of the node, to another node; the
+// sensor counts a migration in at most one of its crossing scopes, and a sum over scope is every migration.
+TEST(Metrics, MigrationScopesAreDisjointAndAddUpToEveryMigration) {
+  Metrics m(setup());
+  TickReport t;
+  auto w = workload("redis", "critical", {3});
+  w.migrations = 10;
+  w.cross_llc = 3;
+  w.cross_numa = 2;
+  t.workloads.push_back(w);
+  m.publish(t);
+  const std::string text = m.render();
+  std::map<std::string, double> by_scope;
+  double sum = 0;
+  for (const auto& sample : find(text, "keel_migrations_total", {{"workload", "redis"}})) {
+    by_scope[sample.labels.at("scope")] = sample.value;
+    sum += sample.value;
+  }
+  EXPECT_EQ(by_scope, (std::map<std::string, double>{{"same_llc", 5}, {"cross_llc", 3}, {"cross_numa", 2}}));
+  EXPECT_EQ(sum, 10);
+}
+
 TEST(Metrics, EveryCatalogueMetricIsExportedWithItsTypeAndLabels) {
   Metrics m(setup());
   TickReport t;

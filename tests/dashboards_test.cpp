@@ -62,7 +62,7 @@ const std::map<std::string, std::set<std::string>> kLabelValues = {
     {"knob", {"cpus", "shares", "l3_ways", "mba_percent", "steal_task", "class"}},
     {"direction", {"act", "give_back", "revert"}},
     {"mode", {"enforce", "observe"}},
-    {"scope", {"all", "cross_llc", "cross_numa"}},
+    {"scope", {"same_llc", "cross_llc", "cross_numa"}},
     {"kind", {"sensing", "actuator"}},
     {"sensor", {"runqueue", "hardware_counters"}},
     {"mechanism", {"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity", "preempt_class"}},
