@@ -221,6 +221,19 @@ TEST(Cli, CheckConfigRejectsTheBadConfigCorpusWithExactPositions) {
   EXPECT_GE(n, 25u);
 }
 
+// check-config accepts a best-effort workload's slo (exit 0) and says, with its position, that it is ignored.
+TEST(Cli, CheckConfigWarnsThatABestEffortSloIsIgnored) {
+  testing::TempDir dir;
+  std::ofstream(dir.path() / "k.toml") << "[[workload]]\nname = \"batch\"\nmatch = { cgroup = \"/b\" }\n"
+                                          "slo = { runqueue_p99 = \"5ms\" }\n";
+  auto [rc, out] = run_command(keel("check-config " + (dir.path() / "k.toml").string()));
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find((dir.path() / "k.toml").string() + ":4:7: warning: workload 'batch': slo is ignored"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(": ok (mode observe, 1 workload)"), std::string::npos) << out;
+}
+
 struct Example {
   const char* file;
   const char* synthetic;

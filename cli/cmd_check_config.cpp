@@ -38,6 +38,7 @@ int cmd_check_config(const std::vector<std::string>& argv) {
                  cfg.error().size() == 1 ? "" : "s");
     return kExitUsage;
   }
+  for (const auto& w : cfg->warnings) std::fprintf(stderr, "%s\n", w.str().c_str());
   for (const auto& n : facts->notes) std::fprintf(stderr, "note: %s\n", n.c_str());
   std::printf("%s: ok (mode %s, %zu workload%s)\n", file.c_str(), config::to_string(cfg->daemon.mode),
               cfg->workloads.size(), cfg->workloads.size() == 1 ? "" : "s");

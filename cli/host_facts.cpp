@@ -63,6 +63,7 @@ std::expected<config::Config, int> load_config_for_host(const std::string& cmd, 
     for (const auto& d : cfg.error()) std::fprintf(stderr, "%s\n", d.str().c_str());
     return std::unexpected(2);
   }
+  for (const auto& w : cfg->warnings) std::fprintf(stderr, "keel %s: %s\n", cmd.c_str(), w.str().c_str());
   return *cfg;
 }
 

@@ -160,6 +160,7 @@ std::expected<Config, Diagnostics> load_string(std::string_view text, const std:
   config.file = file_name;
   detail::validate(config, facts, report);
   if (!report.empty()) return std::unexpected(report.take_sorted());
+  config.warnings = report.take_warnings();
   return config;
 }
 

@@ -159,6 +159,8 @@ struct Config {
   HostSection host;
   std::vector<Workload> workloads;
   Actuators actuators;
+  // What the file says that keel accepts but will not use ("FILE:L:C: warning: ..."), in file order.
+  std::vector<Diagnostic> warnings;
 };
 
 // What the host can give, for checks that depend on the machine. Unknown facts skip their checks.

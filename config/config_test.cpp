@@ -569,6 +569,28 @@ TEST(Validate, RollbackIsAutoOrNotOnExit) {
   EXPECT_NE(diags.front().message.find("not_on_exit"), std::string::npos) << diags.front().message;
 }
 
+// keel judges only critical workloads against an SLO: a best-effort workload's slo is accepted with a
+// warning at its position (it was silently ignored), a critical one's and a best-effort one without
+// slo give none; the shipped config has no warning.
+TEST(Validate, ABestEffortSloIsAcceptedWithAWarningAtItsPosition) {
+  auto c = load_ok(
+      "[[workload]]\nname = \"batch\"\nmatch = { cgroup = \"/b\" }\nclass = \"best-effort\"\n"
+      "slo = { runqueue_p99 = \"5ms\" }\n"
+      "[[workload]]\nname = \"web\"\nmatch = { cgroup = \"/w\" }\nclass = \"critical\"\n"
+      "slo = { runqueue_p99 = \"200us\" }\n"
+      "[[workload]]\nname = \"other-be\"\nmatch = { cgroup = \"/o\" }\n");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0].pos.line, 5u);
+  EXPECT_EQ(c.warnings[0].str(),
+            "test.toml:5:7: warning: workload 'batch': slo is ignored: keel judges only critical workloads "
+            "against an SLO (drop it, or make the workload class = \"critical\")");
+  EXPECT_TRUE(load_ok("[[workload]]\nname = \"b\"\nmatch = { cgroup = \"/b\" }\n[workload.slo]\nmpki = 3\n")
+                  .warnings.size() == 1);
+  auto shipped = load_file(kSource / "config/keel.toml", {});
+  ASSERT_TRUE(shipped);
+  EXPECT_TRUE(shipped->warnings.empty());
+}
+
 TEST(Validate, TheMetricsLabelsOtherAndHostAreNoWorkloadNames) {
   EXPECT_EQ(first_message("[[workload]]\nname = \"host\"\nmatch = { cgroup = \"/a\" }\n"),
             "workload 'host': name \"host\" is reserved (the metrics' label for host-wide knobs)");

@@ -17,13 +17,19 @@ class Report {
  public:
   explicit Report(std::string file) : file_(std::move(file)) {}
   void error(Pos pos, std::string message) { diags_.push_back({file_, pos, std::move(message)}); }
+  // Accepted, but worth saying: a setting that has no effect.
+  void warning(Pos pos, std::string message) {
+    warnings_.push_back({file_, pos, "warning: " + std::move(message)});
+  }
   bool empty() const { return diags_.empty(); }
+  Diagnostics take_warnings() { return std::move(warnings_); }
   // Every diagnostic, in file order (reading and validation find them in different orders).
   Diagnostics take_sorted();
 
  private:
   std::string file_;
   Diagnostics diags_;
+  Diagnostics warnings_;
 };
 
 // The keys of match that select cgroups; a workload's match has exactly one of them.

@@ -263,6 +263,11 @@ class Validator {
     if (w.klass == WorkloadClass::critical && !slo_written)
       error(w.slo.pos.line != 0 ? w.slo.pos : w.pos,
             who + "class \"critical\" needs slo.runqueue_p99 (e.g. slo = { runqueue_p99 = \"200us\" })");
+    // keel judges only critical workloads against an SLO: a best-effort one's is read and never used.
+    if (w.klass == WorkloadClass::best_effort && w.slo.pos.line != 0)
+      report_.warning(w.slo.pos, who +
+                                     "slo is ignored: keel judges only critical workloads against an SLO "
+                                     "(drop it, or make the workload class = \"critical\")");
     if (w.slo.migrations_per_s && !(*w.slo.migrations_per_s > 0))
       error(w.slo.migrations_per_s_pos, who + "slo.migrations_per_s must be above 0 (migrations per second)");
     if (w.slo.mpki && !(*w.slo.mpki > 0))

@@ -182,12 +182,13 @@ std::vector<std::string> catalogue_problems(const std::vector<DashboardQuery>& q
 
 // The variables' own queries cannot filter by the variable they define.
 bool defines_variable(const DashboardQuery& q, const std::string& metric, const char* label) {
-  return q.where == label && ((q.where == "instance" && metric == "keel_build_info") ||
+  return q.where == label && ((q.where == "job" && metric == "keel_build_info") ||
+                              (q.where == "instance" && metric == "keel_build_info") ||
                               (q.where == "workload" && metric == "keel_runqueue_latency_seconds_count"));
 }
 
-// Every selector filters instance=~"$instance", and workload=~"...$workload..." where the metric has a
-// workload label (except in the query defining that variable).
+// Every selector filters job=~"$job" and instance=~"$instance", and workload=~"...$workload..." where the
+// metric has a workload label (except in the query defining that variable).
 std::vector<std::string> filter_problems(const std::vector<DashboardQuery>& queries) {
   std::vector<std::string> problems;
   for (const auto& q : queries) {
@@ -198,7 +199,11 @@ std::vector<std::string> filter_problems(const std::vector<DashboardQuery>& quer
         });
       };
       auto labels = labels_of(sel.metric);
-      if (!has("instance", "$instance") && !defines_variable(q, sel.metric, "instance"))
+      if (!has("job", "$job") && !defines_variable(q, sel.metric, "job"))
+        problems.push_back(where_of(q) + ": " + sel.metric + " lacks job=~\"$job\"");
+      // The job variable's own query is above the instance variable too.
+      if (!has("instance", "$instance") && !defines_variable(q, sel.metric, "instance") &&
+          !defines_variable(q, sel.metric, "job"))
         problems.push_back(where_of(q) + ": " + sel.metric + " lacks instance=~\"$instance\"");
       if (labels && labels->contains("workload") && !has("workload", "$workload") &&
           !defines_variable(q, sel.metric, "workload"))
@@ -268,7 +273,7 @@ void check_query_variable(const json& v, const std::string& query, std::vector<s
 }
 
 void check_variables(const json& doc, bool with_workload, std::vector<std::string>& problems) {
-  std::vector<std::string> want = {"datasource", "instance"};
+  std::vector<std::string> want = {"datasource", "job", "instance"};
   if (with_workload) want.push_back("workload");
   std::vector<std::string> names;
   json vars = doc.contains("templating") ? doc["templating"].value("list", json::array()) : json::array();
@@ -277,10 +282,12 @@ void check_variables(const json& doc, bool with_workload, std::vector<std::strin
   if (names != want) return;
   if (vars[0].value("type", "") != "datasource" || vars[0].value("query", "") != "prometheus")
     problems.push_back("variable datasource must be a datasource variable of type prometheus");
-  check_query_variable(vars[1], "label_values(keel_build_info, instance)", problems);
+  check_query_variable(vars[1], "label_values(keel_build_info, job)", problems);
+  check_query_variable(vars[2], "label_values(keel_build_info{job=~\"$job\"}, instance)", problems);
   if (with_workload)
     check_query_variable(
-        vars[2], "label_values(keel_runqueue_latency_seconds_count{instance=~\"$instance\"}, workload)",
+        vars[3],
+        "label_values(keel_runqueue_latency_seconds_count{job=~\"$job\", instance=~\"$instance\"}, workload)",
         problems);
 }
 
@@ -685,6 +692,83 @@ TEST(AlertRules, EveryAlertHasAFiringAndAQuietCase) {
   EXPECT_TRUE(problems.empty()) << "keel-alerts.test.yml:\n  " << join(problems);
 }
 
+// Each alert's runbook_url points at its own section of dashboards/README.md where the Debian package
+// installs that file (/usr/share/doc/keel/dashboards.md), and the section is there.
+TEST(AlertRules, EveryAlertHasARunbookSectionInTheDashboardsReadme) {
+  const std::string rules = slurp(rules_dir() / "keel-alerts.yml");
+  const std::string readme = slurp(dashboards_dir() / "README.md");
+  const std::string rule = "\n      - alert: ";
+  size_t alerts = 0;
+  for (size_t at = rules.find(rule); at != std::string::npos; ++alerts) {
+    size_t name_at = at + rule.size();
+    const std::string name = rules.substr(name_at, rules.find('\n', name_at) - name_at);
+    const size_t next = rules.find(rule, name_at);
+    const std::string block = rules.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    std::string anchor = name;
+    std::ranges::transform(anchor, anchor.begin(), [](unsigned char c) { return std::tolower(c); });
+    EXPECT_NE(block.find("runbook_url: \"file:///usr/share/doc/keel/dashboards.md#" + anchor + "\""),
+              std::string::npos)
+        << name << " has no runbook_url pointing at #" << anchor;
+    EXPECT_NE(readme.find("\n### " + name + "\n"), std::string::npos)
+        << "dashboards/README.md has no ### " << name;
+    at = next;
+  }
+  EXPECT_GE(alerts, 10u);
+  // The package installs the README under that name.
+  EXPECT_NE(
+      slurp(testing::source_dir() / "CMakeLists.txt")
+          .find(
+              "install(FILES dashboards/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME dashboards.md)"),
+      std::string::npos);
+}
+
+// render.sh writes the rules for another scrape job name (the job is a parameter of the rules): the
+// promtool tests, with every series and expected label moved to that job, pass on its output and fail
+// on the rules as shipped; runbook URLs move to the given base; a name that would change the YAML is
+// refused.
+TEST(AlertRules, RenderedForAnotherJobTheyFireOnThatJobsSeries) {
+  REQUIRE_PROMTOOL();
+  TempDir tmp;
+  const std::string render = "bash '" + (rules_dir() / "render.sh").string() + "'";
+  auto [rc, rendered] =
+      run_command(render + " --job keel-nodes --runbooks https://wiki.example.com/keel/dashboards.md");
+  ASSERT_EQ(rc, 0) << rendered;
+  EXPECT_EQ(rendered.find("job=\"keel\""), std::string::npos);
+  EXPECT_NE(rendered.find("up{job=\"keel-nodes\"}"), std::string::npos);
+  EXPECT_EQ(rendered.find("runbook_url: \"file://"), std::string::npos);
+  EXPECT_NE(rendered.find("runbook_url: \"https://wiki.example.com/keel/dashboards.md#keeldown\""),
+            std::string::npos);
+  auto moved = [](std::string t) {
+    for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"job=\"keel\"", "job=\"keel-nodes\""},
+             {"job: keel\n", "job: keel-nodes\n"},
+             {"in job keel for", "in job keel-nodes for"},
+             {"(job_name: keel)", "(job_name: keel-nodes)"},
+             {"file:///usr/share/doc/keel/dashboards.md#", "https://wiki.example.com/keel/dashboards.md#"}})
+      for (size_t at = t.find(from); at != std::string::npos; at = t.find(from, at + to.size()))
+        t.replace(at, from.size(), to);
+    return t;
+  };
+  const std::string tests = moved(slurp(rules_dir() / "keel-alerts.test.yml"));
+  ASSERT_NE(tests.find("job=\"keel-nodes\""), std::string::npos);
+  std::ofstream(tmp.path() / "keel-alerts.test.yml") << tests;
+  std::ofstream(tmp.path() / "keel-alerts.yml") << rendered;
+  auto [trc, tout] =
+      run_command("cd '" + tmp.path().string() + "' && promtool test rules keel-alerts.test.yml");
+  EXPECT_EQ(trc, 0) << tout;
+  // The shipped rules do not fire on the other job's series.
+  fs::copy_file(rules_dir() / "keel-alerts.yml", tmp.path() / "keel-alerts.yml",
+                fs::copy_options::overwrite_existing);
+  auto [src, sout] =
+      run_command("cd '" + tmp.path().string() + "' && promtool test rules keel-alerts.test.yml");
+  EXPECT_NE(src, 0) << sout;
+  for (const char* bad :
+       {"--job 'a\"b'", "--job 'x|y'", "--runbooks 'https://x/#a'", "--runbooks 'no-scheme'"}) {
+    auto [brc, bout] = run_command(render + " " + bad);
+    EXPECT_EQ(brc, 2) << bad << ": " << bout;
+  }
+}
+
 // ---- the checks themselves, on broken copies ------------------------------------------------------------
 
 // The shipped dashboards copied into a temporary directory, one string replaced in one file.
@@ -725,11 +809,14 @@ TEST(DashboardChecks, CatchEachKindOfMistakeInACopy) {
        "sum by (instance, kind) (rate(keel_bpf_dropped_total", "by (kind) but keel_bpf_dropped_total"},
       {"keel-controller.json", "direction=\\\"revert\\\"", "direction=\\\"reverted\\\"",
        "direction='reverted' is not a value keel exports"},
-      {"keel-health.json", "process_resident_memory_bytes{instance", "process_resident_memory_bytes{pid",
+      {"keel-health.json", "process_resident_memory_bytes{job", "process_resident_memory_bytes{pid",
        "process_resident_memory_bytes has no label 'pid'"},
       {"keel-interference.json",
-       "keel_slo_violated{instance=~\\\"$instance\\\", workload=~\\\"$workload\\\"}",
-       "keel_slo_violated{instance=~\\\"$instance\\\"}", "keel_slo_violated lacks workload=~\"$workload\""},
+       "keel_slo_violated{job=~\\\"$job\\\", instance=~\\\"$instance\\\", workload=~\\\"$workload\\\"}",
+       "keel_slo_violated{job=~\\\"$job\\\", instance=~\\\"$instance\\\"}",
+       "keel_slo_violated lacks workload=~\"$workload\""},
+      {"keel-health.json", "keel_ticks_total{job=~\\\"$job\\\", ", "keel_ticks_total{",
+       "keel_ticks_total lacks job=~\"$job\""},
       {"keel-controller.json", "\"uid\": \"${datasource}\"", "\"uid\": \"P1809F7CD0C75ACF3\"",
        "P1809F7CD0C75ACF3"},
       {"keel-health.json", "\"type\": \"bargauge\"", "\"type\": \"piechart\"", "no panel for map fullness"},
