@@ -19,7 +19,7 @@ namespace keel::bpf {
 
 namespace {
 
-constexpr SkeletonOps<keel_probe> kProbe{keel_probe__open, keel_probe__load, keel_probe__attach,
+constexpr SkeletonOps<keel_probe> kProbe{keel_probe__open_opts, keel_probe__load, keel_probe__attach,
                                          keel_probe__destroy};
 
 Result<Skeleton<keel_probe>> load_attached(AttachKind kind) {

@@ -31,7 +31,7 @@ int v1_controller_of(const CgroupHierarchy& h) {
   return -1;
 }
 
-constexpr SkeletonOps<keel_sched> kSched{keel_sched__open, keel_sched__load, keel_sched__attach,
+constexpr SkeletonOps<keel_sched> kSched{keel_sched__open_opts, keel_sched__load, keel_sched__attach,
                                          keel_sched__destroy};
 
 Result<Skeleton<keel_sched>> load(const SchedConfig& cfg, AttachKind kind) {

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bpf/skeleton.h"
 #include "host/cgroup.h"
 #include "tests/support/tmp_tree.h"
 
@@ -361,6 +362,33 @@ TEST_F(CpuCgroups, AMigrationToAnotherNodeCountsOnceNotAlsoAsCrossLlc) {
   EXPECT_GE(s->migrations, static_cast<uint64_t>(K));
   EXPECT_EQ(s->cross_numa, s->migrations);
   EXPECT_EQ(s->cross_llc, 0u);
+}
+
+// keel run --root gives libbpf the host's kernel BTF under the root: the programs' CO-RE relocations are
+// resolved against it (a copy of this kernel's loads and measures; a file that is not BTF there fails
+// the open with libbpf's reason), and the default ("") is this process's /sys/kernel/btf/vmlinux.
+TEST_F(CpuCgroups, ProgramsAreRelocatedAgainstTheKernelBtfGiven) {
+  if (!fs::exists("/sys/kernel/btf/vmlinux")) GTEST_SKIP() << "skipped: no kernel BTF here";
+  testing::TempDir t;
+  fs::copy_file("/sys/kernel/btf/vmlinux", t.path() / "vmlinux");
+  std::ofstream(t.path() / "garbage") << "not BTF";
+  set_kernel_btf((t.path() / "garbage").string());
+  EXPECT_FALSE(SchedSensor::open(config()));
+  set_kernel_btf((t.path() / "vmlinux").string());
+  fs::path b = make("btf");
+  {
+    auto sensor = SchedSensor::open(config());
+    ASSERT_TRUE(sensor) << sensor.error().message();
+    start(false, b, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto d = sensor->read();
+    ASSERT_TRUE(d);
+    const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(b)});
+    ASSERT_NE(s, nullptr);
+    EXPECT_GT(s->rq.count, 0u);
+  }
+  set_kernel_btf("");
+  EXPECT_TRUE(SchedSensor::open(config()));
 }
 
 TEST_F(CpuCgroups, ForcedRawTracepointVariantAttributesToo) {

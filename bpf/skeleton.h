@@ -15,9 +15,15 @@
 
 namespace keel::bpf {
 
+// The kernel's BTF that BPF objects are opened against: "" is libbpf's default (/sys/kernel/btf/vmlinux
+// of the running kernel, as this process's /sys shows it); keel run --root sets the host's copy under
+// its root (a container's own /sys may hide it). Process-wide: it is one kernel.
+void set_kernel_btf(std::string path);
+const std::string& kernel_btf();
+
 template <class Skel>
 struct SkeletonOps {
-  Skel* (*open)();
+  Skel* (*open)(const bpf_object_open_opts*);
   int (*load)(Skel*);
   int (*attach)(Skel*);
   void (*destroy)(Skel*);
@@ -30,7 +36,9 @@ class Skeleton {
   // Opens the object (not loaded yet: .rodata and autoload can still be set).
   static Result<Skeleton> open(const SkeletonOps<Skel>& ops, const std::string& what) {
     install_log();
-    Skel* s = ops.open();
+    LIBBPF_OPTS(bpf_object_open_opts, opts,
+                .btf_custom_path = kernel_btf().empty() ? nullptr : kernel_btf().c_str());
+    Skel* s = ops.open(&opts);
     if (s == nullptr) return fail("cannot open the " + what + " BPF object", "", errno);
     return Skeleton(s, ops);
   }

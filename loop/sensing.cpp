@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <unordered_map>
 
+#include "bpf/skeleton.h"
 #include "host/cgroup_stats.h"
 #include "host/fileio.h"
 
@@ -99,6 +101,13 @@ Result<Sensing> Sensing::open(config::Spec spec, const SysRoots& roots, const To
   if (!layout) return std::unexpected(layout.error());
   auto h = choose_hierarchy(*layout, spec.hierarchy);
   if (!h) return std::unexpected(h.error());
+  // Under --root the kernel's BTF is the host's copy there (the programs are typed against it).
+  std::error_code ec;
+  const auto btf = roots.sys / "kernel/btf/vmlinux";
+  bpf::set_kernel_btf(!std::filesystem::equivalent(roots.sys, SysRoots::host().sys, ec) &&
+                              std::filesystem::exists(btf, ec)
+                          ? btf.string()
+                          : "");
   auto sensor = open_bpf_sensor(*h, topo, stats);
   if (!sensor) return std::unexpected(sensor.error());
   return open(std::move(spec), roots, topo, std::move(*sensor));
