@@ -70,9 +70,14 @@ class ContainerPriv : public ::testing::Test {
       ::kill(-workload_, SIGKILL);  // perf and the worker it forks
       ::waitpid(workload_, nullptr, 0);
     }
+    // The worker perf forked is not our child: its cgroup can be removed once it has left it.
     for (const auto& c : cgroups_) {
+      for (int i = 0; i < 100 && fs::exists(c / "cgroup.procs") && !trim(slurp(c / "cgroup.procs")).empty();
+           ++i)
+        std::this_thread::sleep_for(50ms);
       std::error_code ec;
       fs::remove(c, ec);
+      if (ec) ADD_FAILURE() << "cannot remove " << c << ": " << ec.message();
     }
     if (dockerd_ > 0) {
       ::kill(dockerd_, SIGTERM);

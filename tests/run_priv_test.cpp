@@ -660,9 +660,11 @@ TEST_F(RunPriv, TheClassTakesTheNoiseOutOfTheWakersRunQueueWaitAndGoesAwayWithKe
   // competes with the waker as an equal: once in CI something took half a CPU for a whole window (the
   // noise kept 1.20 CPUs, the waker's wait was 63 us). So up to three windows are measured and the
   // first quiet one is judged; each is printed.
-  auto quiet = [&](const Window& w) {
-    return w.n > 1500u && w.tick_median < kSloUs && w.wait < std::max(4 * wait_alone, wait_alone + 20.0);
-  };
+  // The mean-wait bound: a few switches over the wait alone. 20 us was too tight for this VM: a CI run
+  // measured 28 us (against 419 us with the noise uncontrolled, and a tick median of 66 us) in an
+  // otherwise quiet window, where the waker at times waited a whole jiffy behind the noise.
+  const double wait_bound = std::max(4 * wait_alone, wait_alone + 40.0);
+  auto quiet = [&](const Window& w) { return w.n > 1500u && w.tick_median < kSloUs && w.wait < wait_bound; };
   Window w = measure();
   for (int again = 0; again < 2 && !sanitized && !quiet(w); ++again) w = measure();
   // The kernel's own count: a fraction of its wait beside the noise uncontrolled, in any case.
@@ -686,7 +688,7 @@ TEST_F(RunPriv, TheClassTakesTheNoiseOutOfTheWakersRunQueueWaitAndGoesAwayWithKe
   if (sanitized) {
     std::printf("AddressSanitizer build: the SLO check is left to the release build\n");
   } else {
-    EXPECT_LT(w.wait, std::max(4 * wait_alone, wait_alone + 20.0)) << "alone " << wait_alone << " us";
+    EXPECT_LT(w.wait, wait_bound) << "alone " << wait_alone << " us";
     EXPECT_LT(w.tick_median, kSloUs) << text;
     EXPECT_LT(w.tick_median, tick_p99[0] / 10) << text;
     EXPECT_LT(w.p99, p99_noise) << text;
@@ -858,7 +860,9 @@ TEST_F(RunPriv, UnmanagedWorkIsKeptOffTheCriticalCpuAndGivenBack) {
         return (c == "0" || c == "1") && cpus(top) == off && cpus(job) == off &&
                cpuset_of(root_hog) == "/keel-root-tasks" && fs::exists(group) && cpus(group) == off;
       },
-      20s);
+      // keel starts beside 8 busy loops on 2 CPUs: an ASan build in CI once had not printed its first
+      // line (sensors attached) after 20 s.
+      60s);
   ASSERT_TRUE(isolated) << slurp(log);
   // The kernel moved them: they may run only on the other CPU now.
   EXPECT_EQ(allowed_cpus(unmanaged_hog), off);
