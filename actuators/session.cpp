@@ -1,6 +1,7 @@
 #include "actuators/session.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,9 +38,21 @@ std::optional<std::pair<std::string, std::string>> read_handover(const std::file
 
 Result<Session> Session::start(const SysRoots& roots, const std::filesystem::path& state_dir, Mode mode,
                                DirOps dirs) {
+  // The host-wide lock first: a second keel stops here, before it reads any journal.
+  Fd host_lock(::open(roots.cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!host_lock.valid() && errno != ENOENT)
+    return fail_errno("cannot open the cgroup root to lock it", roots.cgroup.string());
+  if (host_lock.valid() && ::flock(host_lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      return fail(
+          "another keel runs on this host (it holds the lock on " + roots.cgroup.string() +
+          "): one keel per host, whatever its state directory, or they would journal each other's values");
+    return fail_errno("cannot lock", roots.cgroup.string());
+  }
   auto j = Journal::open(state_dir, read_boot_id(roots.proc));
   if (!j) return std::unexpected(j.error());
   Session s;
+  s.host_lock_ = std::move(host_lock);
   s.roots_ = roots;
   s.dirs_ = dirs;
   s.journal_ = std::make_unique<Journal>(std::move(*j));
@@ -94,6 +107,7 @@ Session& Session::operator=(Session&& o) noexcept {
     recovered_entries_ = o.recovered_entries_;
     state_dir_ = std::move(o.state_dir_);
     adopted_ = std::move(o.adopted_);
+    host_lock_ = std::move(o.host_lock_);
     finished_ = std::exchange(o.finished_, true);
   }
   return *this;

@@ -15,13 +15,17 @@
 #include "actuators/journal.h"
 #include "actuators/restore.h"
 #include "actuators/writer.h"
+#include "host/fd.h"
 
 namespace keel::act {
 
 class Session {
  public:
-  // Observe mode still takes the lock (two keels on one state directory is a mistake in any mode)
-  // but never journals or writes.
+  // Observe mode still takes the locks (two keels on one state directory is a mistake in any mode)
+  // but never journals or writes. One keel per host, whatever its state directory: the session also
+  // holds an exclusive flock on the host's cgroup mount root (roots.cgroup), the one directory every
+  // keel of the host sees (a container's with the host's tree mounted too); two keels with different
+  // state directories would journal each other's values.
   static Result<Session> start(const SysRoots& roots, const std::filesystem::path& state_dir, Mode mode,
                                DirOps dirs = DirOps::real());
   Session(Session&&) noexcept;
@@ -50,6 +54,7 @@ class Session {
   size_t recovered_entries_ = 0;
   std::filesystem::path state_dir_;
   std::optional<std::string> adopted_;
+  Fd host_lock_;
   bool finished_ = true;
 };
 

@@ -151,6 +151,27 @@ TEST_F(SessionTree, ObserveSessionsNeverJournalNorWrite) {
   EXPECT_FALSE(second);  // one keel per state directory, in any mode
 }
 
+// One keel per host, whatever its state directory: a second session on the same host (cgroup root)
+// with a state directory of its own is refused before it reads or writes anything, in either mode;
+// once the first is gone, the next starts. (Before, both ran and journaled each other's values.)
+TEST_F(SessionTree, OneKeelPerHostWhateverItsStateDirectory) {
+  {
+    auto first = Session::start(roots_, t_.path() / "state-a", Mode::enforce);
+    ASSERT_TRUE(first) << first.error().message();
+    for (Mode m : {Mode::enforce, Mode::observe}) {
+      auto second = Session::start(roots_, t_.path() / "state-b", m);
+      ASSERT_FALSE(second);
+      EXPECT_EQ(second.error().message(),
+                "another keel runs on this host (it holds the lock on " + roots_.cgroup.string() +
+                    "): one keel per host, whatever its state directory, or they would journal each other's "
+                    "values");
+    }
+    EXPECT_FALSE(fs::exists(t_.path() / "state-b"));
+  }
+  auto next = Session::start(roots_, t_.path() / "state-b", Mode::enforce);
+  EXPECT_TRUE(next) << next.error().message();
+}
+
 // A journal from before a reboot is dropped, and what this session changes afterwards is journaled
 // under this boot, so it is restored.
 TEST_F(SessionTree, AfterAStaleJournalTheNewSessionsChangesAreStillRestored) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -155,6 +156,14 @@ Result<CgroupDir> CgroupDir::open(std::shared_ptr<const CgroupHierarchy> h, std:
 
 Result<CgroupDir> CgroupDir::open(const CgroupHierarchy& h, std::string path) {
   return open(std::make_shared<const CgroupHierarchy>(h), std::move(path));
+}
+
+bool CgroupDir::delegated() const {
+  struct stat st;
+  if (::fstat(fd_.get(), &st) == 0 && st.st_uid != 0) return true;
+  for (const char* attr : {"trusted.delegate", "user.delegate"})
+    if (::fgetxattr(fd_.get(), attr, nullptr, 0) >= 0) return true;
+  return false;
 }
 
 Result<CgroupDir> CgroupDir::child(std::string_view name) const {

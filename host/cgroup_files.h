@@ -93,6 +93,10 @@ class CgroupDir {
   const CgroupHierarchy& hierarchy() const { return *h_; }
   const std::shared_ptr<const CgroupHierarchy>& hierarchy_ptr() const { return h_; }
   void set_path(std::string path) { path_ = std::move(path); }  // renamed (the same cgroup, moved)
+  // Whether this cgroup was handed to someone else to manage: its directory is not root's (systemd's
+  // Delegate= and container runtimes chown the subtree they delegate), or it carries systemd's
+  // trusted.delegate (or user.delegate) extended attribute. Its subtree is that party's to name.
+  bool delegated() const;
 
   std::string_view name(CgroupFile f) const { return cgroup_file_name(f, *h_); }
   // Where the file is (for messages): MOUNT/PATH/NAME.

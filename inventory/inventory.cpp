@@ -93,7 +93,7 @@ Result<Inventory> Inventory::open(const config::Spec& spec, const SysRoots& root
     }
   }
   std::vector<NamedMatch> named;
-  for (const auto& w : spec.workloads) named.push_back({w.name, w.match});
+  for (const auto& w : spec.workloads) named.push_back({w.name, w.match, w.critical});
   inv.rules_ = MatchRules(std::move(named));
   inv.generations_.assign(inv.rules_.size(), UINT64_MAX);
 
@@ -148,6 +148,7 @@ Node* Inventory::add(Node* parent, CgroupDir dir) {
   }
   tree_changed_ = true;
   n.parent = parent;
+  n.delegated = (parent != nullptr && parent->delegated) || (parent != nullptr && n.dir.delegated());
   if (parent != nullptr) parent->children.push_back(&n);
   by_path_.emplace(n.dir.path(), &n);
   watch(&n);
@@ -324,13 +325,13 @@ void Inventory::match(const std::function<bool(CgroupId)>& ran) {
     if (!n.evaluated) {
       n.candidates.clear();
       for (size_t i = 0; i < rules_.size(); ++i)
-        if (rules_.selects(i, path)) n.candidates.push_back(static_cast<uint16_t>(i));
+        if (rules_.selects(i, path, n.delegated)) n.candidates.push_back(static_cast<uint16_t>(i));
       n.evaluated = true;
     } else {
       for (uint16_t i : changed) {
         auto it = std::lower_bound(n.candidates.begin(), n.candidates.end(), i);
         bool has = it != n.candidates.end() && *it == i;
-        bool now = rules_.selects(i, path);
+        bool now = rules_.selects(i, path, n.delegated);
         if (has && !now) n.candidates.erase(it);
         if (!has && now) n.candidates.insert(it, i);
       }

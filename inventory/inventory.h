@@ -42,9 +42,10 @@ struct Node {
   mutable uint64_t cpuset_tick = 0;  // when `cpuset` was looked up
   int watch = -1;                    // its inotify watch descriptor, -1 without one
   int rule = -1;                     // the rule it matched this tick, -1 none
-  bool evaluated = false;            // `candidates` computed (a new cgroup's are, at the next match)
-  int8_t tasks = -1;                 // whether it holds tasks: -1 not known, 0 no, 1 yes
-  uint32_t slot = 0;                 // a dense index, reused after it goes: for per-cgroup state in vectors
+  bool delegated = false;  // it or an ancestor is delegated (CgroupDir::delegated): no critical rule takes it
+  bool evaluated = false;  // `candidates` computed (a new cgroup's are, at the next match)
+  int8_t tasks = -1;       // whether it holds tasks: -1 not known, 0 no, 1 yes
+  uint32_t slot = 0;       // a dense index, reused after it goes: for per-cgroup state in vectors
   // Its cpuset cgroup in a v1 cpuset hierarchy apart from the defining one (looked up when asked):
   // -1 not known, 0 none (the root's), 1 the same path, 2 apart->cpuset_path.
   mutable int8_t cpuset = -1;

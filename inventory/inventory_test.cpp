@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -92,6 +93,21 @@ TEST(InventoryTempTree, MatchesEveryCgroupToItsInstanceFirstRuleWins) {
   ASSERT_TRUE(inv->refresh_tree());
   inv->match({});
   EXPECT_THAT(names(*inv), ElementsAre("redis", "svc/web"));  // no longer fresh
+}
+
+// keel run's matching: a cgroup whose directory another user owns (a delegated subtree) is never a
+// critical workload's, whatever its name; the best-effort rule after it takes it. Root only (chown).
+TEST(InventoryTempTree, ADelegatedCgroupIsNeverACriticalWorkloads) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: chown needs root";
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  ASSERT_EQ(::chown((tmp.path() / "sys/fs/cgroup/cpu/svc/redis").c_str(), 1000, 1000), 0);
+  const config::Spec spec = spec_of(kEachWithTasks);
+  auto inv = Inventory::open(spec, roots);
+  ASSERT_TRUE(inv) << inv.error().message();
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  EXPECT_THAT(names(*inv), ElementsAre("svc/redis*", "svc/web*"));
 }
 
 // inotify: an unchanged tree is not listed again; a new cgroup is found from its event, with what it

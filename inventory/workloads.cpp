@@ -1,6 +1,8 @@
 #include "inventory/workloads.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -10,6 +12,8 @@
 #include <system_error>
 #include <utility>
 
+#include "host/cgroup_files.h"
+#include "host/fd.h"
 #include "host/fileio.h"
 #include "host/json.h"
 
@@ -202,27 +206,61 @@ bool same_pod_uid(std::string_view a, std::string_view b) {
   return !a.empty() && std::ranges::equal(a, b, {}, norm, norm);
 }
 
+// The path without its last element ("/a/b" -> "/a", "/a" -> "/", "/" -> "").
+std::string_view parent_path(std::string_view path) {
+  if (path.size() <= 1) return {};
+  size_t slash = path.rfind('/');
+  return slash == 0 ? std::string_view("/") : path.substr(0, slash);
+}
+
 }  // namespace
 
+// A path shape is trusted only where its runtime puts it: each is anchored to the parents that runtime
+// creates (from the hierarchy root), never to the last element alone, so that a cgroup someone else
+// named the same way (in a subtree delegated to a user, inside a container, inside another VM) is not
+// taken for the real one.
 std::string_view docker_container_id(std::string_view cgroup_path) {
+  const std::string_view parent = parent_path(cgroup_path);
   std::string_view name = leaf(cgroup_path);
-  if (strip(name, "docker-", ".scope")) return is_container_id(name) ? name : std::string_view{};
-  if (is_container_id(name) && element_from_end(cgroup_path, 1) == "docker") return name;
+  const bool scope = strip(name, "docker-", ".scope");
+  if (!is_container_id(name)) return {};
+  if (scope && parent == "/system.slice") return name;  // docker with the systemd driver
+  if (!scope && parent == "/docker") return name;       // docker with the cgroupfs driver
+  // A pod's container under kubelet with docker (dockershim): directly in a pod's cgroup.
+  if (!kubepods_pod_uid(parent).empty()) return name;
   return {};
 }
 
 std::string_view kubepods_pod_uid(std::string_view cgroup_path) {
+  const std::string_view parent = parent_path(cgroup_path);
   std::string_view name = leaf(cgroup_path);
-  if (strip(name, "kubepods-", ".slice")) {  // systemd: kubepods-[burstable-|besteffort-]pod<uid_>.slice
-    if (!strip(name, "burstable-")) strip(name, "besteffort-");
-    return strip(name, "pod") ? name : std::string_view{};
+  // systemd driver: /kubepods.slice/kubepods-pod<uid_>.slice, or in the QoS class's slice,
+  // /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice.
+  if (strip(name, "kubepods-", ".slice")) {
+    for (std::string_view qos : {"burstable", "besteffort"})
+      if (strip(name, std::string(qos) + "-"))
+        return parent == "/kubepods.slice/kubepods-" + std::string(qos) + ".slice" && strip(name, "pod") &&
+                       !name.empty()
+                   ? name
+                   : std::string_view{};
+    return parent == "/kubepods.slice" && strip(name, "pod") && !name.empty() ? name : std::string_view{};
   }
+  // cgroupfs driver: /kubepods/pod<uid>, /kubepods/burstable/pod<uid>, /kubepods/besteffort/pod<uid>.
   if (!strip(name, "pod") || name.empty()) return {};
-  std::string_view parent = element_from_end(cgroup_path, 1);
-  if (parent == "kubepods") return name;  // Guaranteed
-  if ((parent == "burstable" || parent == "besteffort") && element_from_end(cgroup_path, 2) == "kubepods")
+  if (parent == "/kubepods" || parent == "/kubepods/burstable" || parent == "/kubepods/besteffort")
     return name;
   return {};
+}
+
+bool systemd_unit_path(std::string_view cgroup_path) {
+  // systemd puts units in slices only: every element above the unit is a slice. A "unit" below another
+  // unit is a cgroup inside a service's or scope's own (possibly delegated) subtree.
+  std::string_view p = parent_path(cgroup_path);
+  while (!p.empty() && p != "/") {
+    if (!leaf(p).ends_with(".slice")) return false;
+    p = parent_path(p);
+  }
+  return !p.empty();
 }
 
 // ---- Matching ----
@@ -279,7 +317,8 @@ bool name_matches(const std::string& pattern, std::string_view name) {
 
 std::vector<NamedMatch> named_matches(const std::vector<config::Workload>& workloads) {
   std::vector<NamedMatch> out;
-  for (const auto& w : workloads) out.push_back({w.name, w.match});
+  for (const auto& w : workloads)
+    out.push_back({w.name, w.match, w.klass == config::WorkloadClass::critical});
   return out;
 }
 
@@ -335,9 +374,40 @@ void MatchRules::resolve_docker(Rule& r, const SysRoots& roots) const {
                      (roots.docker_state / "containers").string();
 }
 
+namespace {
+
+// A pid file is trusted only as root's: a regular file owned by root, at most kPidFileMax bytes,
+// opened without following a symlink and without blocking (a FIFO, a device or a link to /dev/zero is
+// refused, never read). Its first line.
+constexpr size_t kPidFileMax = 64;
+Result<std::string> read_pid_file(const std::filesystem::path& file) {
+  Fd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ELOOP) return fail(file.string() + ": a symbolic link (a pid file must be the file itself)");
+    return fail_errno("cannot open", file.string());
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return fail_errno("cannot stat", file.string());
+  if (!S_ISREG(st.st_mode)) return fail(file.string() + ": not a regular file");
+  if (st.st_uid != 0)
+    return fail(file.string() + ": owned by uid " + std::to_string(st.st_uid) + ", not root");
+  if (st.st_size > static_cast<off_t>(kPidFileMax))
+    return fail(file.string() + ": " + std::to_string(st.st_size) + " bytes, more than a pid file holds (" +
+                std::to_string(kPidFileMax) + ")");
+  char buf[kPidFileMax + 1];
+  ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  if (n < 0) return fail_errno("cannot read", file.string());
+  std::string text(buf, static_cast<size_t>(n));
+  if (text.size() > kPidFileMax)
+    return fail(file.string() + ": grew past " + std::to_string(kPidFileMax) + " bytes");
+  return text.substr(0, text.find('\n'));
+}
+
+}  // namespace
+
 void MatchRules::resolve_pid_file(Rule& r, const CgroupHierarchy& hierarchy, const SysRoots& roots) const {
   const std::filesystem::path& file = r.named.match.pid_file;
-  auto text = read_line(file);
+  auto text = read_pid_file(file);
   if (!text) {
     r.note = "pid file " + text.error().message();
     return;
@@ -349,7 +419,11 @@ void MatchRules::resolve_pid_file(Rule& r, const CgroupHierarchy& hierarchy, con
     return;
   }
   auto path = process_cgroup_path(roots, pid, hierarchy);
-  if (path) {
+  if (path && *path == "/") {
+    // pid 1, a kernel thread, or anything in the root cgroup: the whole host is not a workload.
+    r.note =
+        "pid " + std::to_string(pid) + " from " + file.string() + " is in the root cgroup: not a workload's";
+  } else if (path) {
     r.pid_cgroup = std::move(*path);
   } else if (path.error().err == ENOENT) {
     r.note = "pid " + std::to_string(pid) + " from " + file.string() + " is not running";
@@ -376,12 +450,14 @@ void MatchRules::resolve(const CgroupHierarchy& hierarchy, const SysRoots& roots
   }
 }
 
-bool MatchRules::selects(size_t i, std::string_view path) const {
+bool MatchRules::selects(size_t i, std::string_view path, bool delegated) const {
   const Rule& r = rules_[i];
   const config::Match& m = r.named.match;
   if (r.selector == Selector::none) return false;
+  if (delegated && r.named.critical) return false;
   if (!m.cgroup.empty() && !name_matches(m.cgroup, path)) return false;
-  if (!m.systemd_unit.empty() && !name_matches(m.systemd_unit, leaf(path))) return false;
+  if (!m.systemd_unit.empty() && (!systemd_unit_path(path) || !name_matches(m.systemd_unit, leaf(path))))
+    return false;
   if (!m.docker.empty()) {
     std::string_view id = docker_container_id(path);
     if (id.empty()) return false;
@@ -409,11 +485,23 @@ WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
   for (size_t i = 0; i < rules.size(); ++i)
     out.workloads.push_back({rules.rule(i).name, 0, 0, rules.note(i)});
   out.cgroups.reserve(cgroups.size());
+  // Delegation is inherited: a cgroup's parent comes before it in path order.
+  std::map<std::string, bool, std::less<>> delegated;
   for (const Cgroup& c : cgroups) {
+    bool d = false;
+    if (c.path != "/") {
+      auto parent = delegated.find(parent_path(c.path));
+      d = parent != delegated.end() && parent->second;
+      if (!d && hierarchy.mount.is_absolute()) {
+        auto dir = CgroupDir::open(hierarchy, c.path);
+        d = dir && dir->delegated();
+      }
+    }
+    delegated.emplace(c.path, d);
     WorkloadMatch& row =
         out.cgroups.emplace_back(WorkloadMatch{c.path, c.id, c.nr_procs, {}, {}, Selector::none});
     for (size_t i = 0; i < rules.size(); ++i) {
-      if (!rules.selects(i, c.path) || (rules.needs_tasks(i) && c.nr_procs == 0)) continue;
+      if (!rules.selects(i, c.path, d) || (rules.needs_tasks(i) && c.nr_procs == 0)) continue;
       row.workload = rules.rule(i).name;
       row.instance = rules.instance_name(i, c.path);
       row.selector = rules.selector(i);

@@ -26,12 +26,17 @@ Result<CgroupHierarchy> choose_hierarchy(const CgroupLayout& layout, config::Hie
 // `\` quotes the next character.
 bool glob_match(std::string_view pattern, std::string_view path);
 
-// Container id in a docker cgroup path: ".../docker/<64 hex>" (cgroupfs driver) or
-// ".../docker-<64 hex>.scope" (systemd driver); empty if the path is not a container's.
+// Container id in a docker cgroup path where docker puts its containers: "/docker/<64 hex>" (cgroupfs
+// driver), "/system.slice/docker-<64 hex>.scope" (systemd driver), or either name directly in a pod's
+// cgroup (kubelet with docker); empty anywhere else.
 std::string_view docker_container_id(std::string_view cgroup_path);
-// Pod uid of a pod-level kubepods cgroup (both drivers, every QoS class), as written in the path
-// (dashes for cgroupfs, underscores for systemd); empty if the path is not a pod's.
+// Pod uid of a pod-level kubepods cgroup where kubelet puts it: "/kubepods/[burstable/|besteffort/]pod<uid>"
+// (cgroupfs driver) or "/kubepods.slice/[kubepods-QOS.slice/]kubepods-[QOS-]pod<uid_>.slice" (systemd
+// driver), as written in the path (dashes, or underscores); empty anywhere else.
 std::string_view kubepods_pod_uid(std::string_view cgroup_path);
+// Whether the path can be a systemd unit's cgroup: below the root, every element above the leaf a
+// slice (a "unit" inside another unit's subtree is not one).
+bool systemd_unit_path(std::string_view cgroup_path);
 
 enum class Selector { none, cgroup, systemd_unit, docker, pod, pid_file };
 const char* to_string(Selector s);
@@ -63,6 +68,7 @@ struct WorkloadMatches {
 struct NamedMatch {
   std::string name;
   config::Match match;
+  bool critical = false;  // a critical workload's rule never takes a cgroup in a delegated subtree
 };
 std::vector<NamedMatch> named_matches(const std::vector<config::Workload>& workloads);
 
@@ -83,8 +89,10 @@ class MatchRules {
   const std::string& note(size_t i) const { return rules_[i].note; }
   uint64_t generation(size_t i) const { return rules_[i].generation; }
   bool needs_tasks(size_t i) const { return rules_[i].named.match.has_tasks; }
-  // Whether rule i selects the cgroup at `path`: every selector it sets, has_tasks aside.
-  bool selects(size_t i, std::string_view path) const;
+  // Whether rule i selects the cgroup at `path`: every selector it sets, has_tasks aside. `delegated`:
+  // the cgroup is in a subtree delegated to someone else (CgroupDir::delegated() of it or an ancestor),
+  // which a critical workload's rule never takes.
+  bool selects(size_t i, std::string_view path, bool delegated = false) const;
   // The instance a cgroup it matches belongs to: the workload's name, or "<workload>/<leaf>" with each.
   std::string instance_name(size_t i, std::string_view path) const;
 

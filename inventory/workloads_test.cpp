@@ -2,7 +2,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -126,6 +131,42 @@ TEST(PathShapes, KubepodsPodUid) {
   EXPECT_EQ(kubepods_pod_uid("/kubepods/burstable/pod" + kUid + "/" + kId), "");
   EXPECT_EQ(kubepods_pod_uid("/other/pod" + kUid), "");
   EXPECT_EQ(kubepods_pod_uid("/burstable/pod" + kUid), "");
+}
+
+// Each shape is anchored to the parents its runtime creates: the same last element elsewhere (a subtree
+// delegated to a user, a container inside a container, a pod path under another parent, a pod slice in
+// another QoS class's slice) is not a container or a pod. Each of these matched before.
+TEST(PathShapes, ImpostorsOutsideTheRuntimesParentsAreNotContainersOrPods) {
+  const std::string user_app = "/user.slice/user-1000.slice/user@1000.service/app.slice";
+  EXPECT_EQ(docker_container_id(user_app + "/docker-" + kId + ".scope"), "");
+  EXPECT_EQ(docker_container_id("/x/docker/" + kId), "");
+  EXPECT_EQ(docker_container_id("/docker/" + kId + "/docker/" + kId), "");
+  EXPECT_EQ(docker_container_id("/machine.slice/docker-" + kId + ".scope"), "");
+  EXPECT_EQ(docker_container_id("/x/kubepods/burstable/pod" + kUid + "/" + kId), "");
+  EXPECT_EQ(docker_container_id("/kubepods/burstable/pod" + kUid + "/" + kId), kId);
+  EXPECT_EQ(kubepods_pod_uid("/x/kubepods/pod" + kUid), "");
+  EXPECT_EQ(kubepods_pod_uid(user_app + "/kubepods/pod" + kUid), "");
+  EXPECT_EQ(kubepods_pod_uid("/docker/" + kId + "/kubepods/burstable/pod" + kUid), "");
+  EXPECT_EQ(kubepods_pod_uid("/kubepods.slice/kubepods-burstable.slice/kubepods-besteffort-pod" +
+                             kUidUnderscore + ".slice"),
+            "");
+  EXPECT_EQ(kubepods_pod_uid("/x.slice/kubepods-pod" + kUidUnderscore + ".slice"), "");
+  EXPECT_EQ(kubepods_pod_uid("/kubepods.slice/kubepods-pod.slice"), "");
+}
+
+// systemd puts units in slices only: a "unit" below a service or scope (a delegated subtree, or one VM's
+// scope inside another's) is not the unit, and matched before.
+TEST(PathShapes, SystemdUnitsLiveInSlicesOnly) {
+  EXPECT_TRUE(systemd_unit_path("/system.slice/redis-server.service"));
+  EXPECT_TRUE(systemd_unit_path("/init.scope"));
+  EXPECT_TRUE(systemd_unit_path("/machine.slice/machine-qemu\\x2d1\\x2dvm1.scope"));
+  EXPECT_TRUE(systemd_unit_path("/a.slice/a-b.slice/x.service"));
+  EXPECT_FALSE(systemd_unit_path("/"));
+  EXPECT_FALSE(
+      systemd_unit_path("/user.slice/user-1000.slice/user@1000.service/app.slice/redis-server.service"));
+  EXPECT_FALSE(
+      systemd_unit_path("/machine.slice/machine-qemu\\x2d2\\x2dvm2.scope/machine-qemu\\x2d1\\x2dvm1.scope"));
+  EXPECT_FALSE(systemd_unit_path("/docker/" + kId + "/system.slice/redis-server.service"));
 }
 
 // ---- Matching ----
@@ -361,6 +402,73 @@ TEST(MatchWorkloads, PidFile) {
   EXPECT_THAT(m.workloads[1].note, HasSubstr("is not running"));
   EXPECT_THAT(m.workloads[2].note, HasSubstr("missing.pid"));
   EXPECT_THAT(m.workloads[3].note, HasSubstr("not a pid"));
+}
+
+// The unit selector takes the unit, not a same-named cgroup inside another unit's delegated subtree.
+TEST(MatchWorkloads, ASystemdUnitInsideAnotherUnitsSubtreeIsNotTheUnit) {
+  auto cgroups =
+      cgroups_at({{"/system.slice/redis-server.service", 1},
+                  {"/user.slice/user-1000.slice/user@1000.service/app.slice/redis-server.service", 1}});
+  std::vector<config::Workload> ws = {workload("redis", by_unit("redis-server.service"))};
+  WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent"));
+  EXPECT_THAT(owners(m), ::testing::ElementsAre("redis", "-"));
+}
+
+// A pid file is trusted only as root's small regular file, read without following links or blocking,
+// and its process's cgroup must be a workload's: a FIFO (which hung keel), a link to /dev/zero (which
+// read until it aborted), an oversized file, another user's file and pid 1 in the root cgroup are each
+// refused with the reason, and the rule matches nothing.
+TEST(MatchWorkloads, APidFileIsTrustedOnlyAsRootsSmallRegularFileOfAWorkloadsProcess) {
+  TempDir tmp;
+  make_tree(tmp.path(), {{"run/big.pid", "4242\n" + std::string(100, ' ') + "\n"},
+                         {"run/init.pid", "1\n"},
+                         {"run/other.pid", "4242\n"},
+                         {"proc/1/cgroup", "1:cpu:/\n0::/\n"},
+                         {"proc/4242/cgroup", "1:cpu:/system.slice/redis.service\n0::/\n"}});
+  ASSERT_EQ(::mkfifo((tmp.path() / "run/fifo.pid").c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", tmp.path() / "run/zero.pid");
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    ASSERT_EQ(::chown((tmp.path() / "run/other.pid").c_str(), 65534, 65534), 0);
+  }
+  const SysRoots roots = SysRoots::under(tmp.path());
+  auto cgroups = cgroups_at({{"/", 10}, {"/system.slice", 0}, {"/system.slice/redis.service", 1}});
+  std::vector<config::Workload> ws;
+  for (const char* f : {"fifo", "zero", "big", "init", "other"})
+    ws.push_back(workload(f, by_pid_file(tmp.path() / "run" / (std::string(f) + ".pid"))));
+  WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, roots);
+  EXPECT_THAT(m.workloads[0].note, HasSubstr("fifo.pid: not a regular file"));
+  EXPECT_THAT(m.workloads[1].note, HasSubstr("zero.pid: a symbolic link"));
+  EXPECT_THAT(m.workloads[2].note, HasSubstr("big.pid: 106 bytes, more than a pid file holds (64)"));
+  EXPECT_THAT(m.workloads[3].note, HasSubstr("pid 1 from "));
+  EXPECT_THAT(m.workloads[3].note, HasSubstr("is in the root cgroup"));
+  if (root) {
+    EXPECT_THAT(m.workloads[4].note, HasSubstr("other.pid: owned by uid 65534, not root"));
+    EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "-", "-"));
+  } else {
+    std::printf("skipped the other user's pid file: needs root to chown\n");
+  }
+}
+
+// A critical workload's rule never takes a cgroup in a subtree delegated to someone else (its directory
+// not root's, or systemd's trusted.delegate attribute on it or an ancestor); a best-effort rule still
+// does. Real directories as the hierarchy (root only: chown and trusted.* attributes).
+TEST(MatchWorkloads, ACriticalRuleNeverTakesACgroupInADelegatedSubtree) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: chown and trusted.* xattrs need root";
+  TempDir tmp;
+  for (const char* d : {"user/app", "delegated/app", "plain"}) fs::create_directories(tmp.path() / d);
+  ASSERT_EQ(::chown((tmp.path() / "user").c_str(), 1000, 1000), 0);
+  if (::setxattr((tmp.path() / "delegated").c_str(), "trusted.delegate", "1", 1, 0) != 0)
+    GTEST_SKIP() << "skipped: " << tmp.path() << " takes no trusted.* xattr: " << std::strerror(errno);
+  CgroupHierarchy h = cpu_hierarchy();
+  h.mount = tmp.path();
+  auto cgroups =
+      cgroups_at({{"/delegated", 0}, {"/delegated/app", 1}, {"/plain", 1}, {"/user", 0}, {"/user/app", 1}});
+  auto crit = workload("crit", with_tasks(by_cgroup("/**")));
+  crit.klass = config::WorkloadClass::critical;
+  std::vector<config::Workload> ws = {crit, workload("be", with_tasks(by_cgroup("/**")))};
+  WorkloadMatches m = match_workloads(ws, h, cgroups, SysRoots::under("/nonexistent"));
+  EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "be", "crit", "-", "be"));
 }
 
 TEST(MatchWorkloads, NoSelectorMatchesNothing) {
