@@ -112,6 +112,26 @@ class CpuCgroups : public ::testing::Test {
       if (c.id == id) return &c;
     return nullptr;
   }
+  // A busy task in cgroup `name` whose affinity flips between CPU 0 and 1 `k` times, under a sensor
+  // with these topology tables: what the sensor counted for the cgroup, in *out.
+  void flip_between_cpus(const std::string& name, std::vector<uint16_t> llc, std::vector<uint16_t> node,
+                         int k, CgroupSched* out) {
+    fs::path m = make(name);
+    auto sensor = SchedSensor::open(config(std::move(llc), std::move(node)));
+    ASSERT_TRUE(sensor) << sensor.error().message();
+    pid_t p = start(true, m, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(sensor->read());
+    for (int i = 0; i < k; ++i) {
+      pin(p, (i + 1) % 2);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    auto d = sensor->read();
+    ASSERT_TRUE(d);
+    const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(m)});
+    ASSERT_NE(s, nullptr);
+    *out = *s;
+  }
 
   CgroupHierarchy hier_;
   fs::path base_;
@@ -318,50 +338,26 @@ TEST_F(CpuCgroups, QuantilesAgreeWithRunqlatOnTheSameRun) {
 
 // Flipping a busy task's affinity K times migrates it K times; the scopes follow the tables.
 TEST_F(CpuCgroups, MigrationsAreCountedAndScopedByTheTopologyTables) {
-  fs::path m = make("m");
-  // CPU 0 and 1 in different LLCs, the same NUMA node.
-  auto sensor = SchedSensor::open(config({0, 1}, {0, 0}));
-  ASSERT_TRUE(sensor) << sensor.error().message();
-  pid_t p = start(true, m, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(sensor->read());
   constexpr int K = 40;
-  for (int i = 0; i < K; ++i) {
-    pin(p, (i + 1) % 2);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  auto d = sensor->read();
-  ASSERT_TRUE(d);
-  const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(m)});
-  ASSERT_NE(s, nullptr);
-  EXPECT_GE(s->migrations, static_cast<uint64_t>(K));
-  EXPECT_LE(s->migrations, static_cast<uint64_t>(K + 2));
-  EXPECT_EQ(s->cross_llc, s->migrations);
-  EXPECT_EQ(s->cross_numa, 0u);
+  CgroupSched s;
+  // CPU 0 and 1 in different LLCs, the same NUMA node.
+  ASSERT_NO_FATAL_FAILURE(flip_between_cpus("m", {0, 1}, {0, 0}, K, &s));
+  EXPECT_GE(s.migrations, static_cast<uint64_t>(K));
+  EXPECT_LE(s.migrations, static_cast<uint64_t>(K + 2));
+  EXPECT_EQ(s.cross_llc, s.migrations);
+  EXPECT_EQ(s.cross_numa, 0u);
 }
 
 // Each migration counts in one scope only: CPU 0 and 1 in different LLCs and different NUMA nodes are
 // cross-NUMA, not also cross-LLC, so the scopes add up to the migrations (a sum over keel_migrations_total's
 // scope label means something).
 TEST_F(CpuCgroups, AMigrationToAnotherNodeCountsOnceNotAlsoAsCrossLlc) {
-  fs::path m = make("m2");
-  auto sensor = SchedSensor::open(config({0, 1}, {0, 1}));
-  ASSERT_TRUE(sensor) << sensor.error().message();
-  pid_t p = start(true, m, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(sensor->read());
   constexpr int K = 40;
-  for (int i = 0; i < K; ++i) {
-    pin(p, (i + 1) % 2);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  auto d = sensor->read();
-  ASSERT_TRUE(d);
-  const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(m)});
-  ASSERT_NE(s, nullptr);
-  EXPECT_GE(s->migrations, static_cast<uint64_t>(K));
-  EXPECT_EQ(s->cross_numa, s->migrations);
-  EXPECT_EQ(s->cross_llc, 0u);
+  CgroupSched s;
+  ASSERT_NO_FATAL_FAILURE(flip_between_cpus("m2", {0, 1}, {0, 1}, K, &s));
+  EXPECT_GE(s.migrations, static_cast<uint64_t>(K));
+  EXPECT_EQ(s.cross_numa, s.migrations);
+  EXPECT_EQ(s.cross_llc, 0u);
 }
 
 // keel run --root gives libbpf the host's kernel BTF under the root: the programs' CO-RE relocations are

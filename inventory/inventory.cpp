@@ -148,7 +148,8 @@ Node* Inventory::add(Node* parent, CgroupDir dir) {
   }
   tree_changed_ = true;
   n.parent = parent;
-  n.delegated = (parent != nullptr && parent->delegated) || (parent != nullptr && n.dir.delegated());
+  n.delegated =
+      parent != nullptr && (parent->delegated || n.dir.delegated());  // inherited: no syscall below one
   if (parent != nullptr) parent->children.push_back(&n);
   by_path_.emplace(n.dir.path(), &n);
   watch(&n);
