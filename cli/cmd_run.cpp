@@ -58,7 +58,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.version = KEEL_VERSION;
   o.revision = KEEL_GIT_REVISION;
   o.compiler = "g++ " __VERSION__;
-  // --root DIR: the host's /sys, /proc and /var/lib/docker are under DIR (keel in a container).
+  // --root DIR: the host's /sys, /proc and the runtimes' state are under DIR (keel in a container).
   const auto root = args->value("root");
   if (root && (root->empty() || (*root)[0] != '/'))
     return usage_error("run", "--root takes an absolute directory, got '" + *root + "'");

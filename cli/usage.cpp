@@ -18,7 +18,8 @@ constexpr CommandUsage kCommands[] = {
      "logs what it would do and writes nothing; every knob back on SIGINT/SIGTERM (with\n"
      "daemon.rollback = \"not_on_exit\" handed over to the next keel instead); SIGHUP reloads the config;\n"
      "Prometheus metrics on daemon.metrics_listen (default 127.0.0.1:9477); --root DIR:\n"
-     "the host's /sys, /proc and /var/lib/docker are under DIR (keel in a container);\n"
+     "the host's /sys, /proc and the runtimes' state (docker, containerd, CRI-O, podman,\n"
+     "libvirt) are under DIR (keel in a container);\n"
      "log lines carry a level (syslog priorities when stderr is the journal), --log-level\n"
      "drops those below it (default info)"},
     {"plan", "--config FILE [--window S]",

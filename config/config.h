@@ -36,6 +36,9 @@ enum class Rollback { automatic, not_on_exit };
 enum class Hierarchy { automatic, unified, cpu, cpuset };
 enum class WorkloadClass { critical, best_effort };
 enum class NumaPolicy { any, single };
+// How a VM's vCPU threads are placed on its CPUs: all on all of them, or each vCPU on a CPU of its own,
+// one per core before a second thread of a core (what `virsh vcpupin` does by hand).
+enum class VcpuPinning { none, one_per_core };
 
 struct IntRange {
   long long min = 0;
@@ -73,14 +76,18 @@ struct Match {
   std::string cgroup;        // glob on the cgroup path from the hierarchy root: * within a level, ** across
   std::string systemd_unit;  // unit name or glob: "redis-server.service", "docker-*.scope"
   std::string docker;        // container name or id (or id prefix, >= 12 hex digits)
-  std::string pod;           // Kubernetes pod uid (dashes or underscores)
+  std::string pod;           // Kubernetes pod: its uid (dashes or underscores), or "NAMESPACE/NAME" (globs)
+  std::string container;     // with pod: the pod's containers of this name (glob), not the whole pod
+  std::string podman;        // podman container name
+  std::string vm;            // libvirt domain name (glob)
   std::filesystem::path pid_file;  // a file holding a pid; its cgroup is matched
   bool has_tasks = false;          // only cgroups that hold tasks right now
   bool each = false;               // every matched cgroup is its own instance ("name/<leaf>")
   bool by_path = false;  // (never from a file) each matched cgroup its own instance, named by its path
   Pos pos;
   Pos selector_pos;  // the value of the one selector
-  // The selector keys the file wrote, in the order cgroup, systemd_unit, docker, pod, pid_file
+  Pos container_pos;
+  // The selector keys the file wrote, in the order cgroup, systemd_unit, docker, pod, podman, vm, pid_file
   // (the validator requires exactly one).
   std::vector<std::string> selector_keys;
 };
@@ -100,6 +107,8 @@ struct Bounds {
   std::optional<CpuSet> cpu_pool;  // CPUs it may be given
   Pos cpu_pool_pos;
   NumaPolicy numa = NumaPolicy::any;
+  VcpuPinning vcpu_pinning = VcpuPinning::none;
+  Pos vcpu_pinning_pos;
   std::optional<IntRange> shares;       // cgroup v1 cpu.shares (v2 weight is mapped from it)
   std::optional<IntRange> l3_ways;      // resctrl L3 ways
   std::optional<IntRange> mba_percent;  // resctrl memory bandwidth percent

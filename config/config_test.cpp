@@ -645,6 +645,33 @@ std::string match_message(std::string_view match) {
   return first_message("[[workload]]\nname = \"a\"\nmatch = " + std::string(match) + "\n");
 }
 
+TEST(Match, PodsByNamespaceAndNameContainersPodmanAndVmsByName) {
+  auto ok = [](const std::string& match, const std::string& rest = "") {
+    load_ok("[[workload]]\nname = \"a\"\nmatch = " + match + "\n" + rest);
+  };
+  ok(R"({ pod = "trading/matching-engine-*" })");
+  ok(R"({ pod = "*/*", container = "redis" })");
+  ok(R"({ podman = "web" })");
+  ok(R"({ vm = "db1" })", "[workload.bounds]\nvcpu_pinning = \"one_per_core\"\n");
+  auto says = [](const std::string& match, const std::string& what, const std::string& rest = "") {
+    const std::string got = first_message("[[workload]]\nname = \"a\"\nmatch = " + match + "\n" + rest);
+    EXPECT_NE(got.find(what), std::string::npos) << match << rest << ": " << got;
+  };
+  says(R"({ pod = "trading/" })", "is not NAMESPACE/NAME");
+  says(R"({ pod = "a/b/c" })", "is not NAMESPACE/NAME");
+  says(R"({ pod = "Trading/x" })", "is not NAMESPACE/NAME");
+  says(R"({ cgroup = "/a", container = "redis" })",
+       "match.container names a container in a pod: it needs match.pod");
+  says(R"({ pod = "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b", container = "redis" })",
+       "match.container needs the pod as NAMESPACE/NAME");
+  says(R"({ pod = "*/*", container = "Redis!" })", "is not a container name");
+  says(R"({ vm = "a/b" })", "is not a libvirt domain name");
+  says(R"({ podman = "-x" })", "is not a container name or id");
+  says(R"({ cgroup = "/a" })", "bounds.vcpu_pinning places a VM's vCPU threads: it needs match.vm",
+       "[workload.bounds]\nvcpu_pinning = \"one_per_core\"\n");
+  says(R"({ vm = "db1" })", "vcpu_pinning", "[workload.bounds]\nvcpu_pinning = \"spread\"\n");
+}
+
 TEST(Match, PodMustBeAKubernetesUid) {
   for (const char* uid : {"6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b", "6f1c2a9e_3b7d_4e52_9a81_0c4d5e6f7a8b",
                           "6F1C2A9E-3B7D-4E52-9A81-0C4D5E6F7A8B"})
@@ -653,7 +680,8 @@ TEST(Match, PodMustBeAKubernetesUid) {
        {"-", "0b9e8d7c-6a5f", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b0",
         "6f1c2a9e3b7d4e529a810c4d5e6f7a8b", "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8g",
         "6f1c2a9e-3b7d-4e52-9a8-10c4d5e6f7a8b", "pod6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b"})
-    EXPECT_NE(match_message("{ pod = \"" + std::string(bad) + "\" }").find("is not a Kubernetes pod uid"),
+    EXPECT_NE(match_message("{ pod = \"" + std::string(bad) + "\" }")
+                  .find("is neither NAMESPACE/NAME nor a Kubernetes pod uid"),
               std::string::npos)
         << bad;
 }

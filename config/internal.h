@@ -33,8 +33,8 @@ class Report {
 };
 
 // The keys of match that select cgroups; a workload's match has exactly one of them.
-inline constexpr std::array<std::string_view, 5> kSelectors = {"cgroup", "systemd_unit", "docker", "pod",
-                                                               "pid_file"};
+inline constexpr std::array<std::string_view, 7> kSelectors = {"cgroup", "systemd_unit", "docker",  "pod",
+                                                               "podman", "vm",           "pid_file"};
 
 // "workload 'redis': " when the name is usable in a message, else "workload #2: " (1-based).
 std::string workload_label(std::string_view name, size_t index);

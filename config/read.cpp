@@ -347,15 +347,19 @@ void read_selector(const Section& s, std::string_view key, Match& m) {
   if (key == "systemd_unit") m.systemd_unit = *value;
   if (key == "docker") m.docker = *value;
   if (key == "pod") m.pod = *value;
+  if (key == "podman") m.podman = *value;
+  if (key == "vm") m.vm = *value;
   if (key == "pid_file") m.pid_file = *value;
 }
 
 Match read_match(Section& s) {
-  s.reject_unknown({"cgroup", "systemd_unit", "docker", "pod", "pid_file", "has_tasks", "each"});
+  s.reject_unknown({"cgroup", "systemd_unit", "docker", "pod", "podman", "vm", "pid_file", "container",
+                    "has_tasks", "each"});
   Match m;
   m.pos = s.pos();
   for (auto key : kSelectors)
     if (s.has(key)) read_selector(s, key, m);
+  if (auto v = s.string("container", &m.container_pos)) m.container = *v;
   if (auto v = s.boolean("has_tasks")) m.has_tasks = *v;
   if (auto v = s.boolean("each")) m.each = *v;
   return m;
@@ -372,7 +376,7 @@ Slo read_slo(Section& s) {
 }
 
 Bounds read_bounds(Section& s) {
-  s.reject_unknown({"cpus", "cpu_pool", "numa", "shares", "l3_ways", "mba_percent"});
+  s.reject_unknown({"cpus", "cpu_pool", "numa", "vcpu_pinning", "shares", "l3_ways", "mba_percent"});
   Bounds b;
   b.pos = s.pos();
   b.cpus = s.range("cpus");
@@ -380,6 +384,10 @@ Bounds read_bounds(Section& s) {
   if (auto v =
           s.word<NumaPolicy>("numa", {{"any", NumaPolicy::any}, {"single", NumaPolicy::single}}, &b.numa_pos))
     b.numa = *v;
+  if (auto v = s.word<VcpuPinning>("vcpu_pinning",
+                                   {{"none", VcpuPinning::none}, {"one_per_core", VcpuPinning::one_per_core}},
+                                   &b.vcpu_pinning_pos))
+    b.vcpu_pinning = *v;
   b.shares = s.range("shares");
   b.l3_ways = s.range("l3_ways");
   b.mba_percent = s.range("mba_percent");

@@ -24,6 +24,7 @@ WorkloadSpec compile_workload(const Workload& w, const CpuSet& online) {
   s.has_pool = b.cpu_pool.has_value();
   s.pool = b.cpu_pool ? *b.cpu_pool & online : online;
   s.numa_single = b.numa == NumaPolicy::single;
+  s.vcpu_one_per_core = b.vcpu_pinning == VcpuPinning::one_per_core;
   if (b.shares) {
     s.shares_min = static_cast<uint64_t>(b.shares->min);
     s.shares_max = static_cast<uint64_t>(b.shares->max);

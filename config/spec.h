@@ -42,6 +42,7 @@ struct WorkloadSpec {
   CpuSet pool;            // bounds.cpu_pool on this host, else every CPU of the host
   bool has_pool = false;  // bounds.cpu_pool was given
   bool numa_single = false;
+  bool vcpu_one_per_core = false;           // bounds.vcpu_pinning = "one_per_core" (a vm workload)
   uint64_t shares_min = 0, shares_max = 0;  // critical: [2, 8192], best-effort: [128, 262144] by default
   std::optional<UnsignedRange> l3_ways, mba_percent;
 

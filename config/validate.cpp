@@ -146,7 +146,17 @@ std::string selector_value(const Match& m, std::string_view key) {
   if (key == "systemd_unit") return m.systemd_unit;
   if (key == "docker") return m.docker;
   if (key == "pod") return m.pod;
+  if (key == "podman") return m.podman;
+  if (key == "vm") return m.vm;
   return m.pid_file.string();
+}
+
+// A Kubernetes name (DNS label or subdomain), or a glob of one.
+bool is_k8s_name_glob(std::string_view s) {
+  return !s.empty() && s.size() <= 253 && std::ranges::all_of(s, [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '*' || c == '?' ||
+           c == '[' || c == ']' || c == '!';
+  });
 }
 
 // Docker names are [a-zA-Z0-9][a-zA-Z0-9_.-]*, shown as "/name" by docker inspect; ids are hex.
@@ -304,17 +314,44 @@ class Validator {
     } else if (key == "docker") {
       if (!is_container_ref(value)) bad("is not a container name or id");
     } else if (key == "pod") {
-      if (!is_pod_uid(value))
-        bad("is not a Kubernetes pod uid (32 hex digits as 8-4-4-4-12 separated by '-' or '_', "
-            "e.g. \"6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b\"; kubectl get pod NAME -o "
-            "jsonpath='{.metadata.uid}')");
+      if (value.find('/') != std::string::npos) {
+        size_t slash = value.find('/');
+        if (value.find('/', slash + 1) != std::string::npos || slash == 0 || slash + 1 == value.size() ||
+            !is_k8s_name_glob(value.substr(0, slash)) || !is_k8s_name_glob(value.substr(slash + 1)))
+          bad("is not NAMESPACE/NAME (Kubernetes names: lower case letters, digits, '-' and '.', with "
+              "globs * ? [...]; e.g. \"trading/matching-engine-*\")");
+      } else if (!is_pod_uid(value)) {
+        bad("is neither NAMESPACE/NAME nor a Kubernetes pod uid (32 hex digits as 8-4-4-4-12 separated by "
+            "'-' or '_', e.g. \"6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b\"); a name does not change when the "
+            "pod is rescheduled, a uid does");
+      }
+    } else if (key == "podman") {
+      if (!is_container_ref(value)) bad("is not a container name or id");
+    } else if (key == "vm") {
+      // libvirt domain names: anything but '/'; keel compares them with the names in libvirt's state.
+      if (value.find('/') != std::string::npos || value.size() > 256)
+        bad("is not a libvirt domain name (no '/', at most 256 characters)");
     } else if (key == "pid_file") {
       if (!m.pid_file.is_absolute()) bad("must be an absolute path");
     }
+    if (m.container_pos.line != 0 && key != "pod")
+      error(m.container_pos, who +
+                                 "match.container names a container in a pod: it needs match.pod "
+                                 "(\"NAMESPACE/NAME\", globs allowed: pod = \"*/*\" for every pod)");
+    else if (m.container_pos.line != 0 && value.find('/') == std::string::npos && key == "pod")
+      error(m.container_pos, who +
+                                 "match.container needs the pod as NAMESPACE/NAME: containers are "
+                                 "named in the runtime's state, which a uid alone does not read");
+    else if (m.container_pos.line != 0 && (m.container.empty() || !is_k8s_name_glob(m.container)))
+      error(m.container_pos,
+            who + "match.container = " + in_quotes(m.container) +
+                " is not a container name (lower case letters, digits and '-', globs allowed)");
   }
 
   void check_bounds(const std::string& who, const Workload& w) {
     const Bounds& b = w.bounds;
+    if (b.vcpu_pinning != VcpuPinning::none && w.match.vm.empty())
+      error(b.vcpu_pinning_pos, who + "bounds.vcpu_pinning places a VM's vCPU threads: it needs match.vm");
     size_t errors_before = errors_;
     check_cpu_pool(who, b);
     if (b.cpus) check_cpus(who, b);

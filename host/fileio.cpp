@@ -1,9 +1,12 @@
 #include "host/fileio.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <charconv>
+
+#include "host/fd.h"
 
 namespace keel {
 
@@ -66,6 +69,34 @@ Result<void> write_file(const std::filesystem::path& path, std::string_view valu
   if (static_cast<size_t>(n) != value.size())
     return fail("short write of '" + std::string(value) + "'", path.string());
   return {};
+}
+
+Result<std::string> read_owned_file(const std::filesystem::path& path, size_t max) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ELOOP) return fail(path.string() + ": a symbolic link (it must be the file itself)");
+    return fail_errno("cannot open", path.string());
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return fail_errno("cannot stat", path.string());
+  if (!S_ISREG(st.st_mode)) return fail(path.string() + ": not a regular file");
+  if (st.st_uid != 0 && st.st_uid != ::geteuid())
+    return fail(path.string() + ": owned by uid " + std::to_string(st.st_uid) + ", not root");
+  if (st.st_size > static_cast<off_t>(max))
+    return fail(path.string() + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+                std::to_string(max) + " such a file holds");
+  std::string text(max + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail_errno("cannot read", path.string());
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > max) return fail(path.string() + ": grew past " + std::to_string(max) + " bytes");
+  text.resize(got);
+  return text;
 }
 
 }  // namespace keel

@@ -16,6 +16,11 @@ Result<long long> read_int(const std::filesystem::path& path);
 // One write(2) of the whole value, as kernel files expect; no O_CREAT.
 Result<void> write_file(const std::filesystem::path& path, std::string_view value);
 
+// A file another program keeps (a pid file, a container runtime's state): opened without following a
+// symbolic link and without blocking, it must be a regular file owned by root (or by keel's own user)
+// of at most `max` bytes; a FIFO, a device, a link or a larger file is refused, never read.
+Result<std::string> read_owned_file(const std::filesystem::path& path, size_t max);
+
 std::string_view trim(std::string_view s);
 
 }  // namespace keel

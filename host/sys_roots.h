@@ -11,15 +11,24 @@ struct SysRoots {
   std::filesystem::path proc = "/proc";
   std::filesystem::path sys = "/sys";
   std::filesystem::path debugfs = "/sys/kernel/debug";
-  // Not a kernel path, but host state keel reads to resolve docker container names to ids.
+  // Not kernel paths, but the state the platforms keep, read (never written) for the names they give
+  // their cgroups: docker's containers, containerd's and CRI-O's OCI bundles (their Kubernetes
+  // annotations), podman's container store and libvirt's running domains.
   std::filesystem::path docker_state = "/var/lib/docker";
+  std::filesystem::path containerd_state = "/run/containerd/io.containerd.runtime.v2.task";
+  std::filesystem::path crio_state = "/run/containers/storage/overlay-containers";
+  std::filesystem::path podman_state = "/var/lib/containers/storage/overlay-containers";
+  std::filesystem::path libvirt_state = "/run/libvirt/qemu";
 
   // The running host.
   static SysRoots host() { return SysRoots{}; }
   // Everything under one directory: root/sys/fs/cgroup, root/proc, ... as on the host.
   static SysRoots under(const std::filesystem::path& root) {
-    return SysRoots{root / "sys/fs/cgroup", root / "sys/fs/resctrl",   root / "proc",
-                    root / "sys",           root / "sys/kernel/debug", root / "var/lib/docker"};
+    SysRoots r;
+    for (auto* p : {&r.cgroup, &r.resctrl, &r.proc, &r.sys, &r.debugfs, &r.docker_state, &r.containerd_state,
+                    &r.crio_state, &r.podman_state, &r.libvirt_state})
+      *p = root / p->relative_path();
+    return r;
   }
 };
 

@@ -169,100 +169,6 @@ class Glob {
 
 bool glob_match(std::string_view pattern, std::string_view path) { return Glob(pattern, path).match(0, 0); }
 
-// ---- Path shapes of containers and pods ----
-
-namespace {
-
-bool is_hex(std::string_view s) {
-  return std::ranges::all_of(s, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-bool is_container_id(std::string_view s) { return s.size() == 64 && is_hex(s); }
-
-// The last `n`-th path element (0 = leaf); empty when the path is not that deep.
-std::string_view element_from_end(std::string_view path, int n) {
-  for (;;) {
-    size_t slash = path.rfind('/');
-    if (slash == std::string_view::npos) return {};
-    if (n-- == 0) return path.substr(slash + 1);
-    path = path.substr(0, slash);
-  }
-}
-
-std::string_view leaf(std::string_view path) { return element_from_end(path, 0); }
-
-bool strip(std::string_view& s, std::string_view prefix, std::string_view suffix = {}) {
-  if (s.size() < prefix.size() + suffix.size() || !s.starts_with(prefix) || !s.ends_with(suffix))
-    return false;
-  s = s.substr(prefix.size(), s.size() - prefix.size() - suffix.size());
-  return true;
-}
-
-// Pod uids compare equal whether written with dashes (cgroupfs) or underscores (systemd).
-bool same_pod_uid(std::string_view a, std::string_view b) {
-  auto norm = [](char c) {
-    if (c == '_') return '-';
-    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-  };
-  return !a.empty() && std::ranges::equal(a, b, {}, norm, norm);
-}
-
-// The path without its last element ("/a/b" -> "/a", "/a" -> "/", "/" -> "").
-std::string_view parent_path(std::string_view path) {
-  if (path.size() <= 1) return {};
-  size_t slash = path.rfind('/');
-  return slash == 0 ? std::string_view("/") : path.substr(0, slash);
-}
-
-}  // namespace
-
-// A path shape is trusted only where its runtime puts it: each is anchored to the parents that runtime
-// creates (from the hierarchy root), never to the last element alone, so that a cgroup someone else
-// named the same way (in a subtree delegated to a user, inside a container, inside another VM) is not
-// taken for the real one.
-std::string_view docker_container_id(std::string_view cgroup_path) {
-  const std::string_view parent = parent_path(cgroup_path);
-  std::string_view name = leaf(cgroup_path);
-  const bool scope = strip(name, "docker-", ".scope");
-  if (!is_container_id(name)) return {};
-  if (scope && parent == "/system.slice") return name;  // docker with the systemd driver
-  if (!scope && parent == "/docker") return name;       // docker with the cgroupfs driver
-  // A pod's container under kubelet with docker (dockershim): directly in a pod's cgroup.
-  if (!kubepods_pod_uid(parent).empty()) return name;
-  return {};
-}
-
-std::string_view kubepods_pod_uid(std::string_view cgroup_path) {
-  const std::string_view parent = parent_path(cgroup_path);
-  std::string_view name = leaf(cgroup_path);
-  // systemd driver: /kubepods.slice/kubepods-pod<uid_>.slice, or in the QoS class's slice,
-  // /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice.
-  if (strip(name, "kubepods-", ".slice")) {
-    for (std::string_view qos : {"burstable", "besteffort"})
-      if (strip(name, std::string(qos) + "-"))
-        return parent == "/kubepods.slice/kubepods-" + std::string(qos) + ".slice" && strip(name, "pod") &&
-                       !name.empty()
-                   ? name
-                   : std::string_view{};
-    return parent == "/kubepods.slice" && strip(name, "pod") && !name.empty() ? name : std::string_view{};
-  }
-  // cgroupfs driver: /kubepods/pod<uid>, /kubepods/burstable/pod<uid>, /kubepods/besteffort/pod<uid>.
-  if (!strip(name, "pod") || name.empty()) return {};
-  if (parent == "/kubepods" || parent == "/kubepods/burstable" || parent == "/kubepods/besteffort")
-    return name;
-  return {};
-}
-
-bool systemd_unit_path(std::string_view cgroup_path) {
-  // systemd puts units in slices only: every element above the unit is a slice. A "unit" below another
-  // unit is a cgroup inside a service's or scope's own (possibly delegated) subtree.
-  std::string_view p = parent_path(cgroup_path);
-  while (!p.empty() && p != "/") {
-    if (!leaf(p).ends_with(".slice")) return false;
-    p = parent_path(p);
-  }
-  return !p.empty();
-}
-
 // ---- Matching ----
 
 const char* to_string(Selector s) {
@@ -277,6 +183,10 @@ const char* to_string(Selector s) {
       return "docker";
     case Selector::pod:
       return "pod";
+    case Selector::podman:
+      return "podman";
+    case Selector::vm:
+      return "vm";
     case Selector::pid_file:
       return "pid_file";
   }
@@ -285,25 +195,13 @@ const char* to_string(Selector s) {
 
 namespace {
 
-// The container name in config.v2.json: the first "Name" whose value starts with '/' (volume
-// mount points also have a "Name", without the slash).
-std::string_view container_name(std::string_view json) {
-  static constexpr std::string_view kKey = "\"Name\":";
-  for (size_t at = json.find(kKey); at != std::string_view::npos; at = json.find(kKey, at + 1)) {
-    std::string_view v = json.substr(at + kKey.size());
-    while (!v.empty() && v[0] == ' ') v.remove_prefix(1);
-    if (!v.starts_with("\"/")) continue;
-    v.remove_prefix(2);
-    return v.substr(0, v.find('"'));
-  }
-  return {};
-}
-
 Selector primary_selector(const config::Match& m) {
   if (!m.cgroup.empty()) return Selector::cgroup;
   if (!m.systemd_unit.empty()) return Selector::systemd_unit;
   if (!m.docker.empty()) return Selector::docker;
   if (!m.pod.empty()) return Selector::pod;
+  if (!m.podman.empty()) return Selector::podman;
+  if (!m.vm.empty()) return Selector::vm;
   if (!m.pid_file.empty()) return Selector::pid_file;
   return Selector::none;
 }
@@ -312,6 +210,18 @@ Selector primary_selector(const config::Match& m) {
 bool name_matches(const std::string& pattern, std::string_view name) {
   return pattern == name || glob_match(pattern, name);
 }
+
+bool pod_by_name(const config::Match& m) { return m.pod.find('/') != std::string::npos; }
+
+// A container id (prefix, >= 12 hex digits) as docker and podman accept one for a name.
+std::string id_prefix(std::string_view wanted) {
+  if (wanted.size() >= 12 && wanted.size() <= 64 &&
+      std::ranges::all_of(wanted, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    return std::string(wanted);
+  return {};
+}
+
+bool has(const std::vector<std::string>& v, std::string_view s) { return std::ranges::find(v, s) != v.end(); }
 
 }  // namespace
 
@@ -331,76 +241,61 @@ MatchRules::MatchRules(std::vector<NamedMatch> rules) {
   }
 }
 
-// Docker's containers by id, each name re-read only when its config.v2.json changed.
-void MatchRules::read_containers(const SysRoots& roots) {
-  const auto dir = roots.docker_state / "containers";
-  std::error_code ec;
-  std::map<std::string, Container> seen;
-  for (auto it = std::filesystem::directory_iterator(dir, ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    std::string id = it->path().filename().string();
-    if (!is_container_id(id)) continue;
-    const auto file = it->path() / "config.v2.json";
-    struct stat st;
-    if (::stat(file.c_str(), &st) != 0) continue;  // removed meanwhile, or being created
-    Container c{st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_size, st.st_ino, {}};
-    auto old = containers_.find(id);
-    if (old != containers_.end() && old->second.mtime_ns == c.mtime_ns && old->second.size == c.size &&
-        old->second.inode == c.inode) {
-      c.name = old->second.name;
-    } else {
-      auto json = read_file(file);
-      if (!json) continue;
-      c.name = std::string(container_name(*json));
-    }
-    seen.emplace(std::move(id), std::move(c));
-  }
-  containers_ = std::move(seen);
-  containers_error_ = ec ? dir.string() + ": " + ec.message() : "";
+// Docker or podman containers by name (or id prefix).
+void MatchRules::resolve_container(Rule& r, const SysRoots& roots, Platforms::Kind kind) const {
+  const bool docker = kind == Platforms::docker;
+  std::string_view wanted = docker ? r.named.match.docker : r.named.match.podman;
+  if (wanted.starts_with('/')) wanted.remove_prefix(1);
+  r.id_prefix = id_prefix(wanted);
+  const char* runtime = docker ? "docker" : "podman";
+  for (const auto& [id, c] : platforms_.containers())
+    if (c.runtime == runtime && c.name == wanted) r.ids.push_back(id);
+  if (!r.ids.empty() || !r.id_prefix.empty()) return;
+  const std::string& error = platforms_.error(kind);
+  r.note = std::string(runtime) + " '" + std::string(wanted) + "': " +
+           (!error.empty() ? "cannot read the containers: " + error
+                           : "no container by that name in " + Platforms::where(kind, roots));
 }
 
-void MatchRules::resolve_docker(Rule& r, const SysRoots& roots) const {
-  std::string_view wanted = r.named.match.docker;
-  if (wanted.starts_with('/')) wanted.remove_prefix(1);
-  if (wanted.size() >= 12 && wanted.size() <= 64 &&
-      std::ranges::all_of(wanted, [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
-    r.docker_prefix = wanted;
-  for (const auto& [id, c] : containers_)
-    if (c.name == wanted) r.docker_ids.push_back(id);
-  if (!r.docker_ids.empty() || !r.docker_prefix.empty()) return;
-  r.note = !containers_error_.empty()
-               ? "docker '" + std::string(wanted) + "': cannot list containers: " + containers_error_
-               : "docker '" + std::string(wanted) + "': no container by that name in " +
-                     (roots.docker_state / "containers").string();
+// Pods by NAMESPACE/NAME (and their containers by name) from containerd's and CRI-O's state.
+void MatchRules::resolve_pod(Rule& r, const SysRoots& roots) const {
+  const config::Match& m = r.named.match;
+  const size_t slash = m.pod.find('/');
+  const std::string ns = m.pod.substr(0, slash), name = m.pod.substr(slash + 1);
+  for (const auto& [uid, p] : platforms_.pods())
+    if (name_matches(ns, p.ns) && name_matches(name, p.name)) r.ids.push_back(uid);
+  if (!m.container.empty())
+    for (const auto& [id, c] : platforms_.containers())
+      if (!c.name.empty() && has(r.ids, c.pod_uid) && name_matches(m.container, c.name))
+        r.container_ids.push_back(id);
+  const std::string& error = platforms_.error(Platforms::cri);
+  const std::string why = !error.empty() ? ": cannot read the runtime's state: " + error
+                                         : " in " + Platforms::where(Platforms::cri, roots);
+  if (r.ids.empty())
+    r.note = "pod '" + m.pod + "': no pod by that name" + why;
+  else if (!m.container.empty() && r.container_ids.empty())
+    r.note = "pod '" + m.pod + "' has no container '" + m.container + "'" + why;
+}
+
+void MatchRules::resolve_vm(Rule& r, const SysRoots& roots) const {
+  for (const auto& [id, name] : platforms_.vms())
+    if (name_matches(r.named.match.vm, name)) r.ids.push_back(id);
+  if (!r.ids.empty()) return;
+  const std::string& error = platforms_.error(Platforms::libvirt);
+  r.note = "vm '" + r.named.match.vm + "': " +
+           (!error.empty()
+                ? "cannot read libvirt's state: " + error
+                : "no running libvirt domain by that name in " + Platforms::where(Platforms::libvirt, roots));
 }
 
 namespace {
 
-// A pid file is trusted only as root's: a regular file owned by root, at most kPidFileMax bytes,
-// opened without following a symlink and without blocking (a FIFO, a device or a link to /dev/zero is
-// refused, never read). Its first line.
+// A pid file is trusted only as root's (read_owned_file): its first line.
 constexpr size_t kPidFileMax = 64;
 Result<std::string> read_pid_file(const std::filesystem::path& file) {
-  Fd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ELOOP) return fail(file.string() + ": a symbolic link (a pid file must be the file itself)");
-    return fail_errno("cannot open", file.string());
-  }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return fail_errno("cannot stat", file.string());
-  if (!S_ISREG(st.st_mode)) return fail(file.string() + ": not a regular file");
-  if (st.st_uid != 0)
-    return fail(file.string() + ": owned by uid " + std::to_string(st.st_uid) + ", not root");
-  if (st.st_size > static_cast<off_t>(kPidFileMax))
-    return fail(file.string() + ": " + std::to_string(st.st_size) + " bytes, more than a pid file holds (" +
-                std::to_string(kPidFileMax) + ")");
-  char buf[kPidFileMax + 1];
-  ssize_t n = ::read(fd.get(), buf, sizeof buf);
-  if (n < 0) return fail_errno("cannot read", file.string());
-  std::string text(buf, static_cast<size_t>(n));
-  if (text.size() > kPidFileMax)
-    return fail(file.string() + ": grew past " + std::to_string(kPidFileMax) + " bytes");
-  return text.substr(0, text.find('\n'));
+  auto text = read_owned_file(file, kPidFileMax);
+  if (!text) return text;
+  return text->substr(0, text->find('\n'));
 }
 
 }  // namespace
@@ -433,16 +328,27 @@ void MatchRules::resolve_pid_file(Rule& r, const CgroupHierarchy& hierarchy, con
 }
 
 void MatchRules::resolve(const CgroupHierarchy& hierarchy, const SysRoots& roots) {
-  bool docker = std::ranges::any_of(rules_, [](const Rule& r) { return !r.named.match.docker.empty(); });
-  if (docker) read_containers(roots);  // only when a rule names a container
+  unsigned kinds = 0;  // only the runtimes a rule names
+  for (const Rule& r : rules_) {
+    const config::Match& m = r.named.match;
+    if (!m.docker.empty()) kinds |= Platforms::docker;
+    if (!m.podman.empty()) kinds |= Platforms::podman;
+    if (!m.vm.empty()) kinds |= Platforms::libvirt;
+    if (pod_by_name(m)) kinds |= Platforms::cri;
+  }
+  if (kinds != 0) platforms_.read(roots, kinds);
   for (Rule& r : rules_) {
     Rule now;
     now.named = r.named;
     now.selector = r.selector;
-    if (!now.named.match.docker.empty()) resolve_docker(now, roots);
-    if (!now.named.match.pid_file.empty()) resolve_pid_file(now, hierarchy, roots);
+    const config::Match& m = now.named.match;
+    if (!m.docker.empty()) resolve_container(now, roots, Platforms::docker);
+    if (!m.podman.empty()) resolve_container(now, roots, Platforms::podman);
+    if (pod_by_name(m)) resolve_pod(now, roots);
+    if (!m.vm.empty()) resolve_vm(now, roots);
+    if (!m.pid_file.empty()) resolve_pid_file(now, hierarchy, roots);
     if (now.selector == Selector::none) now.note = "no match rule";
-    bool same = now.docker_ids == r.docker_ids && now.docker_prefix == r.docker_prefix &&
+    bool same = now.ids == r.ids && now.container_ids == r.container_ids && now.id_prefix == r.id_prefix &&
                 now.pid_cgroup == r.pid_cgroup && r.resolved;
     now.generation = same ? r.generation : r.generation + 1;
     now.resolved = true;
@@ -450,30 +356,70 @@ void MatchRules::resolve(const CgroupHierarchy& hierarchy, const SysRoots& roots
   }
 }
 
+// A rule that names what a runtime made (a container, a pod, a VM) takes that cgroup and every cgroup
+// below it: the tasks are in the cgroups the runtime and the workload make inside (a pod's containers, a
+// VM's vCPU and emulator cgroups, a container's own systemd).
 bool MatchRules::selects(size_t i, std::string_view path, bool delegated) const {
   const Rule& r = rules_[i];
   const config::Match& m = r.named.match;
   if (r.selector == Selector::none) return false;
   if (delegated && r.named.critical) return false;
   if (!m.cgroup.empty() && !name_matches(m.cgroup, path)) return false;
-  if (!m.systemd_unit.empty() && (!systemd_unit_path(path) || !name_matches(m.systemd_unit, leaf(path))))
+  if (!m.systemd_unit.empty() && (!systemd_unit_path(path) || !name_matches(m.systemd_unit, path_leaf(path))))
     return false;
-  if (!m.docker.empty()) {
-    std::string_view id = docker_container_id(path);
-    if (id.empty()) return false;
-    bool by_prefix = !r.docker_prefix.empty() && id.starts_with(r.docker_prefix);
-    if (!by_prefix && std::ranges::find(r.docker_ids, id) == r.docker_ids.end()) return false;
+  auto known = [&](Anchor a) {
+    return a && ((!r.id_prefix.empty() && a.id.starts_with(r.id_prefix)) || has(r.ids, a.id));
+  };
+  if (!m.docker.empty() && !known(docker_anchor(path))) return false;
+  if (!m.podman.empty() && !known(podman_anchor(path))) return false;
+  if (!m.vm.empty() && !known(libvirt_anchor(path))) return false;
+  if (!m.pod.empty()) {
+    Anchor pod = pod_anchor(path);
+    const std::string uid = pod ? pod_uid_key(pod.id) : std::string();
+    if (uid.empty()) return false;
+    if (!pod_by_name(m)) {
+      if (uid != pod_uid_key(m.pod)) return false;
+    } else if (!has(r.ids, uid)) {
+      return false;
+    } else if (!m.container.empty()) {
+      Anchor c = pod_container_anchor(path);
+      if (!c || !has(r.container_ids, c.id)) return false;
+    }
   }
-  if (!m.pod.empty() && !same_pod_uid(m.pod, kubepods_pod_uid(path))) return false;
   if (!m.pid_file.empty() && r.pid_cgroup != path) return false;
   return true;
 }
 
 std::string MatchRules::instance_name(size_t i, std::string_view path) const {
   const NamedMatch& r = rules_[i].named;
-  if (r.match.by_path) return std::string(path);
-  if (!r.match.each || path == "/") return r.name;
-  return r.name + "/" + std::string(leaf(path));
+  const config::Match& m = r.match;
+  if (m.by_path) return std::string(path);
+  if (!m.each || path == "/") return r.name;
+  // One instance per container, pod or VM (not per cgroup below it), named as its platform names it.
+  auto named = [&](Anchor a, const std::string* name) {
+    return r.name + "/" + (name != nullptr && !name->empty() ? *name : std::string(path_leaf(a.path)));
+  };
+  if (!m.docker.empty() || !m.podman.empty()) {
+    Anchor a = !m.docker.empty() ? docker_anchor(path) : podman_anchor(path);
+    const ContainerInfo* c = platforms_.container(a.id);
+    return named(a, c != nullptr ? &c->name : nullptr);
+  }
+  if (!m.vm.empty()) {
+    Anchor a = libvirt_anchor(path);
+    return named(a, platforms_.vm(a.id));
+  }
+  if (!m.pod.empty()) {
+    Anchor a = pod_anchor(path);
+    const PodInfo* p = platforms_.pod(a.id);
+    std::string name = p != nullptr ? p->ns + "/" + p->name : std::string();
+    if (Anchor c = pod_container_anchor(path); c && !m.container.empty()) {
+      const ContainerInfo* ci = platforms_.container(c.id);
+      return r.name + "/" + (p != nullptr ? name + "/" : "") +
+             (ci != nullptr ? ci->name : std::string(path_leaf(c.path)));
+    }
+    return named(a, &name);
+  }
+  return r.name + "/" + std::string(path_leaf(path));
 }
 
 WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
@@ -481,6 +427,8 @@ WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
                                 const SysRoots& roots) {
   MatchRules rules(named_matches(workloads));
   rules.resolve(hierarchy, roots);
+  Platforms platforms;  // every platform's names, for people
+  platforms.read(roots, Platforms::all);
   WorkloadMatches out;
   for (size_t i = 0; i < rules.size(); ++i)
     out.workloads.push_back({rules.rule(i).name, 0, 0, rules.note(i)});
@@ -499,7 +447,8 @@ WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
     }
     delegated.emplace(c.path, d);
     WorkloadMatch& row =
-        out.cgroups.emplace_back(WorkloadMatch{c.path, c.id, c.nr_procs, {}, {}, Selector::none});
+        out.cgroups.emplace_back(WorkloadMatch{c.path, c.id, c.nr_procs, {}, {}, Selector::none, {}});
+    row.platform = platforms.name_of(c.path);
     for (size_t i = 0; i < rules.size(); ++i) {
       if (!rules.selects(i, c.path, d) || (rules.needs_tasks(i) && c.nr_procs == 0)) continue;
       row.workload = rules.rule(i).name;
@@ -553,34 +502,36 @@ std::string count_of(unsigned long long n, const char* one, const char* many) {
 std::string format_workloads_text(const WorkloadReport& report) {
   const auto& rows = report.matches.cgroups;
   std::vector<std::string> ids;
-  std::array<size_t, 4> width = {6, 2, 5, 8};  // CGROUP ID PROCS WORKLOAD
+  std::array<size_t, 5> width = {6, 2, 5, 8, 8};  // CGROUP ID PROCS WORKLOAD PLATFORM
   for (const WorkloadMatch& r : rows) {
     ids.push_back(r.id.str());
     width[0] = std::max(width[0], r.path.size());
     width[1] = std::max(width[1], ids.back().size());
     width[2] = std::max(width[2], std::to_string(r.nr_procs).size());
     width[3] = std::max(width[3], r.instance.empty() ? 1 : r.instance.size());
+    width[4] = std::max(width[4], r.platform.empty() ? 1 : r.platform.size());
   }
   std::string out =
       "hierarchy: " + describe(report.hierarchy) + "; cgroup mode " + to_string(report.mode) + "\n";
   auto line = [&](std::string_view a, std::string_view b, std::string_view c, std::string_view d,
-                  std::string_view e) {
+                  std::string_view p, std::string_view e) {
     append_padded(out, a, width[0] + 2);
     append_padded(out, b, width[1] + 2);
     append_padded(out, c, width[2] + 2);
     append_padded(out, d, width[3] + 2);
+    append_padded(out, p, width[4] + 2);
     out += e;
     while (out.ends_with(' ')) out.pop_back();
     out += '\n';
   };
-  line("CGROUP", "ID", "PROCS", "WORKLOAD", "MATCHED BY");
+  line("CGROUP", "ID", "PROCS", "WORKLOAD", "PLATFORM", "MATCHED BY");
   size_t matched = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const WorkloadMatch& r = rows[i];
     bool hit = !r.workload.empty();
     matched += hit ? 1 : 0;
     line(r.path, ids[i], std::to_string(r.nr_procs), hit ? r.instance : "-",
-         hit ? to_string(r.selector) : "");
+         r.platform.empty() ? "-" : r.platform, hit ? to_string(r.selector) : "");
   }
   out += "\n" + count_of(rows.size(), "cgroup", "cgroups") + ", " + std::to_string(matched) + " matched\n";
   for (const WorkloadSummary& w : report.matches.workloads) {
@@ -614,6 +565,7 @@ std::string format_workloads_json(const WorkloadReport& report) {
     c["workload"] = r.workload.empty() ? Json(nullptr) : Json(r.workload);
     c["instance"] = r.workload.empty() ? Json(nullptr) : Json(r.instance);
     c["selector"] = r.workload.empty() ? Json(nullptr) : Json(to_string(r.selector));
+    c["platform"] = r.platform.empty() ? Json(nullptr) : Json(r.platform);
     cgroups.push_back(std::move(c));
   }
   j["cgroups"] = std::move(cgroups);

@@ -14,6 +14,7 @@
 #include "host/cgroup.h"
 #include "host/error.h"
 #include "host/sys_roots.h"
+#include "inventory/platforms.h"
 
 namespace keel {
 
@@ -26,19 +27,7 @@ Result<CgroupHierarchy> choose_hierarchy(const CgroupLayout& layout, config::Hie
 // `\` quotes the next character.
 bool glob_match(std::string_view pattern, std::string_view path);
 
-// Container id in a docker cgroup path where docker puts its containers: "/docker/<64 hex>" (cgroupfs
-// driver), "/system.slice/docker-<64 hex>.scope" (systemd driver), or either name directly in a pod's
-// cgroup (kubelet with docker); empty anywhere else.
-std::string_view docker_container_id(std::string_view cgroup_path);
-// Pod uid of a pod-level kubepods cgroup where kubelet puts it: "/kubepods/[burstable/|besteffort/]pod<uid>"
-// (cgroupfs driver) or "/kubepods.slice/[kubepods-QOS.slice/]kubepods-[QOS-]pod<uid_>.slice" (systemd
-// driver), as written in the path (dashes, or underscores); empty anywhere else.
-std::string_view kubepods_pod_uid(std::string_view cgroup_path);
-// Whether the path can be a systemd unit's cgroup: below the root, every element above the leaf a
-// slice (a "unit" inside another unit's subtree is not one).
-bool systemd_unit_path(std::string_view cgroup_path);
-
-enum class Selector { none, cgroup, systemd_unit, docker, pod, pid_file };
+enum class Selector { none, cgroup, systemd_unit, docker, pod, podman, vm, pid_file };
 const char* to_string(Selector s);
 
 // One cgroup and the workload it belongs to.
@@ -49,6 +38,7 @@ struct WorkloadMatch {
   std::string workload;  // empty: no workload
   std::string instance;  // the workload's name, or "<workload>/<leaf>" with match.each
   Selector selector = Selector::none;
+  std::string platform;  // what its platform calls it (Platforms::name_of), or empty
 };
 
 // One configured workload, over all cgroups.
@@ -96,29 +86,28 @@ class MatchRules {
   // The instance a cgroup it matches belongs to: the workload's name, or "<workload>/<leaf>" with each.
   std::string instance_name(size_t i, std::string_view path) const;
 
+  // What the platform's state says of a cgroup (`keel workloads`' PLATFORM column), as last resolved.
+  const Platforms& platforms() const { return platforms_; }
+
  private:
   struct Rule {
     NamedMatch named;
     Selector selector = Selector::none;
-    std::vector<std::string> docker_ids;    // containers named match.docker
-    std::string docker_prefix;              // match.docker when it can be an id (prefix)
-    std::optional<std::string> pid_cgroup;  // the cgroup of the pid file's process
+    // Resolved: docker or podman container ids, pod uids (pod_uid_key) or libvirt domain ids.
+    std::vector<std::string> ids;
+    std::vector<std::string> container_ids;  // with match.container: those containers of the pods
+    std::string id_prefix;                   // match.docker or podman when it can be an id (prefix)
+    std::optional<std::string> pid_cgroup;   // the cgroup of the pid file's process
     std::string note;
     uint64_t generation = 0;
     bool resolved = false;
   };
-  struct Container {
-    long long mtime_ns = 0;
-    long long size = 0;
-    unsigned long long inode = 0;
-    std::string name;  // without the leading '/'
-  };
-  void read_containers(const SysRoots& roots);
-  void resolve_docker(Rule& r, const SysRoots& roots) const;
+  void resolve_container(Rule& r, const SysRoots& roots, Platforms::Kind kind) const;
+  void resolve_pod(Rule& r, const SysRoots& roots) const;
+  void resolve_vm(Rule& r, const SysRoots& roots) const;
   void resolve_pid_file(Rule& r, const CgroupHierarchy& hierarchy, const SysRoots& roots) const;
   std::vector<Rule> rules_;
-  std::map<std::string, Container> containers_;  // by id
-  std::string containers_error_;                 // why docker's state could not be listed
+  Platforms platforms_;
 };
 
 // Matches each cgroup against the workloads (MatchRules, resolved now), first matching workload in
@@ -137,8 +126,8 @@ struct WorkloadReport {
 Result<WorkloadReport> discover_workloads(const std::vector<config::Workload>& workloads,
                                           config::Hierarchy choice, const SysRoots& roots);
 
-// For `keel workloads`: a table of cgroups (path, "hier:inode", procs, workload) and per workload how
-// many cgroups it matched, or why it matched nothing.
+// For `keel workloads`: a table of cgroups (path, "hier:inode", procs, workload, what the platform calls it)
+// and per workload how many cgroups it matched, or why it matched nothing.
 std::string format_workloads_text(const WorkloadReport& report);
 std::string format_workloads_json(const WorkloadReport& report);
 

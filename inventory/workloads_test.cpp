@@ -362,18 +362,19 @@ TEST(MatchWorkloads, DockerByIdOrPrefix) {
   std::vector<config::Workload> short_prefix = {workload("c", by_docker(kId2.substr(0, 11)))};
   WorkloadMatches m = match_workloads(short_prefix, cpu_hierarchy(), cgroups, nowhere);
   EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "-"));
-  EXPECT_THAT(m.workloads[0].note, HasSubstr("cannot list containers"));
+  EXPECT_THAT(m.workloads[0].note,
+              HasSubstr("no container by that name in /nonexistent/var/lib/docker/containers"));
 }
 
 TEST(MatchWorkloads, PodUidInEveryKubepodsLayout) {
   std::vector<std::pair<std::string, unsigned>> paths = {{"/kubepods", 0}, {"/kubepods/burstable", 0}};
   for (const std::string& p : pod_layouts()) paths.emplace_back(p, 1);
-  paths.emplace_back("/kubepods/burstable/pod" + kUid + "/" + kId, 1);  // a container of the pod
+  paths.emplace_back("/kubepods/burstable/pod" + kUid + "/" + kId, 1);  // a container of the pod: its tasks
   auto cgroups = cgroups_at(paths);
   for (const std::string& uid : {kUid, kUidUnderscore}) {
     std::vector<config::Workload> ws = {workload("pod", by_pod(uid))};
     WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, SysRoots::under("/nonexistent"));
-    EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "-", "pod", "pod", "pod", "pod", "pod", "pod", "-"))
+    EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "-", "pod", "pod", "pod", "pod", "pod", "pod", "pod"))
         << uid;
     EXPECT_EQ(m.cgroups[2].selector, Selector::pod);
   }
@@ -439,7 +440,7 @@ TEST(MatchWorkloads, APidFileIsTrustedOnlyAsRootsSmallRegularFileOfAWorkloadsPro
   WorkloadMatches m = match_workloads(ws, cpu_hierarchy(), cgroups, roots);
   EXPECT_THAT(m.workloads[0].note, HasSubstr("fifo.pid: not a regular file"));
   EXPECT_THAT(m.workloads[1].note, HasSubstr("zero.pid: a symbolic link"));
-  EXPECT_THAT(m.workloads[2].note, HasSubstr("big.pid: 106 bytes, more than a pid file holds (64)"));
+  EXPECT_THAT(m.workloads[2].note, HasSubstr("big.pid: 106 bytes, more than the 64 such a file holds"));
   EXPECT_THAT(m.workloads[3].note, HasSubstr("pid 1 from "));
   EXPECT_THAT(m.workloads[3].note, HasSubstr("is in the root cgroup"));
   if (root) {
@@ -576,13 +577,14 @@ TEST(FormatWorkloads, TextTableAndFooter) {
   const std::string redis_id = report->matches.cgroups[2].id.str();
   EXPECT_THAT(text, HasSubstr("hierarchy: cpu (cgroup v1, hierarchy 1)"));
   EXPECT_THAT(text, HasSubstr("cgroup mode hybrid"));
-  EXPECT_THAT(text, ::testing::ContainsRegex("CGROUP +ID +PROCS +WORKLOAD +MATCHED BY\n"));
-  EXPECT_THAT(text, ::testing::ContainsRegex("\n/redis +" + redis_id + " +2 +redis +cgroup\n"));
-  EXPECT_THAT(text, ::testing::ContainsRegex("\n/batch +1:[0-9]+ +0 +-\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("CGROUP +ID +PROCS +WORKLOAD +PLATFORM +MATCHED BY\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\n/redis +" + redis_id + " +2 +redis +- +cgroup\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\n/batch +1:[0-9]+ +0 +- +-\n"));
   EXPECT_THAT(text, HasSubstr("3 cgroups, 1 matched\n"));
   EXPECT_THAT(text, HasSubstr("workload redis: 1 cgroup, 2 processes\n"));
   EXPECT_THAT(text, HasSubstr("workload batch: matched nothing\n"));
-  EXPECT_THAT(text, HasSubstr("workload web: matched nothing (docker 'nginx': cannot list containers: "));
+  EXPECT_THAT(text,
+              HasSubstr("workload web: matched nothing (docker 'nginx': no container by that name in "));
 }
 
 TEST(FormatWorkloads, Json) {
@@ -596,11 +598,14 @@ TEST(FormatWorkloads, Json) {
   EXPECT_THAT(json,
               HasSubstr(R"({"mode":"hybrid","hierarchy":{"name":"cpu","id":1,"unified":false,"mount":")"));
   EXPECT_THAT(json, HasSubstr(R"("controllers":["cpu"]})"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(
+          R"({"path":"/redis","id":")" + redis.id.str() + R"(","hierarchy":1,"inode":)" +
+          std::to_string(redis.id.inode) +
+          R"(,"procs":2,"workload":"redis","instance":"redis/redis","selector":"cgroup","platform":null})"));
   EXPECT_THAT(json,
-              HasSubstr(R"({"path":"/redis","id":")" + redis.id.str() + R"(","hierarchy":1,"inode":)" +
-                        std::to_string(redis.id.inode) +
-                        R"(,"procs":2,"workload":"redis","instance":"redis/redis","selector":"cgroup"})"));
-  EXPECT_THAT(json, HasSubstr(R"("procs":0,"workload":null,"instance":null,"selector":null})"));
+              HasSubstr(R"("procs":0,"workload":null,"instance":null,"selector":null,"platform":null})"));
   EXPECT_THAT(json, HasSubstr(R"("workloads":[{"name":"redis","cgroups":1,"procs":2,"note":null}]})"));
   EXPECT_THAT(json, Not(HasSubstr("\n")));
 }

@@ -16,6 +16,32 @@ namespace {
 using ctl::Plan;
 using ctl::Snapshot;
 
+// A cgroup below another of the same instance (a pod's container, a VM's vCPU cgroup): its weight and
+// class only rank it among its siblings, so those are set on the instance's top cgroups alone and what
+// the runtime set inside is left as it is.
+bool inside_own_instance(const inv::Node& n, const inv::Instance& ins) {
+  return n.parent != nullptr && n.parent->rule >= 0 && n.parent->instance == ins.name;
+}
+
+// A VM's CPUs in the order its vCPUs take them with vcpu_pinning = "one_per_core": one thread of each
+// core first (vCPU 0 on the first core, vCPU 1 on the next), then the second threads, and so on.
+std::vector<unsigned> one_per_core(const CpuSet& cpus, const Topology& topo) {
+  std::vector<std::vector<unsigned>> cores;
+  CpuSet placed;
+  for (unsigned c : cpus.cpus()) {
+    if (placed.contains(c)) continue;
+    CpuSet core = topo.siblings(c) & cpus;
+    if (core.empty()) core.add(c);
+    cores.push_back(core.cpus());
+    placed |= core;
+  }
+  std::vector<unsigned> order;
+  for (size_t round = 0; order.size() < cpus.count(); ++round)
+    for (const auto& core : cores)
+      if (round < core.size()) order.push_back(core[round]);
+  return order;
+}
+
 const ctl::WorkloadSignals* find(const Snapshot& s, const std::string& inst) {
   for (const auto& w : s.workloads)
     if (w.instance == inst) return &w;
@@ -162,9 +188,17 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
   reopened.reserve(found_cpus_.size());
   for (const inv::Instance& ins : inv.instances()) {
     auto d = plan.desired.find(ins.name);
-    std::optional<CpuSet> want = d != plan.desired.end() ? d->second.cpus : std::nullopt;
-    if (!want && found_cpus_.empty()) continue;
+    const std::optional<CpuSet> wanted = d != plan.desired.end() ? d->second.cpus : std::nullopt;
+    if (!wanted && found_cpus_.empty()) continue;
+    const bool pin_vcpus = wanted && !wanted->empty() && ins.spec != nullptr && ins.spec->vcpu_one_per_core;
+    const std::vector<unsigned> vcpu_order =
+        pin_vcpus ? one_per_core(*wanted, topo_) : std::vector<unsigned>();
     for (const inv::Node* n : ins.cgroups) {
+      std::optional<CpuSet> want = wanted;
+      if (int vcpu = pin_vcpus ? libvirt_vcpu(n->dir.path()) : -1; vcpu >= 0) {
+        want = CpuSet();  // vCPU N on the N-th CPU of that order (wrapping when there are more vCPUs)
+        want->add(vcpu_order[static_cast<size_t>(vcpu) % vcpu_order.size()]);
+      }
       const CgroupDir* dir = inv.cpuset_dir(*n);
       if (dir == nullptr) {
         if (want)
@@ -252,7 +286,7 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
     const uint64_t shares = want ? *d->second.shares : 0;
     if (!want && found_weight_.empty() && min_weight_classed_ == 0) continue;
     for (const inv::Node* n : ins.cgroups) {
-      if (n->dir.path() == "/") continue;
+      if (n->dir.path() == "/" || inside_own_instance(*n, ins)) continue;
       const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
       if (dir == nullptr) {
         if (want)
@@ -337,7 +371,8 @@ void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled
         d != plan.desired.end() && d->first == ins.name && d->second.preempt && !lifted(ins.name);
     if (!want && classed_.empty()) continue;
     for (const inv::Node* n : ins.cgroups) {
-      if (n->dir.path() == "/") continue;  // never the root (it has no such files anyway)
+      // Never the root (it has no such files anyway); a cgroup inside the instance follows its parent.
+      if (n->dir.path() == "/" || inside_own_instance(*n, ins)) continue;
       const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
       if (dir == nullptr) continue;
       const CgroupId id = dir->id();

@@ -154,6 +154,68 @@ TEST_F(ReconcilerV2Tree, AnAdoptedJournalGivesBackTheFirstKeelsOriginals) {
   }
 }
 
+// A libvirt VM on a tree with libvirt's v2 layout (machine.slice/machine-qemu\x2dN\x2dNAME.scope with
+// libvirt/emulator and libvirt/vcpuN inside) and libvirt's status file: matched by its domain name, its
+// cpuset written on the scope and every cgroup inside it, with vcpu_pinning = "one_per_core" each vCPU on
+// a CPU of its own, one per core before a core's second thread; its weight on the scope only (the
+// cgroups inside keep theirs); all of it given back when the plan lets go.
+TEST_F(ReconcilerV2Tree, TreeWithLibvirtsLayoutAVmsVcpusArePinnedOnePerCoreAndItsInsideKeepsItsWeights) {
+  const std::string scope = "machine.slice/machine-qemu\\x2d3\\x2ddb1.scope";
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"run/libvirt/qemu/db1.xml",
+       "<domstatus state='running' pid='4242'>\n  <domain type='kvm' id='3'>\n"
+       "    <name>db1</name>\n  </domain>\n</domstatus>\n"}};
+  for (std::string cg : {std::string("machine.slice"), scope, scope + "/libvirt", scope + "/libvirt/emulator",
+                         scope + "/libvirt/vcpu0", scope + "/libvirt/vcpu1", scope + "/libvirt/vcpu2",
+                         scope + "/libvirt/vcpu3"}) {
+    auto f = testing::cgroup_v2_files(
+        "sys/fs/cgroup/" + cg, cg.find("/libvirt/") != std::string::npos ? "300\n" : "", "0-7", "0-7", "0");
+    files.insert(files.end(), f.begin(), f.end());
+  }
+  testing::make_tree(t_.path(), files);
+  auto topo = Topology::synthetic("pack:1 numa:1 l3:1 core:4 pu:2");  // PUs 0,1 on core 0; 2,3 on core 1...
+  ASSERT_TRUE(topo) << topo.error().message();
+  topo_ = *topo;
+  config::Workload vm;
+  vm.name = "db";
+  vm.klass = config::WorkloadClass::critical;
+  vm.match.vm = "db1";
+  vm.bounds.vcpu_pinning = config::VcpuPinning::one_per_core;
+  cfg_.workloads = {vm};
+  spec_ = config::compile(cfg_, topo_.online());
+  inv_ = inventory(spec_);
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j) << j.error().message();
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(spec_, topo_, w);
+  Plan p;
+  p.tick = 1;
+  p.desired["db"] = KnobState{4096, L("0-3"), std::nullopt, std::nullopt};
+  auto done = r.apply(p, snap_, *inv_);
+  ASSERT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file(scope + "/cpuset.cpus"), "0-3");
+  EXPECT_EQ(file(scope + "/libvirt/emulator/cpuset.cpus"), "0-3");
+  EXPECT_EQ(file(scope + "/libvirt/vcpu0/cpuset.cpus"), "0");
+  EXPECT_EQ(file(scope + "/libvirt/vcpu1/cpuset.cpus"), "2");  // the next core, not 0's sibling
+  EXPECT_EQ(file(scope + "/libvirt/vcpu2/cpuset.cpus"), "1");
+  EXPECT_EQ(file(scope + "/libvirt/vcpu3/cpuset.cpus"), "3");
+  EXPECT_EQ(file(scope + "/cpu.weight"), "400");
+  EXPECT_EQ(file(scope + "/libvirt/vcpu0/cpu.weight"), "100\n");  // as the tree had it: not written
+  // Without the option (a reload) the vCPUs share the VM's CPUs.
+  cfg_.workloads[0].bounds.vcpu_pinning = config::VcpuPinning::none;
+  spec_ = config::compile(cfg_, topo_.online());
+  inv_ = inventory(spec_);
+  r.respec(spec_);
+  ASSERT_TRUE(r.apply(p, snap_, *inv_).errors.empty());
+  EXPECT_EQ(file(scope + "/libvirt/vcpu1/cpuset.cpus"), "0-3");
+  // Let go: every cgroup as found.
+  auto back = r.apply(Plan{}, snap_, *inv_);
+  ASSERT_TRUE(back.errors.empty()) << back.errors.front();
+  for (std::string cg : {scope, scope + "/libvirt/emulator", scope + "/libvirt/vcpu1"})
+    EXPECT_EQ(file(cg + "/cpuset.cpus"), "0-7") << cg;
+  EXPECT_EQ(file(scope + "/cpu.weight"), "100");
+}
+
 TEST_F(ReconcilerV2Tree, WritesThePlanThenGivesBackWhatThePlanNoLongerSets) {
   auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
   ASSERT_TRUE(j) << j.error().message();

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "host/sys_roots.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -157,6 +158,13 @@ TEST(Kubernetes, TheDaemonSetLaysOutTheHostTreesWhereKeelRunRootHostReadsThem) {
        {"/sys", "/sys/fs/cgroup", "/sys/fs/resctrl", "/sys/kernel/debug", "/sys/kernel/btf", "/proc"}) {
     EXPECT_TRUE(mounts.count(std::string("/host") + tree)) << "/host" << tree << " mounted";
     EXPECT_TRUE(host_paths.count(tree)) << tree << " from the host";
+  }
+  // The runtimes' state, for pods by name: SysRoots' containerd and CRI-O roots under /host.
+  const SysRoots under_host = SysRoots::under("/host");
+  for (const auto& [root, host] : {std::pair{under_host.containerd_state, SysRoots::host().containerd_state},
+                                   std::pair{under_host.crio_state, SysRoots::host().crio_state}}) {
+    EXPECT_TRUE(mounts.count(root.string())) << root << " mounted";
+    EXPECT_TRUE(host_paths.count(host.string())) << host << " from the host";
   }
   EXPECT_TRUE(mounts.count("/etc/keel"));
   EXPECT_TRUE(mounts.count("/var/lib/keel"));
