@@ -253,6 +253,14 @@ Result<void> Journal::record(JournalEntry e) {
   return {};
 }
 
+Result<void> Journal::forget(const KnobPath& k, uint64_t dir_inode) {
+  std::vector<JournalEntry> kept;
+  for (const auto& e : entries_)
+    if (!(e.path == k && (dir_inode == 0 || e.dir_inode == 0 || e.dir_inode == dir_inode))) kept.push_back(e);
+  if (kept.size() == entries_.size()) return {};
+  return replace(std::move(kept));
+}
+
 Result<void> Journal::replace(std::vector<JournalEntry> entries) {
   auto old = std::exchange(entries_, std::move(entries));
   if (entries_.empty()) boot_id_ = current_boot_;

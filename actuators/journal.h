@@ -48,6 +48,9 @@ class Journal {
   // Adds an entry and makes it durable before returning; an entry already there is kept (the first
   // original wins), unless it is of another cgroup that had the same name: then the new one replaces it.
   Result<void> record(JournalEntry e);
+  // Drops the entry of `k` (of the cgroup with that directory inode, 0: any), durably: a knob keel gave
+  // up. Nothing to do when it is not journaled.
+  Result<void> forget(const KnobPath& k, uint64_t dir_inode = 0);
   // Replaces the entries (after a restore: the ones that could not be restored), durably.
   Result<void> replace(std::vector<JournalEntry> entries);
   const std::filesystem::path& file() const { return file_; }

@@ -99,12 +99,14 @@ Result<size_t> move_procs_to_parent(const fs::path& dir) {
   return moved;
 }
 
-RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dirs) {
-  return restore_where(roots, journal, {}, dirs);
+RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dirs,
+                      const KnobWriter::Written* wrote) {
+  return restore_where(roots, journal, {}, dirs, wrote);
 }
 
 RestoreReport restore_where(const SysRoots& roots, Journal& journal,
-                            const std::function<bool(const JournalEntry&)>& which, const DirOps& dirs) {
+                            const std::function<bool(const JournalEntry&)>& which, const DirOps& dirs,
+                            const KnobWriter::Written* wrote) {
   RestoreReport rep;
   const auto& all = journal.entries();
   std::string boot = read_boot_id(roots.proc);
@@ -214,6 +216,13 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
     if (cur && same_value(e, *cur)) {
       ++rep.unchanged;
       continue;
+    }
+    if (auto w = wrote != nullptr && cur ? wrote->find({e.path, e.dir_inode})
+                                         : KnobWriter::Written::const_iterator{};
+        wrote != nullptr && cur && w != wrote->end() && !keel::same_value(e.value, *cur, w->second)) {
+      rep.changed_since.push_back(p.string() + ": keel wrote " + w->second + ", now " +
+                                  std::string(trim(*cur)));
+      continue;  // another manager's value now: not keel's to take back
     }
     int depth = static_cast<int>(std::distance(e.path.rel.begin(), e.path.rel.end()));
     if (e.path.root == Root::resctrl) {

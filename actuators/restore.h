@@ -5,6 +5,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "actuators/journal.h"
@@ -19,18 +21,23 @@ struct RestoreReport {
   size_t unchanged = 0;  // already at the original value
   size_t gone = 0;       // the file or directory no longer exists
   size_t kept = 0;       // left as is because going back would harm: an empty cpuset for a cgroup with tasks
+  // Left as another manager set it: no longer the value keel wrote ("PATH: keel wrote X, now Y").
+  std::vector<std::string> changed_since;
   std::vector<Error> failed;  // still journaled: a later restore tries again
 };
 
 // Restores every entry of `journal` and leaves in it only the entries that failed. A journal from
 // another boot is not applied (its cgroups and groups are gone, its other knobs were reset by the
 // reboot): its entries are dropped and reported as gone.
-RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dirs = DirOps::real());
+// `wrote`: the values this keel last wrote (KnobWriter::written()); a knob that no longer holds its
+// value was changed by another manager since, and is left as that one set it (and said so).
+RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dirs = DirOps::real(),
+                      const KnobWriter::Written* wrote = nullptr);
 // The same for the entries `which` selects; the others stay journaled as they are (one durable
 // rewrite: no moment where an entry is in neither).
 RestoreReport restore_where(const SysRoots& roots, Journal& journal,
                             const std::function<bool(const JournalEntry&)>& which,
-                            const DirOps& dirs = DirOps::real());
+                            const DirOps& dirs = DirOps::real(), const KnobWriter::Written* wrote = nullptr);
 
 // Moves every process of the cgroup at `dir` (its cgroup.procs) into its parent's cgroup.procs, so a
 // cgroup keel created can be removed. A process that exits meanwhile is no error. The number moved.

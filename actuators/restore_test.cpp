@@ -318,6 +318,80 @@ namespace {
 // Observe mode decides like enforce: what it would have written is what is there for it, so a knob
 // it would set again to the same value is no change (no "would write" every tick), and the changes it
 // reported are not kept once taken (a long observed run's memory and work do not grow).
+// Another manager (kubelet, systemctl set-property, docker update) changes a knob after keel wrote it:
+// the next set() finds it, writes nothing, reports the drift, drops the journal entry (the old original
+// is no longer keel's to restore) and leaves the knob alone for the lockout, doubled at the next drift.
+// Without drift detection the second set() would write 20 over the other manager's 300 (a write-war).
+TEST_F(Tree, AKnobAnotherManagerChangedIsGivenUpLockedOutAndNotRestored) {
+  CgroupHierarchy h{0, true, {"cpu", "cpuset"}, roots_.cgroup, "/"};
+  Journal j = journal();
+  KnobWriter w(roots_, Mode::enforce, &j);
+  auto be = CgroupDir::open(h, "/kubepods/be");
+  ASSERT_TRUE(be);
+  const fs::path weight = t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight";
+  w.set_tick(1);
+  ASSERT_TRUE(*w.set(*be, CgroupFile::weight, "10"));
+  ASSERT_EQ(j.entries().size(), 1u);
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpu.weight", "300\n"}});  // someone else
+  w.set_tick(2);
+  auto again = w.set(*be, CgroupFile::weight, "20");
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_FALSE(*again);
+  EXPECT_EQ(slurp(weight), "300\n");
+  auto drifts = w.take_drifts();
+  ASSERT_EQ(drifts.size(), 1u);
+  EXPECT_EQ(drifts[0].path.str(), "cgroup:kubepods/be/cpu.weight");
+  EXPECT_EQ(drifts[0].wrote, "10");
+  EXPECT_EQ(drifts[0].now, "300");
+  EXPECT_EQ(drifts[0].cgroup, be->id());
+  EXPECT_TRUE(j.entries().empty()) << "given up: restore must not write 100 over the other manager's 300";
+  // Locked out: nothing written for kDriftLockoutTicks.
+  w.set_tick(2 + kDriftLockoutTicks - 1);
+  EXPECT_FALSE(*w.set(*be, CgroupFile::weight, "20"));
+  EXPECT_EQ(slurp(weight), "300\n");
+  // Then keel may set it again, journaling what is there now (the other manager's value) as original.
+  w.set_tick(2 + kDriftLockoutTicks);
+  EXPECT_TRUE(*w.set(*be, CgroupFile::weight, "20"));
+  ASSERT_EQ(j.entries().size(), 1u);
+  EXPECT_EQ(j.entries()[0].original, "300");
+  // A second drift: twice the lockout.
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpu.weight", "400\n"}});
+  const uint64_t at = 3 + kDriftLockoutTicks;
+  w.set_tick(at);
+  EXPECT_FALSE(*w.set(*be, CgroupFile::weight, "20"));
+  EXPECT_EQ(w.take_drifts().size(), 1u);
+  w.set_tick(at + 2 * kDriftLockoutTicks - 1);
+  EXPECT_TRUE(w.locked_out(drifts[0].path));
+  w.set_tick(at + 2 * kDriftLockoutTicks);
+  EXPECT_FALSE(w.locked_out(drifts[0].path));
+  // The kernel's own side effect (cpu.idle resets the weight) is not another manager's drift.
+  EXPECT_TRUE(*w.set(*be, CgroupFile::weight, "30"));
+  ASSERT_TRUE(w.journal(*be, CgroupFile::weight));
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpu.weight", "1\n"}});
+  EXPECT_TRUE(*w.set(*be, CgroupFile::weight, "30"));
+  EXPECT_TRUE(w.take_drifts().empty());
+}
+
+// At exit a knob changed after keel's last write (before keel could see it) is left as it is now, and
+// the report says so; the knobs still at keel's value go back.
+TEST_F(Tree, RestoreLeavesAKnobChangedSinceKeelWroteItAndSaysSo) {
+  Journal j = journal();
+  KnobWriter w(roots_, Mode::enforce, &j);
+  ASSERT_TRUE(*w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
+  ASSERT_TRUE(*w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4-7"));
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpuset.cpus", "2-3\n"}});  // docker update
+  auto rep = restore(roots_, j, DirOps::real(), &w.written());
+  EXPECT_TRUE(rep.failed.empty());
+  EXPECT_EQ(rep.restored, 1u);
+  ASSERT_EQ(rep.changed_since.size(), 1u);
+  EXPECT_NE(rep.changed_since[0].find("kubepods/be/cpuset.cpus: keel wrote 4-7, now 2-3"), std::string::npos)
+      << rep.changed_since[0];
+  EXPECT_EQ(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpuset.cpus"), "2-3\n");
+  EXPECT_EQ(std::string(trim(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight"))), "100");
+  EXPECT_TRUE(j.entries().empty());
+  // Without what keel wrote (keel restore after a crash) the original goes back, as before.
+}
+
 TEST_F(Tree, ObserveModeSeesItsOwnWritesAndKeepsNoHistory) {
   KnobWriter w(roots_, Mode::observe, nullptr);
   for (int tick = 0; tick < 1000; ++tick) {

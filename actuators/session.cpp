@@ -135,7 +135,7 @@ void remove_handover(const std::filesystem::path& state_dir) {
 RestoreReport Session::finish() {
   finished_ = true;
   if (!journal_ || journal_->entries().empty()) return {};
-  return restore(roots_, *journal_, dirs_);
+  return restore(roots_, *journal_, dirs_, &writer_->written());
 }
 
 }  // namespace keel::act

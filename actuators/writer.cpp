@@ -81,6 +81,11 @@ Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, std::opt
   }
   std::string want(trim(value));
   if (mode_ == Mode::observe) observe_current(k, current);
+  if (k.root == Root::cgroup) {
+    auto may = may_write(k, CgroupId{}, kind.value_or(ValueKind::text), current);
+    if (!may) return std::unexpected(may.error());
+    if (!*may) return false;
+  }
   if (same_value(kind.value_or(ValueKind::text), current, want)) return false;
   if (mode_ == Mode::observe) {
     changes_.push_back({k, current, want, false});
@@ -107,6 +112,9 @@ Result<bool> KnobWriter::set(const CgroupDir& dir, CgroupFile f, std::string_vie
   }
   std::string want(trim(value));
   if (mode_ == Mode::observe) observe_current(*k, current);
+  auto may = may_write(*k, dir.id(), kind, current);
+  if (!may) return std::unexpected(may.error());
+  if (!*may) return false;
   if (same_value(kind, current, want)) return false;
   if (mode_ == Mode::observe) {
     changes_.push_back({*k, current, want, false});
@@ -119,7 +127,30 @@ Result<bool> KnobWriter::set(const CgroupDir& dir, CgroupFile f, std::string_vie
     return std::unexpected(r.error());
   if (auto r = dir.write(f, kernel_bytes(*k, value)); !r) return std::unexpected(r.error());
   changes_.push_back({*k, current, want, true});
+  wrote_[{*k, dir.id().inode}] = want;
   return true;
+}
+
+bool KnobWriter::locked_out(const KnobPath& k) const {
+  auto l = lockouts_.find(k);
+  return l != lockouts_.end() && tick_ < l->second.until;
+}
+
+Result<bool> KnobWriter::may_write(const KnobPath& k, CgroupId cgroup, ValueKind kind,
+                                   const std::string& current) {
+  if (mode_ != Mode::enforce) return true;
+  if (locked_out(k)) return false;
+  auto w = wrote_.find({k, cgroup.inode});
+  if (w == wrote_.end() || same_value(kind, current, w->second)) return true;
+  // Someone else wrote it since keel did: keel gives the knob up (the journal's original with it).
+  drifts_.push_back({k, cgroup, w->second, current});
+  wrote_.erase(w);
+  Lockout& l = lockouts_[k];
+  l.strikes = std::min(l.strikes + 1, 16u);
+  l.until = tick_ + std::min(kDriftLockoutMaxTicks, kDriftLockoutTicks << (l.strikes - 1));
+  if (journal_ != nullptr)
+    if (auto r = journal_->forget(k, cgroup.inode); !r) return std::unexpected(r.error());
+  return false;
 }
 
 std::optional<std::string> KnobWriter::original(const CgroupDir& dir, CgroupFile f) const {
@@ -149,6 +180,7 @@ Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view val
   if (auto r = journal_first(original); !r) return r;
   if (auto r = raw_write(k, value, false); !r) return r;
   changes_.push_back({k, original.original, std::string(trim(value)), true});
+  if (k.root == Root::cgroup) wrote_[{k, original.dir_inode}] = std::string(trim(value));
   return {};
 }
 
@@ -157,6 +189,9 @@ Result<void> KnobWriter::journal(const CgroupDir& dir, CgroupFile f) {
   if (journal_ == nullptr) return fail("no journal", dir.file_path(f).string());
   auto k = cgroup_knob(roots_, dir.hierarchy(), dir.path(), dir.name(f));
   if (!k) return std::unexpected(k.error());
+  wrote_.erase(
+      {*k,
+       dir.id().inode});  // the kernel changes it now, as a side effect: that is not another manager's drift
   if (journal_->has(*k, dir.id().inode)) return {};
   auto cur = dir.read(f);
   if (!cur) return std::unexpected(cur.error());

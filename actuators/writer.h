@@ -29,6 +29,18 @@ struct Change {
   bool written = false;
 };
 
+// A cgroup knob keel wrote that another manager (kubelet's CPU manager, `systemctl set-property`,
+// `docker update`) changed since: keel gives it up. Its journal entry goes (the original is no longer
+// what restore should write: the other manager owns the knob now), and keel does not write it for a
+// lockout of kDriftLockoutTicks, doubled at each drift of the same knob (never a write-war).
+struct Drift {
+  KnobPath path;
+  CgroupId cgroup;  // the held cgroup it is in (none for a knob written by path)
+  std::string wrote, now;
+};
+inline constexpr uint64_t kDriftLockoutTicks = 60;
+inline constexpr uint64_t kDriftLockoutMaxTicks = 3600;
+
 // Directory operations, real by default; tests over temporary trees pass ones that populate a new
 // directory the way the kernel does (resctrl and cgroupfs create their files on mkdir).
 struct DirOps {
@@ -78,6 +90,18 @@ class KnobWriter {
   // handed over found there before it changed it.
   std::optional<std::string> original(const CgroupDir& dir, CgroupFile f) const;
 
+  // Drift (enforce mode, cgroup knobs): a set() of a knob keel wrote finds first whether the value is
+  // still the one keel wrote; if not, the knob is given up (Drift) and the set() writes nothing.
+  // The current tick, which lockouts count in (the reconciler sets it each apply).
+  void set_tick(uint64_t tick) { tick_ = tick; }
+  std::vector<Drift> take_drifts() { return std::exchange(drifts_, {}); }
+  // The value keel last wrote to each cgroup knob it still holds, by knob and its cgroup directory's
+  // inode (0: written by path); restore leaves one that changed since.
+  using Written = std::map<std::pair<KnobPath, uint64_t>, std::string>;
+  const Written& written() const { return wrote_; }
+  // Whether `k` is in a drift lockout now.
+  bool locked_out(const KnobPath& k) const;
+
  private:
   Result<void> raw_write(const KnobPath& k, std::string_view value, bool append);
   // Journals `original` unless `k` (of that cgroup) already is.
@@ -89,8 +113,19 @@ class KnobWriter {
   // In observe mode what is "there" is what the writer would have left: `current`, or the last value
   // it would have written to `k`.
   std::string& observe_current(const KnobPath& k, std::string& current);
+  // Before a write of `k` (found at `current`): false when it must not be written now (a lockout, or a
+  // drift found now).
+  Result<bool> may_write(const KnobPath& k, CgroupId cgroup, ValueKind kind, const std::string& current);
   std::vector<Change> changes_;
   std::map<KnobPath, std::string> observed_;
+  Written wrote_;
+  struct Lockout {
+    uint64_t until = 0;
+    unsigned strikes = 0;
+  };
+  std::map<KnobPath, Lockout> lockouts_;
+  std::vector<Drift> drifts_;
+  uint64_t tick_ = 0;
 };
 
 // The bytes a write of `value` to `k` sends: an empty value as "\n" (the kernel ignores a 0-byte

@@ -337,6 +337,10 @@ void Loop::tick(uint64_t n) {
   for (const auto& c : done.changes)
     notice(head + mode + (p_.observe ? " would write " : " wrote ") + c.path.str() + ": " +
            (c.from.empty() ? "\"\"" : c.from) + " -> " + c.to);
+  for (const auto& d : done.drifts)
+    warn(head + "drift " + d.path.abs(p_.roots).string() + ": keel wrote " + d.wrote + ", now " + d.now +
+         " (another manager changed it: keel leaves it alone for " + std::to_string(act::kDriftLockoutTicks) +
+         "+ ticks and will not restore its old value)");
   for (const auto& note : done.notes) warn(head + "note: " + note);
   // Where the class cannot help (the cgroups do not meet as siblings), said once per pair.
   if (std::any_of(plan.actions.begin(), plan.actions.end(),
@@ -563,6 +567,8 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
            std::to_string(back.unchanged) + " already at their original value, " + std::to_string(back.gone) +
            " gone, " + std::to_string(back.kept) + " kept, " + std::to_string(back.failed.size()) +
            " failed");
+  for (const auto& c : back.changed_since)
+    notice("restore: left " + c + ": another manager changed it after keel, its value stays");
   for (const auto& e : back.failed) log_error("restore: " + e.message());
   if (!back.failed.empty()) {
     log_error("run: the failed knobs stay journaled in " + state.string() + "; run keel restore");

@@ -23,6 +23,24 @@ bool inside_own_instance(const inv::Node& n, const inv::Instance& ins) {
   return n.parent != nullptr && n.parent->rule >= 0 && n.parent->instance == ins.name;
 }
 
+// On cgroup v2 a cgroup has a controller's files only when its parent's cgroup.subtree_control enables
+// it: which parent to fix, said instead of a failed write later ("" when that is not why).
+std::string v2_missing_controller(const inv::Node& n, const CgroupHierarchy& h, std::string_view controller) {
+  if (!h.unified || n.parent == nullptr) return {};
+  auto available = n.dir.read(CgroupFile::controllers);
+  if (!available) return {};
+  std::string_view list = *available;
+  while (!list.empty()) {
+    size_t sp = list.find_first_of(" \n");
+    if (list.substr(0, sp) == controller) return {};
+    list = sp == std::string_view::npos ? std::string_view() : list.substr(sp + 1);
+  }
+  const std::string parent = n.parent->dir.path();
+  return ": its parent " + parent + " does not enable the " + std::string(controller) +
+         " controller for its children (enable it there: echo +" + std::string(controller) + " > " +
+         (h.mount / std::filesystem::path(parent).relative_path() / "cgroup.subtree_control").string() + ")";
+}
+
 // A VM's CPUs in the order its vCPUs take them with vcpu_pinning = "one_per_core": one thread of each
 // core first (vCPU 0 on the first core, vCPU 1 on the next), then the second threads, and so on.
 std::vector<unsigned> one_per_core(const CpuSet& cpus, const Topology& topo) {
@@ -137,6 +155,7 @@ void Reconciler::adopt_journaled(const inv::Inventory& inv, Reconciled& out) {
 
 Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::Inventory& inv) {
   Reconciled out;
+  w_->set_tick(inv.tick());
   if (adopting_) {
     adopting_ = false;
     adopt_journaled(inv, out);
@@ -164,6 +183,15 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
     irqs(ctl::Plan{}, snap, out);  // no critical CPUs: every IRQ back
   }
   out.changes = w_->take_changes();
+  // A knob another manager took over: what keel found there is no longer what to give back (that
+  // manager's value is), so it is forgotten; the writer locks the knob out and dropped its journal entry.
+  out.drifts = w_->take_drifts();
+  for (const act::Drift& d : out.drifts) {
+    if (d.cgroup == CgroupId{}) continue;
+    const std::string file = d.path.rel.filename().string();
+    if (file.ends_with(".cpus")) found_cpus_.erase(d.cgroup);
+    if (file.ends_with(".weight") || file.ends_with(".shares")) found_weight_.erase(d.cgroup);
+  }
   return out;
 }
 
@@ -201,9 +229,12 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
       }
       const CgroupDir* dir = inv.cpuset_dir(*n);
       if (dir == nullptr) {
-        if (want)
-          note(out, "no cpuset cgroup of its own for " + ins.name + " (" + n->dir.path() +
-                        "): its CPUs are not changed");
+        if (want) {
+          const std::string why = v2_missing_controller(*n, inv.defining(), "cpuset");
+          note(out, why.empty() ? "no cpuset cgroup of its own for " + ins.name + " (" + n->dir.path() +
+                                      "): its CPUs are not changed"
+                                : ins.name + " (" + n->dir.path() + ") has no cpuset" + why);
+        }
         continue;
       }
       const CgroupId id = dir->id();
@@ -213,7 +244,10 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
         if (!found_cpus_.contains(id)) {
           auto cur = dir->read(CgroupFile::cpus);
           if (!cur) {
-            out.errors.push_back("cpus of " + ins.name + ": " + cur.error().message());
+            if (std::string why = v2_missing_controller(*n, *cs, "cpuset"); !why.empty())
+              note(out, ins.name + " (" + n->dir.path() + ") has no cpuset.cpus" + why);
+            else
+              out.errors.push_back("cpus of " + ins.name + ": " + cur.error().message());
             inv.forget_held(*n);
             continue;
           }
@@ -289,9 +323,12 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
       if (n->dir.path() == "/" || inside_own_instance(*n, ins)) continue;
       const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
       if (dir == nullptr) {
-        if (want)
-          note(out, "no " + std::string(cgroup_file_name(CgroupFile::weight, *cpu)) + " for " + ins.name +
-                        " (" + n->dir.path() + "): its weight is not changed");
+        if (want) {
+          const std::string why = v2_missing_controller(*n, *cpu, "cpu");
+          note(out, why.empty() ? "no " + std::string(cgroup_file_name(CgroupFile::weight, *cpu)) + " for " +
+                                      ins.name + " (" + n->dir.path() + "): its weight is not changed"
+                                : ins.name + " (" + n->dir.path() + ") has no cpu.weight" + why);
+        }
         continue;
       }
       const CgroupId id = dir->id();
@@ -307,8 +344,10 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
         if (!found_weight_.contains(id)) {
           auto cur = dir->read(CgroupFile::weight);
           if (!cur) {
-            note(out, "no " + std::string(dir->name(CgroupFile::weight)) + " for " + ins.name + " (" +
-                          n->dir.path() + "): its weight is not changed");
+            const std::string why = v2_missing_controller(*n, *cpu, "cpu");
+            note(out, why.empty() ? "no " + std::string(dir->name(CgroupFile::weight)) + " for " + ins.name +
+                                        " (" + n->dir.path() + "): its weight is not changed"
+                                  : ins.name + " (" + n->dir.path() + ") has no cpu.weight" + why);
             inv.forget_held(*n);
             continue;
           }

@@ -31,6 +31,7 @@ struct Reconciled {
   std::vector<std::string> errors;   // writes the kernel or the validation refused
   std::vector<std::string> notes;    // knobs keel cannot act on here, each said once
   std::vector<CgroupId> touched;     // cgroups (of the inventory) whose cpuset or weight was written
+  std::vector<act::Drift> drifts;    // knobs another manager changed after keel: given up, locked out
 };
 
 class Reconciler {

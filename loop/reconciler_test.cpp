@@ -216,6 +216,69 @@ TEST_F(ReconcilerV2Tree, TreeWithLibvirtsLayoutAVmsVcpusArePinnedOnePerCoreAndIt
   EXPECT_EQ(file(scope + "/cpu.weight"), "100");
 }
 
+// Another manager rewrites the critical cpuset keel set (kubelet's CPU manager, docker update): within
+// refresh_ticks keel sees it, reports the drift, does not write its CPUs back (no write-war), and when
+// the plan lets go it does not give back the value it found first either: the other manager owns it.
+TEST_F(ReconcilerV2Tree, ACpusetAnotherManagerRewroteIsReportedAndLeftToIt) {
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j) << j.error().message();
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(spec_, topo_, w);
+  ASSERT_TRUE(r.apply(acting(), snap_, *inv_).errors.empty());
+  ASSERT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/svc/crit/cpuset.cpus", "0-3\n"}});
+  std::vector<act::Drift> drifts;
+  for (int tick = 0; tick < 10 && drifts.empty(); ++tick) {
+    ASSERT_TRUE(inv_->refresh_tree());
+    inv_->match({});
+    auto done = r.apply(acting(), snap_, *inv_);
+    ASSERT_TRUE(done.errors.empty()) << done.errors.front();
+    drifts = done.drifts;
+  }
+  ASSERT_EQ(drifts.size(), 1u) << "seen within refresh_ticks";
+  EXPECT_EQ(drifts[0].wrote, "0-1");
+  EXPECT_EQ(drifts[0].now, "0-3");
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-3\n");
+  for (int tick = 0; tick < 10; ++tick) {  // still wanted: not written back during the lockout
+    ASSERT_TRUE(inv_->refresh_tree());
+    inv_->match({});
+    EXPECT_TRUE(r.apply(acting(), snap_, *inv_).drifts.empty());
+  }
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-3\n");
+  auto back = r.apply(Plan{}, snap_, *inv_);
+  EXPECT_TRUE(back.errors.empty()) << back.errors.front();
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-3\n") << "the 0-7 found first is not keel's to give back now";
+  EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");  // the rest goes back as usual
+}
+
+// On v2 a cgroup whose parent's cgroup.subtree_control lacks cpuset and cpu has no such files: the note
+// names the parent to fix and how, instead of a failed write.
+TEST_F(ReconcilerV2Tree, ASubtreeWithoutTheControllersNamesTheParentToFix) {
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/svc/crit/cgroup.controllers", "memory pids\n"}});
+  fs::remove(t_.path() / "sys/fs/cgroup/svc/crit/cpuset.cpus");
+  fs::remove(t_.path() / "sys/fs/cgroup/svc/crit/cpu.weight");
+  inv_ = inventory(spec_);
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j) << j.error().message();
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(spec_, topo_, w);
+  auto done = r.apply(acting(), snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  std::string notes;
+  for (const auto& n : done.notes) notes += n + "\n";
+  const std::string parent_file = (roots_.cgroup / "svc/cgroup.subtree_control").string();
+  EXPECT_NE(notes.find("crit (/svc/crit) has no cpuset.cpus: its parent /svc does not enable the cpuset "
+                       "controller for its children (enable it there: echo +cpuset > " +
+                       parent_file + ")"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(
+      notes.find("crit (/svc/crit) has no cpu.weight: its parent /svc does not enable the cpu controller"),
+      std::string::npos)
+      << notes;
+  EXPECT_EQ(file("svc/batch/cpuset.cpus"), "2-7");  // the rest still applies
+}
+
 TEST_F(ReconcilerV2Tree, WritesThePlanThenGivesBackWhatThePlanNoLongerSets) {
   auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
   ASSERT_TRUE(j) << j.error().message();

@@ -186,6 +186,7 @@ void tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const Sens
   h.tick_seconds = meta.tick_seconds;
   h.unix_time = meta.unix_time;
   h.actuator_errors = static_cast<unsigned>(done.errors.size());
+  h.drifts = static_cast<unsigned>(done.drifts.size());
   for (const auto& p : sensor.programs) h.programs.push_back({p.name, p.run_time_ns, p.run_count});
   if (sensor.cost) {
     h.bpf_seconds_per_event = sensor.cost->ns_per_event / 1e9;

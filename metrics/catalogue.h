@@ -73,6 +73,9 @@ inline constexpr MetricDef kCatalogue[] = {
     {"keel_ticks_total", Type::counter, "", "Ticks run"},
     {"keel_last_tick_timestamp_seconds", Type::gauge, "", "Unix time the latest tick finished"},
     {"keel_errors_total", Type::counter, "kind", "Errors: kind = sensing | actuator"},
+    {"keel_drift_total", Type::counter, "",
+     "Knobs keel wrote that another manager (kubelet, systemd, docker update) changed since: each given "
+     "up and left alone for a lockout, never written back in a write-war"},
     {"keel_sensor_available", Type::gauge, "sensor",
      "1 when the sensor works here: runqueue, hardware_counters"},
     {"keel_mechanism_enabled", Type::gauge, "mechanism",

@@ -110,6 +110,7 @@ struct Metrics::State {
 
   Histogram* tick = nullptr;
   Counter* lifts = nullptr;
+  Counter* drifts = nullptr;
   Counter *ticks = nullptr, *sense_err = nullptr, *act_err = nullptr, *map_full = nullptr,
           *stamp_full = nullptr;
   Gauge *last_tick = nullptr, *cost = nullptr, *events = nullptr, *cpu_ratio = nullptr, *entries = nullptr,
@@ -255,6 +256,7 @@ Metrics::Metrics(Setup setup) : s_(std::make_unique<State>()) {
   auto& errors = counter(r, "keel_errors_total");
   s.sense_err = &errors.Add({{"kind", "sensing"}});
   s.act_err = &errors.Add({{"kind", "actuator"}});
+  s.drifts = &counter(r, "keel_drift_total").Add({});
   auto& sensors = gauge(r, "keel_sensor_available");
   for (const auto& [k, v] : s.setup.sensors) sensors.Add({{"sensor", k}}).Set(v ? 1 : 0);
   auto& mech = gauge(r, "keel_mechanism_enabled");
@@ -397,6 +399,7 @@ void Metrics::publish(const TickReport& t) {
   s.last_tick->Set(h.unix_time);
   s.sense_err->Increment(h.sensing_errors);
   s.act_err->Increment(h.actuator_errors);
+  s.drifts->Increment(h.drifts);
   for (const auto& p : h.programs) {
     auto& c = s.programs[p.program];
     if (!c.first.c) {

@@ -55,6 +55,7 @@ struct HealthReport {
   double tick_seconds = 0;
   double unix_time = 0;  // when the tick finished
   unsigned sensing_errors = 0, actuator_errors = 0;
+  unsigned drifts = 0;  // knobs another manager changed after keel this tick
   std::vector<ProgramReport> programs;
   std::optional<double> bpf_seconds_per_event, bpf_events_per_s;  // latest sampled window
   uint64_t map_entries = 0, map_max_entries = 0;

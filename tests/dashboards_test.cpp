@@ -674,10 +674,11 @@ TEST(Dashboards, EveryCatalogueMetricIsShownOrAlerted) {
 TEST(AlertRules, TheRequestedAlertsExist) {
   std::vector<std::string> names;
   for (const auto& r : alert_rules(rules_dir() / "keel-alerts.yml")) names.push_back(r.name);
-  EXPECT_THAT(names, ::testing::UnorderedElementsAre(
-                         "KeelSloViolated", "KeelInterferenceDetected", "KeelDown", "KeelNotScraped",
-                         "KeelStalled", "KeelActionsFailing", "KeelSensingFailing", "KeelBpfOverBudget",
-                         "KeelBpfMapNearlyFull", "KeelBpfDroppingEvents", "KeelControllerBlocked"));
+  EXPECT_THAT(names,
+              ::testing::UnorderedElementsAre(
+                  "KeelSloViolated", "KeelInterferenceDetected", "KeelDown", "KeelNotScraped", "KeelStalled",
+                  "KeelActionsFailing", "KeelSensingFailing", "KeelBpfOverBudget", "KeelBpfMapNearlyFull",
+                  "KeelBpfDroppingEvents", "KeelControllerBlocked", "KeelKnobDrift"));
   for (const auto& r : alert_rules(rules_dir() / "keel-alerts.yml"))
     EXPECT_FALSE(r.expr.empty()) << r.name << ": the line scan found no expr";
 }
