@@ -62,9 +62,11 @@ int cmd_run(const std::vector<std::string>& argv) {
   const auto root = args->value("root");
   if (root && (root->empty() || (*root)[0] != '/'))
     return usage_error("run", "--root takes an absolute directory, got '" + *root + "'");
-  const SysRoots roots = root ? SysRoots::under(*root) : SysRoots::host();
+  SysRoots roots = root ? SysRoots::under(*root) : SysRoots::host();
   auto cfg = load_config_for_host("run", *file, roots);
   if (!cfg) return cfg.error();
+  roots =
+      with_state_roots(roots, cfg->host, root);  // where the runtimes keep their state (a restart moves it)
   // SIGHUP: the same file read and validated again (its errors printed as at start).
   o.reload = [path = *file, roots]() -> std::optional<config::Config> {
     auto c = load_config_for_host("run", path, roots);
@@ -142,10 +144,11 @@ int cmd_plan(const std::vector<std::string>& argv) {
     log("plan: " + events.error().message());
     return kExitFailure;
   }
-  const SysRoots roots = SysRoots::host();
+  SysRoots roots = SysRoots::host();
   auto loaded = load_config_for_host("plan", *file, roots);
   if (!loaded) return loaded.error();
   config::Config cfg = *loaded;
+  roots = with_state_roots(roots, cfg.host);
   double window = std::chrono::duration<double>(cfg.daemon.period).count();
   if (window_arg) window = *window_arg;
   if (!(window >= 0.05 && window <= 3600))

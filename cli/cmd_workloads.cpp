@@ -12,7 +12,7 @@ int cmd_workloads(const std::vector<std::string>& argv) {
   auto args = parse_args(argv, {.switches = {"json"}, .with_value = {"config"}});
   if (!args) return usage_error("workloads", args.error().message());
   if (!args->positional.empty()) return usage_error("workloads", "takes no arguments (use --config FILE)");
-  const SysRoots roots = SysRoots::host();
+  SysRoots roots = SysRoots::host();
 
   // Without a config every cgroup is listed, none matched, in the hierarchy keel would choose.
   std::vector<config::Workload> workloads;
@@ -21,6 +21,7 @@ int cmd_workloads(const std::vector<std::string>& argv) {
     auto cfg = load_config_for_host("workloads", *file, roots);
     if (!cfg) return cfg.error();
     workloads = cfg->workloads;
+    roots = with_state_roots(roots, cfg->host);
     hierarchy = cfg->daemon.hierarchy;
   }
   auto report = discover_workloads(workloads, hierarchy, roots);

@@ -67,4 +67,17 @@ std::expected<config::Config, int> load_config_for_host(const std::string& cmd, 
   return *cfg;
 }
 
+SysRoots with_state_roots(SysRoots roots, const config::HostSection& host,
+                          const std::optional<std::string>& under) {
+  for (const auto& r : host.state_roots) {
+    std::filesystem::path p = under ? std::filesystem::path(*under) / r.path.relative_path() : r.path;
+    if (r.key == "docker_root") roots.docker_state = p;
+    if (r.key == "containerd_state") roots.containerd_state = p;
+    if (r.key == "crio_state") roots.crio_state = p;
+    if (r.key == "podman_store") roots.podman_state = p;
+    if (r.key == "libvirt_state") roots.libvirt_state = p;
+  }
+  return roots;
+}
+
 }  // namespace keel::cli

@@ -30,4 +30,9 @@ Result<GatheredFacts> gather_host_facts(const SysRoots& roots, const FactsSource
 std::expected<config::Config, int> load_config_for_host(const std::string& cmd, const std::string& file,
                                                         const SysRoots& roots, const FactsSource& src = {});
 
+// `roots` with the runtimes' state where host.docker_root, containerd_state, ... put it (under `under`,
+// --root, when given).
+SysRoots with_state_roots(SysRoots roots, const config::HostSection& host,
+                          const std::optional<std::string>& under = std::nullopt);
+
 }  // namespace keel::cli

@@ -69,6 +69,14 @@ struct Daemon {
 struct HostSection {
   CpuSet reserved_cpus;
   Pos reserved_cpus_pos;
+  // Where the runtimes keep their state when not where they do by default (dockerd's data-root,
+  // containerd's state directory, ...): absolute paths on the host, under --root when given.
+  struct StateRoot {
+    std::string key;  // "docker_root", "containerd_state", "crio_state", "podman_store", "libvirt_state"
+    std::filesystem::path path;
+    Pos pos;
+  };
+  std::vector<StateRoot> state_roots;
 };
 
 // How cgroups are matched to a workload. Exactly one selector is set.

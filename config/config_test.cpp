@@ -672,6 +672,19 @@ TEST(Match, PodsByNamespaceAndNameContainersPodmanAndVmsByName) {
   says(R"({ vm = "db1" })", "vcpu_pinning", "[workload.bounds]\nvcpu_pinning = \"spread\"\n");
 }
 
+TEST(Host, RuntimeStateRootsAreAbsolutePaths) {
+  auto c = load_ok("[host]\ndocker_root = \"/srv/docker\"\nlibvirt_state = \"/run/libvirt/qemu\"\n");
+  ASSERT_EQ(c.host.state_roots.size(), 2u);
+  EXPECT_EQ(c.host.state_roots[0].key, "docker_root");
+  EXPECT_EQ(c.host.state_roots[0].path, "/srv/docker");
+  for (const char* bad : {"srv/docker", "/srv/../docker"}) {
+    const std::string got = first_message("[host]\ndocker_root = \"" + std::string(bad) + "\"\n");
+    EXPECT_NE(got.find("host.docker_root = \"" + std::string(bad) + "\" must be an absolute, normal path"),
+              std::string::npos)
+        << got;
+  }
+}
+
 TEST(Match, PodMustBeAKubernetesUid) {
   for (const char* uid : {"6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b", "6f1c2a9e_3b7d_4e52_9a81_0c4d5e6f7a8b",
                           "6F1C2A9E-3B7D-4E52-9A81-0C4D5E6F7A8B"})

@@ -301,9 +301,14 @@ Daemon read_daemon(Section& s) {
 }
 
 HostSection read_host(Section& s) {
-  s.reject_unknown({"reserved_cpus"});
+  s.reject_unknown(
+      {"reserved_cpus", "docker_root", "containerd_state", "crio_state", "podman_store", "libvirt_state"});
   HostSection h;
   if (auto v = s.cpu_list("reserved_cpus", &h.reserved_cpus_pos)) h.reserved_cpus = *v;
+  for (const char* key : {"docker_root", "containerd_state", "crio_state", "podman_store", "libvirt_state"}) {
+    Pos at;
+    if (auto v = s.string(key, &at)) h.state_roots.push_back({key, *v, at});
+  }
   return h;
 }
 

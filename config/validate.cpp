@@ -229,6 +229,10 @@ class Validator {
   }
 
   void check_host(const HostSection& h) {
+    for (const auto& r : h.state_roots)
+      if (!r.path.is_absolute() || r.path.lexically_normal() != r.path)
+        error(r.pos, "host." + r.key + " = " + in_quotes(r.path.string()) +
+                         " must be an absolute, normal path (where the runtime keeps its state)");
     // Checks that count usable CPUs say nothing more once this is reported.
     all_reserved_ = facts_.cpus && !facts_.cpus->empty() && facts_.cpus->subset_of(h.reserved_cpus);
     if (auto outside = outside_host(h.reserved_cpus))

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/docker.h"
 #include "tests/support/http.h"
 #include "tests/support/tmp_tree.h"
 
@@ -34,9 +35,6 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::run_command;
 using testing::slurp;
-
-const char* kDockerd = "/usr/sbin/dockerd";
-const char* kDocker = "/usr/bin/docker";  // docker.io's client, the daemon's version
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -53,15 +51,9 @@ double sample(const std::string& scrape, const std::string& series) {
 class ContainerPriv : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "skipped: runs a docker daemon and host cgroups (root only)";
-    if (!fs::exists(kDockerd) || !fs::exists(kDocker))
-      GTEST_SKIP() << "skipped: no " << kDockerd << " / " << kDocker << " (Debian's docker.io)";
+    if (std::string why = testing::Dockerd::unavailable(); !why.empty()) GTEST_SKIP() << "skipped: " << why;
     if (run_command("dpkg-query -W -f='${Status}' keel").second.find("installed") != std::string::npos)
       GTEST_SKIP() << "skipped: a keel package is installed; cpack here would not be compared with it";
-    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup"))
-      if (fs::exists(h.path() / "docker")) had_docker_cgroups_.push_back(h.path() / "docker");
-    sock_ = dir_.path() / "docker.sock";
-    docker_ = "DOCKER_HOST=unix://" + sock_.string() + " " + kDocker + " ";
   }
 
   void TearDown() override {
@@ -79,58 +71,13 @@ class ContainerPriv : public ::testing::Test {
       fs::remove(c, ec);
       if (ec) ADD_FAILURE() << "cannot remove " << c << ": " << ec.message();
     }
-    if (dockerd_ > 0) {
-      ::kill(dockerd_, SIGTERM);
-      for (int i = 0; i < 200 && ::waitpid(dockerd_, nullptr, WNOHANG) == 0; ++i)
-        std::this_thread::sleep_for(100ms);
-      ::kill(dockerd_, SIGKILL);
-      ::waitpid(dockerd_, nullptr, 0);
-    }
-    // What dockerd leaves: its cgroups (when it made them) and its mounts under the temporary roots.
-    for (const auto& h : fs::directory_iterator("/sys/fs/cgroup")) {
-      fs::path d = h.path() / "docker";
-      if (!fs::exists(d) ||
-          std::find(had_docker_cgroups_.begin(), had_docker_cgroups_.end(), d) != had_docker_cgroups_.end())
-        continue;
-      std::vector<fs::path> below;
-      for (const auto& e : fs::recursive_directory_iterator(d))
-        if (e.is_directory()) below.push_back(e.path());
-      std::sort(below.rbegin(), below.rend());
-      std::error_code ec;
-      for (const auto& b : below) fs::remove(b, ec);
-      fs::remove(d, ec);
-    }
-    std::istringstream mounts(slurp("/proc/mounts"));
-    std::vector<std::string> ours;
-    for (std::string line; std::getline(mounts, line);) {
-      std::istringstream f(line);
-      std::string dev, at;
-      f >> dev >> at;
-      if (at.rfind(dir_.path().string(), 0) == 0) ours.push_back(at);
-    }
-    std::sort(ours.rbegin(), ours.rend());
-    for (const auto& m : ours) run_command("umount -l " + m);
+    dockerd_.stop();
   }
 
   void start_dockerd() {
-    const fs::path log = dir_.path() / "dockerd.log";
-    dockerd_ = ::fork();
-    if (dockerd_ == 0) {
-      const std::string data = (dir_.path() / "data").string(), exec = (dir_.path() / "exec").string(),
-                        host = "unix://" + sock_.string(), pid = (dir_.path() / "dockerd.pid").string();
-      std::freopen(log.c_str(), "w", stdout);
-      std::freopen(log.c_str(), "a", stderr);
-      ::execl(kDockerd, kDockerd, "--iptables=false", "--ip-masq=false", "--bridge=none", "--data-root",
-              data.c_str(), "--exec-root", exec.c_str(), "-H", host.c_str(), "--pidfile", pid.c_str(),
-              nullptr);
-      ::_exit(127);
-    }
-    for (int i = 0; i < 300; ++i) {
-      if (run_command(docker_ + "info --format '{{.ServerVersion}}'").first == 0) return;
-      ASSERT_EQ(::waitpid(dockerd_, nullptr, WNOHANG), 0) << "dockerd exited:\n" << slurp(log);
-      std::this_thread::sleep_for(100ms);
-    }
-    FAIL() << "dockerd did not answer in 30 s:\n" << slurp(log);
+    const std::string why = dockerd_.start();
+    ASSERT_TRUE(why.empty()) << why;
+    docker_ = dockerd_.client();
   }
 
   // The image: the package's files, the libraries ldd lists for its binary, the Dockerfile's command.
@@ -145,19 +92,9 @@ class ContainerPriv : public ::testing::Test {
     const fs::path rootfs = dir_.path() / "rootfs";
     auto [xrc, xout] = run_command("dpkg-deb -x " + deb.string() + " " + rootfs.string());
     ASSERT_EQ(xrc, 0) << xout;
-    auto [lrc, libs] = run_command("ldd " + (rootfs / "usr/sbin/keel").string());
-    ASSERT_EQ(lrc, 0) << libs;
-    std::istringstream in(libs);
-    int copied = 0;
-    for (std::string line; std::getline(in, line);) {
-      size_t slash = line.find('/');
-      if (slash == std::string::npos) continue;
-      fs::path lib = line.substr(slash, line.find(' ', slash) - slash);
-      fs::create_directories(rootfs / lib.relative_path().parent_path());
-      fs::copy_file(fs::canonical(lib), rootfs / lib.relative_path(), fs::copy_options::overwrite_existing);
-      ++copied;
-    }
-    ASSERT_GE(copied, 5) << libs;
+    // The libraries (copied to where ldd finds them; the binary itself is copied over itself).
+    const std::string copied = testing::copy_with_libraries({rootfs / "usr/sbin/keel"}, rootfs);
+    ASSERT_TRUE(copied.empty()) << copied;
     for (const char* d : {"host", "var/lib/keel", "tmp"}) fs::create_directories(rootfs / d);
     const std::string dockerfile = slurp(testing::source_dir() / "deploy/docker/Dockerfile");
     auto line_of = [&](const std::string& key) {
@@ -168,9 +105,8 @@ class ContainerPriv : public ::testing::Test {
     const std::string entrypoint = line_of("ENTRYPOINT"), cmd = line_of("CMD");
     ASSERT_FALSE(entrypoint.empty());
     ASSERT_FALSE(cmd.empty());
-    auto [irc, iout] = run_command("tar -C " + rootfs.string() + " -c . | " + docker_ + "import --change '" +
-                                   entrypoint + "' --change '" + cmd + "' - keel:container-test");
-    ASSERT_EQ(irc, 0) << iout;
+    const std::string imported = dockerd_.import(rootfs, "keel:container-test", {entrypoint, cmd});
+    ASSERT_TRUE(imported.empty()) << imported;
   }
 
   // A host workload outside any container: a pipe ping-pong (it waits for a CPU at every wakeup) in
@@ -200,13 +136,11 @@ class ContainerPriv : public ::testing::Test {
   }
 
   testing::TempDir dir_;
-  fs::path sock_;
+  testing::Dockerd dockerd_{dir_.path()};
   std::string docker_;
-  pid_t dockerd_ = -1;
   pid_t workload_ = -1;
   std::string container_;
   std::vector<fs::path> cgroups_;
-  std::vector<fs::path> had_docker_cgroups_;
 };
 
 TEST_F(ContainerPriv, KeelInAContainerLaidOutAsTheDaemonSetSeesTheHostsWorkloadsAndServesMetrics) {

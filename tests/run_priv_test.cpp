@@ -24,6 +24,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -34,6 +35,7 @@
 #include "host/fd.h"
 #include "host/fileio.h"
 #include "tests/support/dashboards.h"
+#include "tests/support/docker.h"
 #include "tests/support/http.h"
 #include "tests/support/tmp_tree.h"
 
@@ -185,11 +187,15 @@ class RunPriv : public ::testing::Test {
 
   // A child joined to `sub` ("crit"/"be") in every hierarchy (its own process group), then `body`.
   pid_t child(const char* sub, const std::function<void()>& body) {
+    return child_at(name_ + "/" + sub, body);
+  }
+  // The same in the cgroup at `rel` (from each hierarchy's root) of every hierarchy.
+  pid_t child_at(const std::string& rel, const std::function<void()>& body) {
     pid_t p = fork();
     if (p == 0) {
       ::setpgid(0, 0);
       for (const auto& m : mounts_)
-        if (!write_file(m / name_ / sub / "cgroup.procs", "0")) _exit(3);
+        if (!write_file(m / rel / "cgroup.procs", "0")) _exit(3);
       body();
       _exit(0);
     }
@@ -199,9 +205,9 @@ class RunPriv : public ::testing::Test {
 
   // The critical workload: every 1 ms (timer slack 1 ns) it wakes, records how late it is, and works
   // 300 us; with `idle` set it only sleeps.
-  pid_t start_waker() {
+  pid_t start_waker(const std::string& at = "") {
     WakeLog* log = log_;
-    return child("crit", [log] {
+    return child_at(at.empty() ? name_ + "/crit" : at, [log] {
       ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
       for (;;) {
         if (log->idle.load()) {  // stopped: a few wake-ups a second, too few to judge a p99 on
@@ -227,9 +233,12 @@ class RunPriv : public ::testing::Test {
 
   // Best-effort noise: three containers' worth of stress-ng, two CPU hogs in each cgroup (one cgroup of
   // hogs is no match for a critical cgroup's equal weight; several tenants are).
-  void start_noise() {
-    for (const char* be : {"be1", "be2", "be3"})
-      child(be, [] {
+  void start_noise(const std::vector<std::string>& at = {}) {
+    std::vector<std::string> cgroups = at;
+    if (cgroups.empty())
+      for (const char* be : {"be1", "be2", "be3"}) cgroups.push_back(name_ + "/" + be);
+    for (const std::string& be : cgroups)
+      child_at(be, [] {
         int null = ::open("/dev/null", O_WRONLY);
         ::dup2(null, 1);
         ::execl("/usr/bin/stress-ng", "stress-ng", "--cpu", "2", "--quiet", static_cast<char*>(nullptr));
@@ -1234,6 +1243,112 @@ TEST_F(RunPriv, TheNextRunRestoresWhatAKilledKeelLeftChanged) {
   text = slurp(log4);
   EXPECT_EQ(text.find("restored what a previous keel left changed"), std::string::npos) << text;
   EXPECT_EQ(knobs(), before) << text;
+}
+
+// Real docker containers (a docker daemon of the test's own, cgroupfs driver on v1) named by their docker
+// names in the config: `keel workloads` shows each container's name, `keel run` in enforce mode gives
+// the critical container (the waker runs in its cgroups) a CPU of its own away from the noise
+// containers, a `docker update --cpuset-cpus` behind keel's back is seen as drift (logged, not written
+// back), and on stop the noise containers' CPUs go back while the one docker set stays as docker set it.
+TEST_F(RunPriv, DockerContainersByNameAreProtectedAndADockerUpdateIsDriftNotAWriteWar) {
+  if (std::string why = testing::Dockerd::unavailable(); !why.empty()) GTEST_SKIP() << "skipped: " << why;
+  testing::TempDir dir;
+  testing::Dockerd dockerd(dir.path() / "docker");
+  fs::create_directories(dir.path() / "docker");
+  const std::string started = dockerd.start();
+  ASSERT_TRUE(started.empty()) << started;
+  const std::string docker = dockerd.client();
+  const fs::path rootfs = dir.path() / "rootfs";
+  ASSERT_EQ(testing::copy_with_libraries({"/bin/sleep"}, rootfs), "");
+  ASSERT_EQ(dockerd.import(rootfs, "keel-ctest-sleep"), "");
+  const std::string tag = std::to_string(::getpid());
+  const std::string crit = "keel-ctest-crit-" + tag;
+  std::vector<std::string> names = {crit};
+  for (int i = 1; i <= 3; ++i) names.push_back("keel-ctest-noise" + std::to_string(i) + "-" + tag);
+  std::map<std::string, std::string> id;
+  for (const auto& n : names) {
+    auto [rc, out] =
+        run_command(docker + "run -d --name " + n + " --network none keel-ctest-sleep /bin/sleep infinity");
+    ASSERT_EQ(rc, 0) << out;
+    id[n] = std::string(trim(out));
+    ASSERT_TRUE(fs::exists(cpuset_ / "docker" / id[n])) << "cgroupfs driver: /docker/<id>";
+  }
+  // Our processes leave the containers' cgroups before docker removes them (declared after dockerd:
+  // runs first).
+  auto leave_containers = [this](int* p) {
+    for (pid_t pid : pids_) {
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    pids_.clear();
+    std::this_thread::sleep_for(200ms);
+    delete p;
+  };
+  std::unique_ptr<int, decltype(leave_containers)> leave(new int(0), leave_containers);
+  const std::string cpus_path = (cpuset_ / "docker" / id[crit] / "cpuset.cpus").string();
+  auto cpus = [&](const std::string& n) {
+    return std::string(trim(slurp(cpuset_ / "docker" / id[n] / "cpuset.cpus")));
+  };
+  std::map<std::string, std::string> before;
+  for (const auto& n : names) before[n] = cpus(n);
+
+  fs::path cfg = dir.path() / "keel.toml";
+  metrics_port_ = testing::free_port();
+  std::ofstream(cfg) << "[daemon]\nmode = \"enforce\"\nperiod = \"500ms\"\nstate_dir = \""
+                     << (dir.path() / "state").string()
+                     << "\"\nhierarchy = \"cpu\"\nmetrics_listen = \"127.0.0.1:" << metrics_port_ << "\"\n\n"
+                     << "[host]\ndocker_root = \"" << dockerd.data_root().string() << "\"\n\n"
+                     << "[actuators]\ncpu_weight = false\npreempt_class = \"off\"\n\n"
+                     << "[[workload]]\nname = \"crit\"\nmatch = { docker = \"" << crit
+                     << "\" }\nclass = \"critical\"\n"
+                     << "slo = { runqueue_p99 = \"" << kSloUs << "us\" }\n\n"
+                     << "[[workload]]\nname = \"noise\"\nmatch = { cgroup = \"/docker/*\", each = true }\n"
+                     << "class = \"best-effort\"\n";
+  auto [wrc, listing] = run_command(testing::keel_binary().string() + " workloads --config " + cfg.string());
+  ASSERT_EQ(wrc, 0) << listing;
+  const size_t row = listing.find("/docker/" + id[crit]);
+  ASSERT_NE(row, std::string::npos) << listing;
+  const std::string line = listing.substr(row, listing.find('\n', row) - row);
+  EXPECT_NE(line.find(" crit "), std::string::npos) << line;
+  EXPECT_NE(line.find(" docker " + crit + " "), std::string::npos) << line;
+  EXPECT_NE(listing.find("docker " + names[1]), std::string::npos) << listing;
+
+  start_waker("docker/" + id[crit]);
+  std::this_thread::sleep_for(500ms);
+  start_noise({"docker/" + id[names[1]], "docker/" + id[names[2]], "docker/" + id[names[3]]});
+  std::this_thread::sleep_for(1s);
+  fs::path log = dir.path() / "keel.log";
+  pid_t keel = start_keel({"run", "--config", cfg.string(), "--verbose"}, log);
+  bool split = wait_for(
+      [&] {
+        std::string c = cpus(crit), other = c == "0" ? "1" : "0";
+        return (c == "0" || c == "1") && cpus(names[1]) == other && cpus(names[2]) == other &&
+               cpus(names[3]) == other;
+      },
+      20s);
+  ASSERT_TRUE(split) << slurp(log);
+  const std::string kept = cpus(crit);
+  std::printf("keel gave container %s CPU %s\n", crit.c_str(), kept.c_str());
+
+  // Behind keel's back: docker gives the container both CPUs again.
+  auto [urc, uout] = run_command(docker + "update --cpuset-cpus 0-1 " + crit);
+  ASSERT_EQ(urc, 0) << uout;
+  const std::string drift = "drift " + cpus_path + ": keel wrote " + kept + ", now 0-1";
+  EXPECT_TRUE(wait_for([&] { return slurp(log).find(drift) != std::string::npos; }, 15s)) << drift << "\n"
+                                                                                          << slurp(log);
+  // No write-war: for the next seconds the container keeps what docker set.
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(cpus(crit), "0-1") << slurp(log);
+    std::this_thread::sleep_for(100ms);
+  }
+  auto scrape = testing::http_get(metrics_port_, "/metrics").body;
+  EXPECT_NE(scrape.find("\nkeel_drift_total 1\n"), std::string::npos) << scrape;
+
+  EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
+  for (const auto& n : names) EXPECT_EQ(cpus(n), n == crit ? "0-1" : before[n]) << n << "\n" << slurp(log);
+  EXPECT_EQ(slurp(log).find("error:"), std::string::npos) << slurp(log);
+  for (const auto& n : names) run_command(docker + "rm -f " + n);
 }
 
 }  // namespace
