@@ -76,6 +76,7 @@ SysRoots with_state_roots(SysRoots roots, const config::HostSection& host,
     if (r.key == "crio_state") roots.crio_state = p;
     if (r.key == "podman_store") roots.podman_state = p;
     if (r.key == "libvirt_state") roots.libvirt_state = p;
+    if (r.key == "kubelet_root") roots.kubelet_state = p;
   }
   return roots;
 }

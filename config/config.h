@@ -72,7 +72,8 @@ struct HostSection {
   // Where the runtimes keep their state when not where they do by default (dockerd's data-root,
   // containerd's state directory, ...): absolute paths on the host, under --root when given.
   struct StateRoot {
-    std::string key;  // "docker_root", "containerd_state", "crio_state", "podman_store", "libvirt_state"
+    std::string key;  // "docker_root", "containerd_state", "crio_state", "podman_store", "libvirt_state",
+                      // "kubelet_root"
     std::filesystem::path path;
     Pos pos;
   };

@@ -301,11 +301,12 @@ Daemon read_daemon(Section& s) {
 }
 
 HostSection read_host(Section& s) {
-  s.reject_unknown(
-      {"reserved_cpus", "docker_root", "containerd_state", "crio_state", "podman_store", "libvirt_state"});
+  s.reject_unknown({"reserved_cpus", "docker_root", "containerd_state", "crio_state", "podman_store",
+                    "libvirt_state", "kubelet_root"});
   HostSection h;
   if (auto v = s.cpu_list("reserved_cpus", &h.reserved_cpus_pos)) h.reserved_cpus = *v;
-  for (const char* key : {"docker_root", "containerd_state", "crio_state", "podman_store", "libvirt_state"}) {
+  for (const char* key :
+       {"docker_root", "containerd_state", "crio_state", "podman_store", "libvirt_state", "kubelet_root"}) {
     Pos at;
     if (auto v = s.string(key, &at)) h.state_roots.push_back({key, *v, at});
   }

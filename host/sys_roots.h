@@ -19,6 +19,8 @@ struct SysRoots {
   std::filesystem::path crio_state = "/run/containers/storage/overlay-containers";
   std::filesystem::path podman_state = "/var/lib/containers/storage/overlay-containers";
   std::filesystem::path libvirt_state = "/run/libvirt/qemu";
+  // kubelet's root directory: its static CPU manager's cpu_manager_state and its config.yaml.
+  std::filesystem::path kubelet_state = "/var/lib/kubelet";
 
   // The running host.
   static SysRoots host() { return SysRoots{}; }
@@ -26,7 +28,7 @@ struct SysRoots {
   static SysRoots under(const std::filesystem::path& root) {
     SysRoots r;
     for (auto* p : {&r.cgroup, &r.resctrl, &r.proc, &r.sys, &r.debugfs, &r.docker_state, &r.containerd_state,
-                    &r.crio_state, &r.podman_state, &r.libvirt_state})
+                    &r.crio_state, &r.podman_state, &r.libvirt_state, &r.kubelet_state})
       *p = root / p->relative_path();
     return r;
   }

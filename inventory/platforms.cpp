@@ -453,4 +453,88 @@ std::string Platforms::name_of(std::string_view path) const {
   return {};
 }
 
+// ---- kubelet's static CPU manager ----
+
+namespace {
+
+// A file's change stamp (mtime ns ^ size ^ inode), -2 when it is not there.
+long long stamp_of(const std::filesystem::path& p) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return -2;
+  return (st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec) ^
+         (static_cast<long long>(st.st_size) << 1) ^ static_cast<long long>(st.st_ino << 7);
+}
+
+// `reservedSystemCPUs: "0-1"` (or unquoted) at the top level of kubelet's config.yaml.
+std::string reserved_line(std::string_view yaml) {
+  constexpr std::string_view kKey = "reservedSystemCPUs:";
+  for (size_t at = 0; at < yaml.size();) {
+    size_t end = yaml.find('\n', at);
+    std::string_view line =
+        yaml.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    at = end == std::string_view::npos ? yaml.size() : end + 1;
+    if (!line.starts_with(kKey)) continue;
+    std::string_view v = trim(line.substr(kKey.size()));
+    if (size_t hash = v.find(" #"); hash != std::string_view::npos) v = trim(v.substr(0, hash));
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+      v = v.substr(1, v.size() - 2);
+    return std::string(v);
+  }
+  return {};
+}
+
+}  // namespace
+
+const KubeletCpus& KubeletState::read(const SysRoots& roots) {
+  const std::filesystem::path state = roots.kubelet_state / "cpu_manager_state",
+                              config = roots.kubelet_state / "config.yaml";
+  const long long s0 = stamp_of(state), s1 = stamp_of(config);
+  if (s0 == stamp_[0] && s1 == stamp_[1]) return now_;
+  stamp_[0] = s0;
+  stamp_[1] = s1;
+  now_ = {};
+  if (s0 != -2) {
+    // {"policyName":"static","defaultCpuSet":"0,5-63","entries":{"<pod uid>":{"<container>":"1-4"}},
+    //  "checksum":1234}
+    auto text = read_owned_file(state, kStateFileMax);
+    Json j = text ? Json::parse(*text, nullptr, false) : Json();
+    if (!text) {
+      now_.error = text.error().message();
+    } else if (!j.is_object()) {
+      now_.error = state.string() + ": not kubelet's CPU manager state (JSON object)";
+    } else if (string_at(j, "policyName") == "static") {
+      auto entries = j.find("entries");
+      if (entries != j.end() && entries->is_object())
+        for (const auto& [uid, containers] : entries->items()) {
+          if (!containers.is_object()) continue;
+          bool any = false;
+          for (const auto& [name, cpus] : containers.items()) {
+            auto set =
+                cpus.is_string() ? CpuSet::parse_list(cpus.get<std::string>()) : Result<CpuSet>(fail("-"));
+            if (!set) {
+              now_.error = state.string() + ": pod " + uid + " container " + name + ": not a CPU list";
+              continue;
+            }
+            now_.exclusive |= *set;
+            any = true;
+          }
+          if (std::string key = pod_uid_key(uid); any && !key.empty()) now_.pods.push_back(key);
+        }
+    }
+  }
+  if (s1 != -2) {
+    auto text = read_owned_file(config, kStateFileMax);
+    if (!text) {
+      if (now_.error.empty()) now_.error = text.error().message();
+    } else if (std::string r = reserved_line(*text); !r.empty()) {
+      auto set = CpuSet::parse_list(r);
+      if (set)
+        now_.reserved = *set;
+      else if (now_.error.empty())
+        now_.error = config.string() + ": reservedSystemCPUs '" + r + "' is not a CPU list";
+    }
+  }
+  return now_;
+}
+
 }  // namespace keel

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "host/cpuset.h"
 #include "host/sys_roots.h"
 
 namespace keel {
@@ -65,6 +66,26 @@ struct ContainerInfo {
   std::string runtime;  // "docker", "containerd", "cri-o", "podman"
   std::string name;     // its name (in its pod under Kubernetes; empty for a pod's sandbox)
   std::string pod_uid;  // pod_uid_key of its pod; empty outside Kubernetes
+};
+
+// What kubelet's static CPU manager holds (cpu_manager_state, and reservedSystemCPUs from its
+// config.yaml): CPUs it gave Guaranteed pods' containers exclusively, and the pods. keel never hands
+// those CPUs or the reserved ones to a workload, and never rewrites those pods' cpusets.
+struct KubeletCpus {
+  CpuSet exclusive;               // every CPU in the state's entries
+  CpuSet reserved;                // reservedSystemCPUs
+  std::vector<std::string> pods;  // pod_uid_key of each pod with exclusive CPUs
+  std::string error;              // why the state could not be read ("" when it could, or there is none)
+  bool any() const { return !exclusive.empty() || !reserved.empty(); }
+};
+class KubeletState {
+ public:
+  // Reads roots.kubelet_state's cpu_manager_state and config.yaml again when they changed.
+  const KubeletCpus& read(const SysRoots& roots);
+
+ private:
+  long long stamp_[2] = {-1, -1};
+  KubeletCpus now_;
 };
 
 class Platforms {

@@ -200,6 +200,31 @@ TEST(PlatformTrees, AStateFileThatIsALinkTooBigOrNotRootsIsRefused) {
   EXPECT_NE(p.vm("3"), nullptr);
 }
 
+// kubelet's files in their exact formats (kubelet does not run here).
+TEST(KubeletTree, TheStaticCpuManagersCpusPodsAndReservedCpusAreRead) {
+  TempDir tmp;
+  const SysRoots roots = SysRoots::under(tmp.path());
+  KubeletState k;
+  EXPECT_FALSE(k.read(roots).any());  // no kubelet
+  EXPECT_EQ(k.read(roots).error, "");
+  make_tree(tmp.path(),
+            {{"var/lib/kubelet/cpu_manager_state",
+              R"({"policyName":"static","defaultCpuSet":"0,6-7","entries":{")" + kPodUid_ +
+                  R"(":{"a":"1-2","b":"3"},")" + kPod2Uid + R"(":{"c":"4-5"}},"checksum":1})"},
+             {"var/lib/kubelet/config.yaml", "cpuManagerPolicy: static\nreservedSystemCPUs: 0 # system\n"}});
+  const KubeletCpus& c = k.read(roots);
+  EXPECT_EQ(c.exclusive.to_list(), "1-5");
+  EXPECT_EQ(c.reserved.to_list(), "0");
+  EXPECT_THAT(c.pods, ElementsAre(kPodUid, kPod2Uid));
+  // The none policy holds no CPUs; garbage is said, not trusted.
+  make_tree(tmp.path(), {{"var/lib/kubelet/cpu_manager_state",
+                          R"({"policyName":"none","defaultCpuSet":"","checksum":2})"}});
+  EXPECT_TRUE(k.read(roots).exclusive.empty());
+  make_tree(tmp.path(), {{"var/lib/kubelet/cpu_manager_state", "{not json"}});
+  EXPECT_THAT(k.read(roots).error, HasSubstr("not kubelet's CPU manager state"));
+  EXPECT_TRUE(k.read(roots).exclusive.empty());
+}
+
 TEST(PathShapes, RuntimeAnchorsAtOrAboveACgroup) {
   EXPECT_EQ(pod_anchor(kRedisPod + "/cri-containerd-" + kRedis + ".scope").path, kRedisPod);
   EXPECT_EQ(pod_container_anchor(kRedisPod + "/cri-containerd-" + kRedis + ".scope/sub").id, kRedis);

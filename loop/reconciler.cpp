@@ -214,15 +214,38 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
   std::map<CgroupId, bool> seen;
   std::vector<CgroupDir> reopened;  // cgroups of vanished instances, held for this apply
   reopened.reserve(found_cpus_.size());
+  const KubeletCpus& kube = kubelet_.read(w_->roots());
+  if (!kube.error.empty()) note(out, "kubelet's CPU manager state: " + kube.error);
+  const CpuSet kubelets = kube.exclusive | kube.reserved;
   for (const inv::Instance& ins : inv.instances()) {
     auto d = plan.desired.find(ins.name);
     const std::optional<CpuSet> wanted = d != plan.desired.end() ? d->second.cpus : std::nullopt;
     if (!wanted && found_cpus_.empty()) continue;
-    const bool pin_vcpus = wanted && !wanted->empty() && ins.spec != nullptr && ins.spec->vcpu_one_per_core;
+    const bool pin_vcpus =
+        wanted && !(*wanted - kubelets).empty() && ins.spec != nullptr && ins.spec->vcpu_one_per_core;
     const std::vector<unsigned> vcpu_order =
-        pin_vcpus ? one_per_core(*wanted, topo_) : std::vector<unsigned>();
+        pin_vcpus ? one_per_core(*wanted - kubelets, topo_) : std::vector<unsigned>();
     for (const inv::Node* n : ins.cgroups) {
       std::optional<CpuSet> want = wanted;
+      if (!kube.pods.empty()) {
+        Anchor pod = pod_anchor(n->dir.path());
+        if (pod && std::ranges::find(kube.pods, pod_uid_key(pod.id)) != kube.pods.end()) {
+          if (want)
+            note(out, ins.name + " (" + n->dir.path() +
+                          "): kubelet's static CPU manager gave this pod CPUs of "
+                          "its own; keel does not rewrite its cpuset");
+          continue;
+        }
+      }
+      if (want && kubelets.intersects(*want)) {
+        const CpuSet allowed = *want - kubelets;
+        note(out,
+             "CPUs " + (*want & kubelets).to_list() + " are kubelet's (exclusive to Guaranteed pods or " +
+                 "reserved): not given to " + ins.name +
+                 (allowed.empty() ? ", whose cpuset stays as it is" : ", which gets " + allowed.to_list()));
+        if (allowed.empty()) continue;
+        want = allowed;
+      }
       if (int vcpu = pin_vcpus ? libvirt_vcpu(n->dir.path()) : -1; vcpu >= 0) {
         want = CpuSet();  // vCPU N on the N-th CPU of that order (wrapping when there are more vCPUs)
         want->add(vcpu_order[static_cast<size_t>(vcpu) % vcpu_order.size()]);

@@ -99,6 +99,7 @@ class Reconciler {
   size_t min_weight_classed_ = 0;  // of classed_, those the minimum weight stands for
   uint64_t class_pass_ = 0;
   bool leave_class(const CgroupDir& dir, const Classed& c, Reconciled& out, const std::string& who);
+  KubeletState kubelet_;  // kubelet's static CPU manager: its CPUs and its pods' cpusets are not keel's
   std::optional<act::Resctrl> resctrl_;
   bool resctrl_opened_ = false;
   std::map<std::string, std::string> groups_;   // instance -> keel's resctrl group

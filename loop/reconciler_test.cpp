@@ -279,6 +279,55 @@ TEST_F(ReconcilerV2Tree, ASubtreeWithoutTheControllersNamesTheParentToFix) {
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "2-7");  // the rest still applies
 }
 
+// kubelet's static CPU manager on a tree with its exact files (kubelet does not run here):
+// cpu_manager_state gives CPUs 2-3 to a Guaranteed pod's container, config.yaml reserves CPU 0. A plan
+// that hands those to keel's workloads loses them (with a note), and the Guaranteed pod's own cpuset
+// is never rewritten, though a workload matches it and the plan sets it.
+TEST_F(ReconcilerV2Tree, TreeWithKubeletsCpuManagerStateItsCpusAndItsPodsAreNotKeels) {
+  const std::string uid = "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b";
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"var/lib/kubelet/cpu_manager_state",
+       R"({"policyName":"static","defaultCpuSet":"0-1,4-7","entries":{")" + uid +
+           R"(":{"engine":"2-3"}},"checksum":2781604322})"},
+      {"var/lib/kubelet/config.yaml",
+       "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncpuManagerPolicy: static\n"
+       "reservedSystemCPUs: \"0\"\nkubeReserved:\n  cpu: 500m\n"}};
+  for (std::string cg : {std::string("kubepods"), "kubepods/pod" + uid, "kubepods/pod" + uid + "/c1"}) {
+    auto f = testing::cgroup_v2_files("sys/fs/cgroup/" + cg, cg.ends_with("c1") ? "400\n" : "",
+                                      cg.find("pod") != std::string::npos ? "2-3" : "0-7", "0-7", "0");
+    files.insert(files.end(), f.begin(), f.end());
+  }
+  testing::make_tree(t_.path(), files);
+  config::Workload pod;
+  pod.name = "engine";
+  pod.klass = config::WorkloadClass::best_effort;
+  pod.match.pod = uid;
+  cfg_.workloads.push_back(pod);
+  spec_ = config::compile(cfg_, topo_.online());
+  inv_ = inventory(spec_);
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j) << j.error().message();
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  Reconciler r(spec_, topo_, w);
+  Plan p = acting();  // crit 0-1, batch 2-7
+  p.desired["engine"] = KnobState{std::nullopt, L("4-7"), std::nullopt, std::nullopt};
+  auto done = r.apply(p, snap_, *inv_);
+  ASSERT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "1");     // not the reserved CPU 0
+  EXPECT_EQ(file("svc/batch/cpuset.cpus"), "4-7");  // not the pod's exclusive 2-3
+  EXPECT_EQ(file("kubepods/pod" + uid + "/cpuset.cpus"), "2-3\n");
+  EXPECT_EQ(file("kubepods/pod" + uid + "/c1/cpuset.cpus"), "2-3\n");
+  std::string notes;
+  for (const auto& n : done.notes) notes += n + "\n";
+  EXPECT_NE(
+      notes.find("CPUs 2-3 are kubelet's (exclusive to Guaranteed pods or reserved): not given to batch, "
+                 "which gets 4-7"),
+      std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("kubelet's static CPU manager gave this pod CPUs of its own"), std::string::npos)
+      << notes;
+}
+
 TEST_F(ReconcilerV2Tree, WritesThePlanThenGivesBackWhatThePlanNoLongerSets) {
   auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
   ASSERT_TRUE(j) << j.error().message();

@@ -162,7 +162,8 @@ TEST(Kubernetes, TheDaemonSetLaysOutTheHostTreesWhereKeelRunRootHostReadsThem) {
   // The runtimes' state, for pods by name: SysRoots' containerd and CRI-O roots under /host.
   const SysRoots under_host = SysRoots::under("/host");
   for (const auto& [root, host] : {std::pair{under_host.containerd_state, SysRoots::host().containerd_state},
-                                   std::pair{under_host.crio_state, SysRoots::host().crio_state}}) {
+                                   std::pair{under_host.crio_state, SysRoots::host().crio_state},
+                                   std::pair{under_host.kubelet_state, SysRoots::host().kubelet_state}}) {
     EXPECT_TRUE(mounts.count(root.string())) << root << " mounted";
     EXPECT_TRUE(host_paths.count(host.string())) << host << " from the host";
   }
