@@ -29,19 +29,6 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
-// Splits at runs of spaces and tabs, dropping empty pieces.
-std::vector<std::string_view> split_blanks(std::string_view s) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
-    size_t start = i;
-    while (i < s.size() && s[i] != ' ' && s[i] != '\t') ++i;
-    if (i > start) out.push_back(s.substr(start, i - start));
-  }
-  return out;
-}
-
 template <class T>
 std::optional<T> parse_uint(std::string_view s) {
   T v{};

@@ -99,4 +99,16 @@ Result<std::string> read_owned_file(const std::filesystem::path& path, size_t ma
   return text;
 }
 
+std::vector<std::string_view> split_blanks(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    size_t start = i;
+    while (i < s.size() && s[i] != ' ' && s[i] != '\t') ++i;
+    if (i > start) out.push_back(s.substr(start, i - start));
+  }
+  return out;
+}
+
 }  // namespace keel

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "host/error.h"
 
@@ -22,5 +23,7 @@ Result<void> write_file(const std::filesystem::path& path, std::string_view valu
 Result<std::string> read_owned_file(const std::filesystem::path& path, size_t max);
 
 std::string_view trim(std::string_view s);
+// Splits at runs of spaces and tabs, dropping empty pieces.
+std::vector<std::string_view> split_blanks(std::string_view s);
 
 }  // namespace keel

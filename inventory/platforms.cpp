@@ -268,8 +268,6 @@ OciNames oci_names(const Json& spec, bool crio) {
   return n;
 }
 
-bool is_hex_id(std::string_view s) { return is_container_id(s); }
-
 }  // namespace
 
 const std::string& Platforms::error(Kind k) const { return errors_[bit_index(k)]; }
@@ -336,8 +334,8 @@ void Platforms::read_file(Kind k, const std::string& path, std::map<std::string,
     for (const Json& c : j) {
       std::string id = string_at(c, "id");
       auto names = c.is_object() ? c.find("names") : c.end();
-      if (!is_hex_id(id) || !c.is_object() || names == c.end() || !names->is_array() || names->empty() ||
-          !names->front().is_string())
+      if (!is_container_id(id) || !c.is_object() || names == c.end() || !names->is_array() ||
+          names->empty() || !names->front().is_string())
         continue;
       f.records.push_back({id, {"podman", names->front().get<std::string>(), {}}, {}, {}});
     }
@@ -356,12 +354,12 @@ void Platforms::read_file(Kind k, const std::string& path, std::map<std::string,
           r.container.name = string_at(*labels, "io.kubernetes.container.name");
         }
       }
-    if (is_hex_id(id)) f.records.push_back(std::move(r));
+    if (is_container_id(id)) f.records.push_back(std::move(r));
   } else {  // an OCI bundle: containerd's <ns>/<id>/config.json, CRI-O's <id>/userdata/config.json
     const bool crio = fp.parent_path().filename() == "userdata";
     std::string id = (crio ? fp.parent_path().parent_path() : fp.parent_path()).filename().string();
     OciNames n = oci_names(j, crio);
-    if (is_hex_id(id) && !n.uid.empty())
+    if (is_container_id(id) && !n.uid.empty())
       f.records.push_back({id, {crio ? "cri-o" : "containerd", n.container, n.uid}, n.pod, {}});
   }
   now.emplace(path, std::move(f));
@@ -383,16 +381,16 @@ void Platforms::read(const SysRoots& roots, unsigned kinds) {
     error.clear();
     if (k == docker) {
       list(roots.docker_state / "containers", error, [&](const std::filesystem::path& d) {
-        if (is_hex_id(d.filename().string())) read_file(k, d / "config.v2.json", now);
+        if (is_container_id(d.filename().string())) read_file(k, d / "config.v2.json", now);
       });
     } else if (k == cri) {
       list(roots.containerd_state, error, [&](const std::filesystem::path& ns) {
         list(ns, error, [&](const std::filesystem::path& d) {
-          if (is_hex_id(d.filename().string())) read_file(k, d / "config.json", now);
+          if (is_container_id(d.filename().string())) read_file(k, d / "config.json", now);
         });
       });
       list(roots.crio_state, error, [&](const std::filesystem::path& d) {
-        if (is_hex_id(d.filename().string())) read_file(k, d / "userdata" / "config.json", now);
+        if (is_container_id(d.filename().string())) read_file(k, d / "userdata" / "config.json", now);
       });
     } else if (k == podman) {
       if (std::error_code ec; std::filesystem::exists(roots.podman_state / "containers.json", ec))

@@ -29,12 +29,8 @@ std::string v2_missing_controller(const inv::Node& n, const CgroupHierarchy& h, 
   if (!h.unified || n.parent == nullptr) return {};
   auto available = n.dir.read(CgroupFile::controllers);
   if (!available) return {};
-  std::string_view list = *available;
-  while (!list.empty()) {
-    size_t sp = list.find_first_of(" \n");
-    if (list.substr(0, sp) == controller) return {};
-    list = sp == std::string_view::npos ? std::string_view() : list.substr(sp + 1);
-  }
+  const auto listed = split_blanks(trim(*available));
+  if (std::ranges::find(listed, controller) != listed.end()) return {};
   const std::string parent = n.parent->dir.path();
   return ": its parent " + parent + " does not enable the " + std::string(controller) +
          " controller for its children (enable it there: echo +" + std::string(controller) + " > " +

@@ -9,6 +9,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "actuators/journal.h"
 #include "config/config.h"
@@ -82,6 +83,18 @@ class ReconcilerV2Tree : public ::testing::Test {
     return w;
   }
   std::string file(const std::string& rel) { return slurp(roots_.cgroup / rel); }
+  // A journal in the tree's state directory and an enforcing writer over it.
+  struct Enforcing {
+    Enforcing(const SysRoots& roots, act::Journal j)
+        : journal(std::move(j)), writer(roots, act::Mode::enforce, &journal) {}
+    act::Journal journal;
+    act::KnobWriter writer;
+  };
+  std::unique_ptr<Enforcing> enforcing_writer() {
+    auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+    EXPECT_TRUE(j) << j.error().message();
+    return j ? std::make_unique<Enforcing>(roots_, std::move(*j)) : nullptr;
+  }
   // The inventory of `spec`'s workloads over the tree, matched as a tick matches it.
   std::unique_ptr<inv::Inventory> inventory(const config::Spec& spec) {
     auto inv = inv::Inventory::open(spec, roots_);
@@ -184,9 +197,9 @@ TEST_F(ReconcilerV2Tree, TreeWithLibvirtsLayoutAVmsVcpusArePinnedOnePerCoreAndIt
   cfg_.workloads = {vm};
   spec_ = config::compile(cfg_, topo_.online());
   inv_ = inventory(spec_);
-  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
-  ASSERT_TRUE(j) << j.error().message();
-  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  auto enforcing = enforcing_writer();
+  ASSERT_TRUE(enforcing);
+  act::KnobWriter& w = enforcing->writer;
   Reconciler r(spec_, topo_, w);
   Plan p;
   p.tick = 1;
@@ -220,9 +233,9 @@ TEST_F(ReconcilerV2Tree, TreeWithLibvirtsLayoutAVmsVcpusArePinnedOnePerCoreAndIt
 // refresh_ticks keel sees it, reports the drift, does not write its CPUs back (no write-war), and when
 // the plan lets go it does not give back the value it found first either: the other manager owns it.
 TEST_F(ReconcilerV2Tree, ACpusetAnotherManagerRewroteIsReportedAndLeftToIt) {
-  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
-  ASSERT_TRUE(j) << j.error().message();
-  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  auto enforcing = enforcing_writer();
+  ASSERT_TRUE(enforcing);
+  act::KnobWriter& w = enforcing->writer;
   Reconciler r(spec_, topo_, w);
   ASSERT_TRUE(r.apply(acting(), snap_, *inv_).errors.empty());
   ASSERT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
@@ -258,9 +271,9 @@ TEST_F(ReconcilerV2Tree, ASubtreeWithoutTheControllersNamesTheParentToFix) {
   fs::remove(t_.path() / "sys/fs/cgroup/svc/crit/cpuset.cpus");
   fs::remove(t_.path() / "sys/fs/cgroup/svc/crit/cpu.weight");
   inv_ = inventory(spec_);
-  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
-  ASSERT_TRUE(j) << j.error().message();
-  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  auto enforcing = enforcing_writer();
+  ASSERT_TRUE(enforcing);
+  act::KnobWriter& w = enforcing->writer;
   Reconciler r(spec_, topo_, w);
   auto done = r.apply(acting(), snap_, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
@@ -305,9 +318,9 @@ TEST_F(ReconcilerV2Tree, TreeWithKubeletsCpuManagerStateItsCpusAndItsPodsAreNotK
   cfg_.workloads.push_back(pod);
   spec_ = config::compile(cfg_, topo_.online());
   inv_ = inventory(spec_);
-  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
-  ASSERT_TRUE(j) << j.error().message();
-  act::KnobWriter w(roots_, act::Mode::enforce, &*j);
+  auto enforcing = enforcing_writer();
+  ASSERT_TRUE(enforcing);
+  act::KnobWriter& w = enforcing->writer;
   Reconciler r(spec_, topo_, w);
   Plan p = acting();  // crit 0-1, batch 2-7
   p.desired["engine"] = KnobState{std::nullopt, L("4-7"), std::nullopt, std::nullopt};
