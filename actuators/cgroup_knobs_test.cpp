@@ -528,7 +528,7 @@ TEST_F(CgroupV1Tree, QuotaAndPeriodAreWrittenInAnOrderTheKernelAccepts) {
 }
 
 TEST_F(CgroupV1Tree, NoprefixCpusetGetsItsParentsMemsAndSharesAreWrittenAsIs) {
-  Journal j = *Journal::open(t_.path() / "state", "");
+  Journal j = *Journal::open(t_.path() / "state", "boot");
   KnobWriter w(roots_, Mode::enforce, &j);
   auto cs = apply_cpusets(w, cpuset_, {{"/new", L("2-3"), {}}});
   ASSERT_TRUE(cs) << cs.error().message();

@@ -4,31 +4,29 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <algorithm>
+#include <charconv>
 
 #include "host/cgroup_files.h"
 #include "host/fileio.h"
 
 namespace keel::act {
 
-namespace {
-constexpr const char* kJournalFile = "journal";
-}  // namespace
-
-bool journal_exists(const std::filesystem::path& state_dir) {
-  std::error_code ec;
-  return std::filesystem::exists(state_dir / kJournalFile, ec);
-}
-
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view kMagic = "keel-journal ";
-constexpr int kFormat = 2;
+constexpr const char* kJournalFile = "journal";
+constexpr const char* kLockFile = "lock";
+constexpr std::string_view kMagic = "keel-journal";
+constexpr int kFormat = 3;
+constexpr size_t kMaxJournalBytes = size_t{256} << 20;  // ~2M entries: far past any host's knobs
+constexpr size_t kMaxPath = 4096;                       // PATH_MAX
+constexpr size_t kMaxValue = size_t{64} << 10;          // a schemata of hundreds of domains fits
+// A rewrite drops dead records once they outnumber the live ones and this floor: a rewrite (O(live))
+// comes after at least that many appends, so a change costs O(1) amortised, and the file holds at most
+// about twice its live records.
+constexpr size_t kDeadFloor = 64;
 
 // Format 1 journals carry no value kind: a cgroup knob's comes from the table, an IRQ's or network
 // queue's or resctrl group's from its file's name (what the actuators wrote there).
@@ -71,6 +69,7 @@ bool parse_kind(std::string_view s, EntryKind& k) {
 std::string encode(std::string_view s) {
   static const char* hex = "0123456789abcdef";
   std::string out;
+  out.reserve(s.size());
   for (unsigned char c : s) {
     bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                  std::string_view("._/,:=;+-").find(static_cast<char>(c)) != std::string_view::npos;
@@ -107,69 +106,332 @@ bool decode(std::string_view s, std::string& out) {
   return true;
 }
 
-Result<void> fsync_path(const fs::path& p, int flags) {
-  int fd = ::open(p.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) return fail_errno("open for fsync", p.string());
-  int rc = ::fsync(fd);
-  int e = errno;
-  ::close(fd);
-  if (rc != 0) return fail("fsync", p.string(), e);
-  return {};
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.size() <= 10 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::optional<uint64_t> parse_u64(std::string_view s) {
+  uint64_t v = 0;
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string hex8(uint32_t v) {
+  char b[9];
+  std::snprintf(b, sizeof b, "%08x", v);
+  return b;
+}
+
+std::vector<std::string_view> fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i <= line.size()) {
+    size_t j = line.find(' ', i);
+    if (j == std::string_view::npos) j = line.size();
+    out.push_back(line.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+// `body CRC`: the body when the checksum is its CRC-32C.
+std::optional<std::string_view> checked(std::string_view line) {
+  size_t sp = line.rfind(' ');
+  if (sp == std::string_view::npos || line.size() - sp - 1 != 8) return std::nullopt;
+  std::string_view body = line.substr(0, sp), sum = line.substr(sp + 1);
+  if (!std::all_of(sum.begin(), sum.end(),
+                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    return std::nullopt;
+  if (hex8(crc32c(body)) != sum) return std::nullopt;
+  return body;
+}
+
+std::string with_crc(std::string body) {
+  const std::string sum = hex8(crc32c(body));
+  body += ' ';
+  body += sum;
+  body += '\n';
+  return body;
 }
 
 }  // namespace
 
-std::string format_journal(const std::string& boot_id, const std::vector<JournalEntry>& entries) {
-  std::string out(kMagic);
-  out += std::to_string(kFormat) + " boot_id=" + encode(boot_id) + "\n";
-  for (const auto& e : entries)
-    out += std::string(kind_name(e.kind)) + " " + to_string(e.path.root) + " " +
+Result<void> check_entry(const JournalEntry& e) {
+  const fs::path& rel = e.path.rel;
+  const std::string s = rel.native();
+  auto bad = [&](const std::string& why) { return fail(why + ": " + e.path.str()); };
+  if (s.empty() || s.size() > kMaxPath || rel.is_absolute() || s.find('\0') != std::string::npos)
+    return bad("not a path under its root");
+  std::vector<std::string> parts;
+  for (size_t i = 0; i <= s.size();) {
+    size_t j = s.find('/', i);
+    if (j == std::string::npos) j = s.size();
+    std::string part = s.substr(i, j - i);
+    if (part.empty() || part == "." || part == "..")
+      return bad("path must stay under its root (plain names only)");
+    parts.push_back(std::move(part));
+    i = j + 1;
+  }
+  if (e.original.size() > kMaxValue) return bad("a value of " + std::to_string(e.original.size()) + " bytes");
+  const std::string& name = parts.back();
+  const size_t n = parts.size();
+  auto kind_is = [&](ValueKind k) {
+    return e.value == k ? Result<void>() : bad("not the value kind of this knob");
+  };
+  switch (e.path.root) {
+    case Root::cgroup: {
+      if (e.kind == EntryKind::created_dir) {
+        if (name != kRootTasksGroup.substr(1)) return bad("not a cgroup keel creates");
+        return {};
+      }
+      if (e.kind != EntryKind::file) return bad("not a cgroup knob");
+      auto f = cgroup_file_named(name);
+      static constexpr CgroupFile kWritten[] = {
+          CgroupFile::weight,    CgroupFile::idle,       CgroupFile::cpu_max,
+          CgroupFile::cfs_quota, CgroupFile::cfs_period, CgroupFile::cpus,
+          CgroupFile::mems,      CgroupFile::qos_level,  CgroupFile::bvt_warp};
+      if (!f || std::find(std::begin(kWritten), std::end(kWritten), *f) == std::end(kWritten))
+        return bad("not a cgroup file keel writes");
+      return kind_is(cgroup_file_kind(*f));
+    }
+    case Root::resctrl: {
+      const bool keel_group = n >= 1 && parts[0].starts_with("keel-");
+      if (e.kind == EntryKind::created_dir) {
+        if (n != 1 || !keel_group) return bad("not a resctrl group keel creates (keel-*)");
+        return {};
+      }
+      if (e.kind != EntryKind::file || name != "schemata" || !(n == 1 || (n == 2 && keel_group)))
+        return bad("not a resctrl schemata keel writes (the default group's or a keel-* group's)");
+      return kind_is(ValueKind::text);
+    }
+    case Root::proc:
+      if (e.kind != EntryKind::file || n != 3 || parts[0] != "irq" || !all_digits(parts[1]))
+        return bad("not an IRQ's affinity");
+      if (name == "smp_affinity_list") return kind_is(ValueKind::cpu_list);
+      if (name == "smp_affinity") return kind_is(ValueKind::cpu_mask);
+      return bad("not an IRQ's affinity");
+    case Root::sys: {
+      const bool queue = n == 6 && parts[0] == "class" && parts[1] == "net" && parts[3] == "queues" &&
+                         ((parts[4].starts_with("rx-") && name == "rps_cpus") ||
+                          (parts[4].starts_with("tx-") && name == "xps_cpus")) &&
+                         all_digits(std::string_view(parts[4]).substr(3));
+      if (e.kind != EntryKind::file || !queue) return bad("not a network queue's RPS/XPS mask");
+      return kind_is(ValueKind::cpu_mask);
+    }
+    case Root::debugfs: {
+      const bool features = s == "sched/features" || s == "sched_features";
+      const bool token = !e.original.empty() && e.original.size() <= 64 &&
+                         std::all_of(e.original.begin(), e.original.end(), [](char c) {
+                           return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+                         });
+      if (e.kind != EntryKind::sched_feature || !features || !token) return bad("not a sched feature");
+      return kind_is(ValueKind::sched_feature);
+    }
+  }
+  return bad("unknown root");
+}
+
+bool journal_exists(const std::filesystem::path& state_dir) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::symlink_status(state_dir / kJournalFile, ec));
+}
+
+std::string journal_record(const JournalEntry& e, bool add) {
+  std::string body;
+  if (add)
+    body = std::string("+ ") + kind_name(e.kind) + " " + to_string(e.path.root) + " " +
            encode(e.path.rel.relative_path().string()) + " " + to_string(e.value) + " " +
-           std::to_string(e.dir_inode) + " " + encode(e.original) + "\n";
+           std::to_string(e.dir_inode) + " =" + encode(e.original);
+  else
+    body = std::string("- ") + to_string(e.path.root) + " " + encode(e.path.rel.relative_path().string()) +
+           " " + std::to_string(e.dir_inode);
+  return with_crc(std::move(body));
+}
+
+std::string format_journal(const std::string& boot_id, const std::vector<JournalEntry>& entries) {
+  std::string out =
+      with_crc(std::string(kMagic) + " " + std::to_string(kFormat) + " boot=" + encode(boot_id));
+  for (const auto& e : entries) out += journal_record(e, true);
   return out;
 }
 
-Result<std::pair<std::string, std::vector<JournalEntry>>> parse_journal(std::string_view text) {
-  std::istringstream in{std::string(text)};
-  std::string line;
-  if (!std::getline(in, line) || !line.starts_with(kMagic))
-    return fail("not a keel journal (first line is not \"" + std::string(kMagic) + "N ...\")");
-  int format = std::atoi(line.c_str() + kMagic.size());
+namespace {
+
+// Replays records into `entries` the way the Journal made them: an add of a path already there is
+// kept out (the first original wins) unless it is of another cgroup directory; a drop removes it.
+struct Replay {
+  std::vector<JournalEntry> entries;
+  std::map<KnobPath, size_t> at;
+  size_t dead = 0;
+  void add(JournalEntry e) {
+    auto it = at.find(e.path);
+    if (it != at.end()) {
+      JournalEntry& old = entries[it->second];
+      if (old.dir_inode == 0 || e.dir_inode == 0 || old.dir_inode == e.dir_inode) return;
+      drop(e.path, old.dir_inode);
+    }
+    at[e.path] = entries.size();
+    entries.push_back(std::move(e));
+  }
+  void drop(const KnobPath& k, uint64_t inode) {
+    auto it = at.find(k);
+    if (it == at.end()) return;
+    JournalEntry& old = entries[it->second];
+    if (inode != 0 && old.dir_inode != 0 && old.dir_inode != inode) return;
+    old.path.rel.clear();  // a hole, squeezed out at the end
+    at.erase(it);
+    ++dead;
+  }
+  std::vector<JournalEntry> take() {
+    if (dead > 0) std::erase_if(entries, [](const JournalEntry& e) { return e.path.rel.empty(); });
+    return std::move(entries);
+  }
+};
+
+Result<ParsedJournal> parse_v3(std::string_view text, std::string_view header, size_t start) {
+  ParsedJournal out;
+  out.format = 3;
+  auto h = fields(header);
+  if (h.size() != 3 || h[0] != kMagic || h[1] != "3" || !h[2].starts_with("boot=") ||
+      !decode(h[2].substr(5), out.boot_id))
+    return fail("journal header is malformed");
+  if (out.boot_id.empty())
+    return fail("journal header has no boot id: whether its values still apply after a reboot is unknown");
+  Replay r;
+  size_t pos = start;
+  out.good = start;
+  size_t line_no = 1;
+  std::optional<std::pair<size_t, std::string>> damaged;  // first bad record: line, why
+  while (pos < text.size()) {
+    ++line_no;
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) {  // cut short: a crash mid-append
+      if (!damaged) damaged = {line_no, "cut short"};
+      break;
+    }
+    std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    auto body = checked(line);
+    if (!body) {
+      if (!damaged) damaged = {line_no, "checksum mismatch"};
+      continue;
+    }
+    if (damaged)
+      return fail("journal line " + std::to_string(damaged->first) + ": " + damaged->second +
+                  " before good records: the journal is damaged");
+    auto f = fields(*body);
+    JournalEntry e;
+    std::string rel;
+    auto where = [&](const std::string& why) {
+      return fail("journal line " + std::to_string(line_no) + ": " + why + ": " + std::string(line));
+    };
+    if (f[0] == "+" && f.size() == 7) {
+      auto vk = parse_value_kind(f[4]);
+      auto ino = parse_u64(f[5]);
+      if (!parse_kind(f[1], e.kind) || !parse_root(f[2], e.path.root) || !decode(f[3], rel) || !vk || !ino ||
+          !f[6].starts_with("=") || !decode(f[6].substr(1), e.original))
+        return where("malformed record");
+      e.path.rel = rel;
+      e.value = *vk;
+      e.dir_inode = *ino;
+      if (auto ok = check_entry(e); !ok) return where(ok.error().what);
+      r.add(std::move(e));
+    } else if (f[0] == "-" && f.size() == 4) {
+      auto ino = parse_u64(f[3]);
+      if (!parse_root(f[1], e.path.root) || !decode(f[2], rel) || !ino || rel.empty())
+        return where("malformed record");
+      e.path.rel = rel;
+      r.drop(e.path, *ino);
+    } else {
+      return where("malformed record");
+    }
+    ++out.records;
+    out.good = pos;
+  }
+  if (!damaged) out.good = text.size();
+  out.entries = r.take();
+  return out;
+}
+
+// Formats 1 and 2: "keel-journal N boot_id=ID", then "KIND ROOT PATH [VALUEKIND INODE] VALUE" per line.
+Result<ParsedJournal> parse_v1(std::string_view text, std::string_view header, int format) {
+  ParsedJournal out;
+  out.format = format;
+  auto h = fields(header);
+  if (h.size() != 3 || !h[2].starts_with("boot_id=") || !decode(h[2].substr(8), out.boot_id))
+    return fail("journal header is malformed");
+  if (out.boot_id.empty())
+    return fail("journal header has no boot id: whether its values still apply after a reboot is unknown");
+  if (!text.ends_with('\n')) return fail("journal is cut short (its last line has no end)");
+  Replay r;
+  size_t pos = header.size() + 1;
+  size_t line_no = 1;
+  while (pos < text.size()) {
+    ++line_no;
+    size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.empty()) continue;
+    auto f = fields(line);
+    JournalEntry e;
+    std::string rel;
+    const size_t want = format >= 2 ? 6 : 4;
+    bool ok = f.size() == want && parse_kind(f[0], e.kind) && parse_root(f[1], e.path.root) &&
+              decode(f[2], rel) && decode(f.back(), e.original);
+    if (ok && format >= 2) {
+      auto vk = parse_value_kind(f[3]);
+      auto ino = parse_u64(f[4]);
+      ok = vk && ino;
+      if (ok) e.value = *vk, e.dir_inode = *ino;
+    }
+    if (!ok) return fail("journal line " + std::to_string(line_no) + " is malformed: " + std::string(line));
+    e.path.rel = rel;
+    if (format < 2) e.value = legacy_value_kind(e);
+    if (auto c = check_entry(e); !c)
+      return fail("journal line " + std::to_string(line_no) + ": " + c.error().what);
+    r.add(std::move(e));
+    ++out.records;
+  }
+  out.good = text.size();
+  out.entries = r.take();
+  return out;
+}
+
+}  // namespace
+
+Result<ParsedJournal> parse_journal(std::string_view text) {
+  const size_t nl = text.find('\n');
+  if (nl == std::string_view::npos) return fail("not a keel journal (no header line)");
+  std::string_view header = text.substr(0, nl);
+  auto h = fields(header);
+  if (h.size() < 2 || h[0] != kMagic)
+    return fail("not a keel journal (first line is not \"" + std::string(kMagic) + " N ...\")");
+  int format = 0;
+  auto [p, ec] = std::from_chars(h[1].data(), h[1].data() + h[1].size(), format);
+  if (ec != std::errc() || p != h[1].data() + h[1].size() || h[1].size() > 3)
+    return fail("not a keel journal (format \"" + std::string(h[1]) + "\" is not a number)");
   if (format < 1 || format > kFormat)
     return fail("journal format " + std::to_string(format) + " is not one this keel reads (1.." +
                 std::to_string(kFormat) + "): written by a newer keel?");
-  std::string boot;
-  if (auto at = line.find(" boot_id="); at != std::string::npos && !decode(line.substr(at + 9), boot))
-    return fail("journal header: bad boot_id encoding");
-  std::vector<JournalEntry> entries;
-  int n = 1;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty()) continue;
-    std::istringstream f(line);
-    std::string kind, root, rel, value_kind, inode, value;
-    f >> kind >> root >> rel;
-    if (format >= 2) f >> value_kind >> inode;
-    if (!std::getline(f, value) || value.empty() || value[0] != ' ') value = " ";
-    JournalEntry e;
-    std::string rel_dec, val_dec;
-    bool ok = parse_kind(kind, e.kind) && parse_root(root, e.path.root) && !rel.empty() &&
-              decode(rel, rel_dec) && decode(value.substr(1), val_dec);
-    if (ok && format >= 2) {
-      auto vk = parse_value_kind(value_kind);
-      auto ino = parse_integer(inode);
-      ok = vk && ino && *ino >= 0;
-      if (ok) e.value = *vk, e.dir_inode = static_cast<uint64_t>(*ino);
-    }
-    if (!ok) return fail("journal line " + std::to_string(n) + " is malformed: " + line);
-    e.path.rel = fs::path(rel_dec).relative_path();
-    if (e.path.rel.empty() || rel_dec.find("..") != std::string::npos)
-      return fail("journal line " + std::to_string(n) + ": path must stay under its root: " + rel_dec);
-    e.original = std::move(val_dec);
-    if (format < 2) e.value = legacy_value_kind(e);
-    entries.push_back(std::move(e));
-  }
-  return std::pair{std::move(boot), std::move(entries)};
+  if (format < 3) return parse_v1(text, header, format);
+  auto body = checked(header);
+  if (!body) return fail("journal header: checksum mismatch");
+  return parse_v3(text, *body, nl + 1);
+}
+
+Result<std::optional<ParsedJournal>> peek_journal(const fs::path& state_dir) {
+  auto dir = StateDir::open(state_dir, /*create=*/false);
+  if (!dir) return std::unexpected(dir.error());
+  if (!*dir) return std::optional<ParsedJournal>();
+  auto text = (*dir)->read(kJournalFile, kMaxJournalBytes);
+  if (!text) return std::unexpected(text.error());
+  if (!*text) return std::optional<ParsedJournal>();
+  auto parsed = parse_journal(**text);
+  if (!parsed) return fail(parsed.error().what, (state_dir / kJournalFile).string());
+  return std::optional<ParsedJournal>(std::move(*parsed));
 }
 
 std::string read_boot_id(const fs::path& proc_root) {
@@ -178,134 +440,208 @@ std::string read_boot_id(const fs::path& proc_root) {
 }
 
 Result<Journal> Journal::open(const fs::path& state_dir, std::string boot_id) {
-  std::error_code ec;
-  fs::create_directories(state_dir, ec);
-  if (ec) return fail("cannot create the state directory", state_dir.string(), ec.value());
+  auto dir = StateDir::open(state_dir, /*create=*/true);
+  if (!dir) return std::unexpected(dir.error());
   Journal j;
-  j.dir_ = state_dir;
+  j.dir_ = std::move(**dir);
   j.file_ = state_dir / kJournalFile;
-  fs::path lock = state_dir / "lock";
-  j.lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (j.lock_fd_ < 0) return fail_errno("cannot open the state lock", lock.string());
-  if (::flock(j.lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+  auto lock = j.dir_->open_file(kLockFile, O_RDWR | O_CREAT, 0600);
+  if (!lock)
+    return fail("cannot open the state lock: " + lock.error().what, lock.error().path, lock.error().err);
+  j.lock_fd_ = std::move(*lock);
+  if (::flock(j.lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
     int e = errno;
-    std::string holder = read_file(lock).value_or("");
-    return fail(e == EWOULDBLOCK
-                    ? "another keel holds this state directory" +
-                          (trim(holder).empty() ? std::string() : " (pid " + std::string(trim(holder)) + ")")
-                    : "cannot lock the state directory",
-                lock.string(), e == EWOULDBLOCK ? 0 : e);
+    std::string holder(4096, '\0');
+    ssize_t n = ::pread(j.lock_fd_.get(), holder.data(), holder.size(), 0);
+    holder.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    auto pid = parse_integer(holder);
+    return fail(e == EWOULDBLOCK ? "another keel holds this state directory" +
+                                       (pid ? " (pid " + std::to_string(*pid) + ")" : std::string())
+                                 : "cannot lock the state directory",
+                j.dir_->file(kLockFile), e == EWOULDBLOCK ? 0 : e);
   }
   std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(j.lock_fd_, 0) == 0 && ::pwrite(j.lock_fd_, pid.data(), pid.size(), 0) < 0) {
+  if (::ftruncate(j.lock_fd_.get(), 0) == 0 && ::pwrite(j.lock_fd_.get(), pid.data(), pid.size(), 0) < 0) {
     // The pid is only a hint for the error above.
   }
-  if (fs::exists(j.file_)) {
-    auto text = read_file(j.file_);
-    if (!text) return std::unexpected(text.error());
-    auto parsed = parse_journal(*text);
+  auto text = j.dir_->read(kJournalFile, kMaxJournalBytes);
+  if (!text) return std::unexpected(text.error());
+  if (*text) {
+    auto parsed = parse_journal(**text);
     if (!parsed) return fail(parsed.error().what, j.file_.string());
-    j.boot_id_ = parsed->first;
-    j.entries_ = std::move(parsed->second);
+    j.boot_id_ = std::move(parsed->boot_id);
+    j.entries_ = std::move(parsed->entries);
+    j.records_ = parsed->records;
+    j.size_ = parsed->good;
+    // An older format, or a torn tail to drop: the next change rewrites the file whole first.
+    j.must_rewrite_ = parsed->format != kFormat || parsed->good != (*text)->size();
+    auto fd = j.dir_->open_file(kJournalFile, O_WRONLY | O_APPEND);
+    if (!fd) return std::unexpected(fd.error());
+    j.fd_ = std::move(*fd);
   } else {
     j.boot_id_ = boot_id;
   }
   j.current_boot_ = std::move(boot_id);
+  j.reindex();
   return j;
 }
 
-Journal::Journal(Journal&& o) noexcept { *this = std::move(o); }
-
-Journal& Journal::operator=(Journal&& o) noexcept {
-  if (this != &o) {
-    if (lock_fd_ >= 0) ::close(lock_fd_);
-    dir_ = std::move(o.dir_);
-    file_ = std::move(o.file_);
-    boot_id_ = std::move(o.boot_id_);
-    current_boot_ = std::move(o.current_boot_);
-    entries_ = std::move(o.entries_);
-    lock_fd_ = std::exchange(o.lock_fd_, -1);
-  }
-  return *this;
+void Journal::reindex() {
+  index_.clear();
+  for (size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].path] = i;
 }
 
-Journal::~Journal() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
-}
-
-bool Journal::has(const KnobPath& k, uint64_t dir_inode) const {
-  for (const auto& e : entries_)
-    if (e.path == k) return e.dir_inode == 0 || dir_inode == 0 || e.dir_inode == dir_inode;
-  return false;
+const JournalEntry* Journal::find(const KnobPath& k, uint64_t dir_inode) const {
+  auto it = index_.find(k);
+  if (it == index_.end()) return nullptr;
+  const JournalEntry& e = entries_[it->second];
+  return e.dir_inode == 0 || dir_inode == 0 || e.dir_inode == dir_inode ? &e : nullptr;
 }
 
 Result<void> Journal::record(JournalEntry e) {
-  if (has(e.path, e.dir_inode)) return {};
+  if (e.kind == EntryKind::sched_feature) e.value = ValueKind::sched_feature;  // the only kind it has
+  if (e.kind == EntryKind::created_dir) e.value = ValueKind::text;
+  if (auto ok = check_entry(e); !ok)
+    return fail("refusing to journal (and so to change) " + ok.error().what, file_.string());
+  auto it = index_.find(e.path);
+  std::optional<JournalEntry> gone;  // of the cgroup that had this name before: that cgroup is gone
+  if (it != index_.end()) {
+    const JournalEntry& old = entries_[it->second];
+    if (old.dir_inode == 0 || e.dir_inode == 0 || old.dir_inode == e.dir_inode) return {};
+    gone = old;
+  }
+  const std::string old_boot = boot_id_;
   if (entries_.empty()) boot_id_ = current_boot_;  // after a restore (maybe of another boot's journal)
-  auto old = entries_;
-  // An entry of the cgroup that had this name before: that cgroup is gone, its knob with it.
-  std::erase_if(entries_, [&](const JournalEntry& x) { return x.path == e.path; });
-  entries_.push_back(std::move(e));
-  if (auto r = save(); !r) {
-    entries_ = std::move(old);
+  if (boot_id_.empty())
+    return fail(
+        "cannot journal: this boot's id is unknown (/proc/sys/kernel/random/boot_id), so a restore could "
+        "not tell this boot's values from another's",
+        file_.string());
+  std::string lines = (gone ? journal_record(*gone, false) : std::string()) + journal_record(e, true);
+  if (gone) {
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(it->second));
+    entries_.push_back(e);
+    reindex();
+  } else {
+    index_[e.path] = entries_.size();
+    entries_.push_back(e);
+  }
+  if (auto r = persist(lines, gone ? 2 : 1); !r) {
+    if (gone) {
+      entries_.pop_back();
+      entries_.push_back(*gone);  // its place in the order matters only to created dirs, never replaced
+      reindex();
+    } else {
+      entries_.pop_back();
+      index_.erase(e.path);
+    }
+    boot_id_ = old_boot;
     return r;
   }
   return {};
 }
 
 Result<void> Journal::forget(const KnobPath& k, uint64_t dir_inode) {
+  const JournalEntry* e = find(k, dir_inode);
+  if (e == nullptr) return {};
+  const JournalEntry* target = e;
+  auto r = forget_where([&](const JournalEntry& x) { return &x == target; });
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<size_t> Journal::forget_where(const std::function<bool(const JournalEntry&)>& which) {
+  std::string lines;
   std::vector<JournalEntry> kept;
-  for (const auto& e : entries_)
-    if (!(e.path == k && (dir_inode == 0 || e.dir_inode == 0 || e.dir_inode == dir_inode))) kept.push_back(e);
-  if (kept.size() == entries_.size()) return {};
-  return replace(std::move(kept));
+  size_t n = 0;
+  for (const auto& e : entries_) {
+    if (which(e)) {
+      lines += journal_record(e, false);
+      ++n;
+    } else {
+      kept.push_back(e);
+    }
+  }
+  if (n == 0) return size_t{0};
+  auto old = std::exchange(entries_, std::move(kept));
+  reindex();
+  if (auto r = persist(lines, n); !r) {
+    entries_ = std::move(old);
+    reindex();
+    return std::unexpected(r.error());
+  }
+  return n;
 }
 
 Result<void> Journal::replace(std::vector<JournalEntry> entries) {
+  for (const auto& e : entries)
+    if (auto ok = check_entry(e); !ok) return fail("refusing to journal " + ok.error().what, file_.string());
   auto old = std::exchange(entries_, std::move(entries));
+  const std::string old_boot = boot_id_;
   if (entries_.empty()) boot_id_ = current_boot_;
-  if (auto r = save(); !r) {
+  reindex();
+  must_rewrite_ = true;
+  if (auto r = rewrite(); !r) {
     entries_ = std::move(old);
+    boot_id_ = old_boot;
+    reindex();
     return r;
   }
   return {};
 }
 
-Result<void> Journal::save() {
-  if (entries_.empty()) {
-    std::error_code ec;
-    fs::remove(file_, ec);
-    if (ec) return fail("cannot remove the journal", file_.string(), ec.value());
-    return fsync_path(dir_, O_RDONLY | O_DIRECTORY);
+Result<void> Journal::persist(const std::string& lines, size_t n) {
+  const size_t dead = records_ + n - entries_.size();
+  if (must_rewrite_ || !fd_.valid() || entries_.empty() || dead > std::max(entries_.size(), kDeadFloor))
+    return rewrite();
+  size_t done = 0;
+  int err = 0;
+  while (done < lines.size()) {
+    ssize_t w = ::write(fd_.get(), lines.data() + done, lines.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      err = errno;
+      break;
+    }
+    done += static_cast<size_t>(w);
   }
-  return write_durably(file_, format_journal(boot_id_, entries_), "the journal");
+  if (err == 0 && ::fdatasync(fd_.get()) != 0) err = errno;
+  if (err != 0) {
+    // Cut back to the last good record (a reader drops a torn tail anyway); after a failed fdatasync
+    // the page cache may no longer be what is on disk, so the next change rewrites the file whole.
+    if (::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0 || err == EIO) must_rewrite_ = true;
+    return fail("cannot append to the journal (nothing was changed)", file_.string(), err);
+  }
+  size_ += lines.size();
+  records_ += n;
+  return {};
 }
 
-Result<void> write_durably(const fs::path& file, std::string_view text, const std::string& what) {
-  fs::path tmp = file;
-  tmp += ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return fail_errno("cannot write " + what, tmp.string());
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      return fail("cannot write " + what, tmp.string(), e);
+Result<void> Journal::rewrite() {
+  if (entries_.empty()) {
+    fd_.reset();
+    if (auto r = dir_->remove(kJournalFile); !r) {
+      must_rewrite_ = true;
+      return r;
     }
-    done += static_cast<size_t>(n);
+  } else {
+    const std::string text = format_journal(boot_id_, entries_);
+    if (auto r = dir_->replace(kJournalFile, text, "the journal"); !r) {
+      must_rewrite_ = true;
+      return r;
+    }
+    auto fd = dir_->open_file(kJournalFile, O_WRONLY | O_APPEND);
+    if (!fd) {
+      must_rewrite_ = true;
+      return std::unexpected(fd.error());
+    }
+    fd_ = std::move(*fd);
+    size_ = text.size();
   }
-  if (::fsync(fd) != 0) {
-    int e = errno;
-    ::close(fd);
-    return fail("cannot fsync " + what, tmp.string(), e);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), file.c_str()) != 0)
-    return fail_errno("cannot rename " + what + " into place", file.string());
-  return fsync_path(file.parent_path(), O_RDONLY | O_DIRECTORY);
+  records_ = entries_.size();
+  if (entries_.empty()) size_ = 0;
+  must_rewrite_ = false;
+  return {};
 }
 
 }  // namespace keel::act

@@ -33,6 +33,10 @@ Result<KnobPath> cgroup_knob(const SysRoots& roots, const CgroupHierarchy& h, st
 // "/a/b" from "a/b", "/a//b/", "/"; an error for "." or "..".
 Result<std::string> normalize_cgroup(std::string_view cgroup);
 
+// The cpuset group keel creates for the root cgroup's processes (top level of the cpuset hierarchy):
+// the one cgroup keel makes, so the one the journal accepts as created (journal.h, check_entry).
+inline constexpr std::string_view kRootTasksGroup = "/keel-root-tasks";
+
 // Observe mode computes every write and makes none.
 enum class Mode { enforce, observe };
 

@@ -36,7 +36,8 @@ Result<void> write_value(const SysRoots& roots, const KnobPath& k, std::string_v
   fs::path p = k.abs(roots);
   const std::string bytes = kernel_bytes(k, text);
   const std::string_view value = trim(text);
-  int fd = ::open(p.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  // Kernel knob files are never links: one that is was not made by the kernel.
+  int fd = ::open(p.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return fail_errno("cannot open to restore '" + std::string(value) + "'", p.string());
   ssize_t n = ::write(fd, bytes.data(), bytes.size());
   int e = errno;
@@ -108,7 +109,7 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
                             const std::function<bool(const JournalEntry&)>& which, const DirOps& dirs,
                             const KnobWriter::Written* wrote) {
   RestoreReport rep;
-  const auto& all = journal.entries();
+  const auto& all = journal.entries();  // replaced only at the end
   std::string boot = read_boot_id(roots.proc);
   if (all.empty()) return rep;
   if (boot.empty()) {
@@ -124,63 +125,85 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
     return rep;
   }
   std::vector<JournalEntry> left;
-  std::vector<fs::path> removed_dirs;
+  // Directories removed (or found gone), by root and path: the knobs inside went with them.
+  std::set<std::pair<Root, fs::path>> removed_dirs;
   // Other tools that follow the kernel docs hold this lock around their resctrl changes too.
   int resctrl_lock = -1;
   if (std::any_of(all.begin(), all.end(), [](const auto& e) { return e.path.root == Root::resctrl; })) {
     resctrl_lock = ::open(roots.resctrl.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (resctrl_lock >= 0) (void)::flock(resctrl_lock, LOCK_EX);
   }
+  // Only what keel itself writes (the journal loads nothing else; checked again where it is written).
+  std::vector<const JournalEntry*> entries;
+  entries.reserve(all.size());
+  for (const auto& e : all) {
+    if (which && !which(e)) {
+      left.push_back(e);  // not asked for: stays journaled
+    } else if (auto ok = check_entry(e); !ok) {
+      rep.failed.push_back(Error{0, e.path.abs(roots).string(), "not restored: " + ok.error().what});
+      left.push_back(e);
+    } else {
+      entries.push_back(&e);
+    }
+  }
 
   // 1. Directories keel created, newest first: resctrl groups (their tasks fall back to the default
   // group) and cgroups (their processes are moved to the parent first: a cgroup with tasks is busy).
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    if (it->kind != EntryKind::created_dir) continue;
-    if (which && !which(*it)) {
-      left.push_back(*it);  // not asked for: stays journaled
-      continue;
-    }
-    fs::path p = it->path.abs(roots);
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    const JournalEntry& e = **it;
+    if (e.kind != EntryKind::created_dir) continue;
+    fs::path p = e.path.abs(roots);
     std::error_code ec;
     if (!fs::exists(p, ec)) {
       ++rep.gone;
-      removed_dirs.push_back(p);
-    } else if (auto moved = it->path.root == Root::cgroup ? move_procs_to_parent(p) : Result<size_t>(0);
+      removed_dirs.insert({e.path.root, e.path.rel});
+    } else if (auto moved = e.path.root == Root::cgroup ? move_procs_to_parent(p) : Result<size_t>(0);
                !moved) {
       rep.failed.push_back(moved.error());  // a cgroup keel made for tasks: they go back first
-      left.push_back(*it);
+      left.push_back(e);
     } else if (dirs.remove(p) == 0) {
       ++rep.restored;
-      removed_dirs.push_back(p);
+      removed_dirs.insert({e.path.root, e.path.rel});
     } else {
       rep.failed.push_back(Error{errno, p.string(), "cannot remove the group keel created"});
-      left.push_back(*it);
+      left.push_back(e);
     }
   }
+  auto inside_removed = [&](const JournalEntry& e) {
+    if (removed_dirs.empty()) return false;
+    for (fs::path d = e.path.rel.parent_path(); !d.empty(); d = d.parent_path())
+      if (removed_dirs.contains({e.path.root, d})) return true;
+    return false;
+  };
 
   // 2. Knob values, in an order the kernel accepts, retried while a pass makes progress.
   // v1 quota and period changed together go back through "no limit" (-1), in the order
   // quota=-1, period, quota: any other order can be refused by a parent's or a child's limit.
-  std::set<fs::path> bandwidth_pairs;
-  for (const auto& e : all)
-    if (e.kind == EntryKind::file && e.value == ValueKind::cfs_period)
-      for (const auto& q : all)
-        if (q.kind == EntryKind::file && q.value == ValueKind::cfs_quota && q.path.root == e.path.root &&
-            q.path.rel.parent_path() == e.path.rel.parent_path())
-          bandwidth_pairs.insert(e.path.rel.parent_path());
+  // Per cgroup directory (by root and path): which of quota and period are journaled, and cpu.idle's
+  // original, so each entry's question is one lookup (restore is O(n log n) in the entries).
+  struct InDir {
+    bool quota = false, period = false;
+    std::optional<std::string> idle;
+  };
+  std::map<std::pair<Root, fs::path>, InDir> in_dir;
+  for (const JournalEntry* e : entries) {
+    if (e->kind != EntryKind::file) continue;
+    InDir& d = in_dir[{e->path.root, e->path.rel.parent_path()}];
+    if (e->value == ValueKind::cfs_quota) d.quota = true;
+    if (e->value == ValueKind::cfs_period) d.period = true;
+    if (e->value == ValueKind::idle && e->path.rel.filename() == cgroup_file_name(CgroupFile::idle, false))
+      d.idle = e->original;
+  }
+  auto dir_of = [&](const JournalEntry& e) -> const InDir* {
+    auto it = in_dir.find({e.path.root, e.path.rel.parent_path()});
+    return it == in_dir.end() ? nullptr : &it->second;
+  };
   std::vector<Step> steps;
-  for (const auto& e : all) {
+  for (const JournalEntry* ep : entries) {
+    const JournalEntry& e = *ep;
     if (e.kind == EntryKind::created_dir) continue;
-    if (which && !which(e)) {
-      left.push_back(e);
-      continue;
-    }
+    if (inside_removed(e)) continue;  // went with its group
     fs::path p = e.path.abs(roots);
-    bool inside_removed = std::any_of(removed_dirs.begin(), removed_dirs.end(), [&](const fs::path& d) {
-      auto rel = p.lexically_relative(d);
-      return !rel.empty() && *rel.begin() != "..";
-    });
-    if (inside_removed) continue;  // went with its group
     auto cur = read_file(p);
     if (cur && !same_cgroup(roots, e)) {
       ++rep.gone;  // its cgroup was removed; the one there now under its name is not keel's to change
@@ -198,16 +221,17 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
       ++rep.gone;  // the cgroup (or device) is gone: nothing to give back
       continue;
     }
+    const InDir* d = dir_of(e);
     // An idle group's weight is fixed by the kernel (it refuses writes): once cpu.idle is back to 1,
     // the weight is what the kernel makes it. (cpu.idle has one name on v1 and v2.)
     if (cur && e.value == ValueKind::weight) {
-      auto idle = read_file(p.parent_path() / cgroup_file_name(CgroupFile::idle, /*unified=*/false));
-      bool idle_after = idle && trim(*idle) == "1";
-      for (const auto& x : all)
-        if (x.value == ValueKind::idle && x.path.root == e.path.root &&
-            x.path.rel.filename() == cgroup_file_name(CgroupFile::idle, /*unified=*/false) &&
-            x.path.rel.parent_path() == e.path.rel.parent_path())
-          idle_after = trim(x.original) == "1";
+      bool idle_after;
+      if (d != nullptr && d->idle) {
+        idle_after = trim(*d->idle) == "1";
+      } else {
+        auto idle = read_file(p.parent_path() / cgroup_file_name(CgroupFile::idle, /*unified=*/false));
+        idle_after = idle && trim(*idle) == "1";
+      }
       if (idle_after) {
         ++rep.unchanged;
         continue;
@@ -224,6 +248,7 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
                                   std::string(trim(*cur)));
       continue;  // another manager's value now: not keel's to take back
     }
+    const bool pair = d != nullptr && d->quota && d->period;
     int depth = static_cast<int>(std::distance(e.path.rel.begin(), e.path.rel.end()));
     if (e.path.root == Root::resctrl) {
       steps.push_back({&e, e.original, true, 0, depth});
@@ -251,10 +276,10 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
       if (now && want && !now->subset_of(*want))  // shrinks (maybe also grows): grow to the union first
         steps.push_back({&e, (*now | *want).to_list(), false, 2, depth});
       steps.push_back({&e, e.original, true, 3, -depth});
-    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) && e.value == ValueKind::cfs_quota) {
+    } else if (pair && e.value == ValueKind::cfs_quota) {
       steps.push_back({&e, "-1", false, 4, depth, 0});
       steps.push_back({&e, e.original, true, 4, depth, 2});
-    } else if (bandwidth_pairs.contains(e.path.rel.parent_path()) && e.value == ValueKind::cfs_period) {
+    } else if (pair && e.value == ValueKind::cfs_period) {
       steps.push_back({&e, e.original, true, 4, depth, 1});
     } else {
       steps.push_back({&e, e.original, true, 4, depth});

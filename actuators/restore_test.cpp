@@ -135,15 +135,15 @@ TEST_F(Tree, ARefusedWriteNamesPathValueAndResctrlsReasonAndKeepsTheJournalUsabl
   // The kernel's refusal, simulated: the group's schemata cannot be opened for writing.
   testing::make_tree(t_.path(),
                      {{"sys/fs/resctrl/info/last_cmd_status", "mask f7 has non-consecutive 1-bits\n"},
-                      {"sys/fs/resctrl/g1/schemata/", ""}});
+                      {"sys/fs/resctrl/keel-g1/schemata/", ""}});
   Journal j = journal();
   KnobWriter w(roots_, Mode::enforce, &j);
   ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
-  auto bad = w.write_journaled({Root::resctrl, "g1/schemata"}, "L3:0=f7",
-                               {EntryKind::file, {Root::resctrl, "g1/schemata"}, ""});
+  auto bad = w.write_journaled({Root::resctrl, "keel-g1/schemata"}, "L3:0=f7",
+                               {EntryKind::file, {Root::resctrl, "keel-g1/schemata"}, ""});
   ASSERT_FALSE(bad);
   std::string m = bad.error().message();
-  EXPECT_NE(m.find("sys/fs/resctrl/g1/schemata"), std::string::npos) << m;
+  EXPECT_NE(m.find("sys/fs/resctrl/keel-g1/schemata"), std::string::npos) << m;
   EXPECT_NE(m.find("'L3:0=f7'"), std::string::npos) << m;
   EXPECT_NE(m.find("mask f7 has non-consecutive 1-bits"), std::string::npos) << m;
   // The earlier knob is still journaled with its original, so restore gives it back.

@@ -7,6 +7,8 @@
 
 namespace keel::act {
 
+namespace fs = std::filesystem;
+
 namespace {
 
 constexpr const char* kHandoverFile = "handover";
@@ -15,18 +17,10 @@ constexpr size_t kHandoverMax = 16 << 20;
 
 // STATE_DIR/handover: "keel-handover 1 BOOT_ID\n" then the loop's state. None when absent, a symlink,
 // not a regular file of ours, too large or malformed (then the journal is restored as a crash's).
-std::optional<std::pair<std::string, std::string>> read_handover(const std::filesystem::path& file) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  std::string text;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
-      static_cast<size_t>(st.st_size) <= kHandoverMax) {
-    text.resize(static_cast<size_t>(st.st_size));
-    ssize_t n = ::read(fd, text.data(), text.size());
-    text.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  }
-  ::close(fd);
+std::optional<std::pair<std::string, std::string>> read_handover(const StateDir& dir) {
+  auto read = dir.read(kHandoverFile, kHandoverMax);
+  if (!read || !*read) return std::nullopt;
+  const std::string& text = **read;
   const size_t nl = text.find('\n');
   if (nl == std::string::npos || !text.starts_with(std::string(kHandoverMagic) + " ")) return std::nullopt;
   std::string boot = text.substr(kHandoverMagic.size() + 1, nl - kHandoverMagic.size() - 1);
@@ -49,24 +43,36 @@ Result<Session> Session::start(const SysRoots& roots, const std::filesystem::pat
           "): one keel per host, whatever its state directory, or they would journal each other's values");
     return fail_errno("cannot lock", roots.cgroup.string());
   }
-  auto j = Journal::open(state_dir, read_boot_id(roots.proc));
-  if (!j) return std::unexpected(j.error());
   Session s;
   s.host_lock_ = std::move(host_lock);
   s.roots_ = roots;
   s.dirs_ = dirs;
-  s.journal_ = std::make_unique<Journal>(std::move(*j));
   s.state_dir_ = state_dir;
+  if (mode == Mode::observe) {
+    // Observe mode writes nothing, not even its state directory (which may be missing or read-only):
+    // it only refuses to run over changes another keel left, which it would neither adopt nor undo.
+    auto peek = peek_journal(state_dir);
+    if (!peek) return std::unexpected(peek.error());
+    std::error_code ec;
+    const bool handed = fs::exists(fs::symlink_status(state_dir / kHandoverFile, ec));
+    if (*peek && !(*peek)->entries.empty())
+      return fail("a previous keel " + std::string(handed ? "handed over " : "left ") +
+                      std::to_string((*peek)->entries.size()) + " changed knobs (journal " +
+                      (state_dir / "journal").string() +
+                      "); observe mode neither adopts nor writes: run `keel restore` first",
+                  state_dir.string());
+    s.writer_ = std::make_unique<KnobWriter>(roots, mode, nullptr, dirs);
+    s.finished_ = false;
+    return s;
+  }
+  auto j = Journal::open(state_dir, read_boot_id(roots.proc));
+  if (!j) return std::unexpected(j.error());
+  s.journal_ = std::make_unique<Journal>(std::move(*j));
   // A handover from a keel of this boot (its knobs are still as it set them): adopted, not restored.
-  auto handed = read_handover(state_dir / kHandoverFile);
+  auto handed = read_handover(s.journal_->dir());
   const bool handover = handed && !s.journal_->entries().empty() &&
                         handed->first == read_boot_id(roots.proc) && s.journal_->boot_id() == handed->first;
-  if (handover && mode == Mode::observe)
-    return fail("a previous keel handed over " + std::to_string(s.journal_->entries().size()) +
-                    " changed knobs (journal " + s.journal_->file().string() +
-                    "); observe mode neither adopts nor writes: run `keel restore` first",
-                state_dir.string());
-  if (mode == Mode::enforce) remove_handover(state_dir);  // read once: a crash after this is a crash
+  remove_handover(s.journal_->dir());  // read once: a crash after this is a crash
   if (handover) {
     s.adopted_ = std::move(handed->second);
     s.writer_ = std::make_unique<KnobWriter>(roots, mode, s.journal_.get(), dirs);
@@ -74,11 +80,6 @@ Result<Session> Session::start(const SysRoots& roots, const std::filesystem::pat
     return s;
   }
   s.recovered_entries_ = s.journal_->entries().size();
-  if (s.recovered_entries_ > 0 && mode == Mode::observe)
-    // Observe mode never writes, not even to undo another keel's changes.
-    return fail("a previous keel left " + std::to_string(s.recovered_entries_) + " changed knobs (journal " +
-                    s.journal_->file().string() + "); observe mode does not write: run `keel restore` first",
-                state_dir.string());
   if (s.recovered_entries_ > 0) {
     // A keel that crashed (or was killed) left these: give them back before deciding anything.
     s.recovered_ = restore(roots, *s.journal_, dirs);
@@ -88,8 +89,7 @@ Result<Session> Session::start(const SysRoots& roots, const std::filesystem::pat
                       s.journal_->file().string() + ": fix the cause, then `keel restore`",
                   state_dir.string());
   }
-  s.writer_ =
-      std::make_unique<KnobWriter>(roots, mode, mode == Mode::enforce ? s.journal_.get() : nullptr, dirs);
+  s.writer_ = std::make_unique<KnobWriter>(roots, mode, s.journal_.get(), dirs);
   s.finished_ = false;
   return s;
 }
@@ -122,15 +122,12 @@ Result<void> Session::hand_over(std::string_view state) {
   if (writer_->mode() == Mode::observe) return {};
   const std::string text =
       std::string(kHandoverMagic) + " " + journal_->boot_id() + "\n" + std::string(state);
-  if (auto r = write_durably(state_dir_ / kHandoverFile, text, "the handover"); !r) return r;
+  if (auto r = journal_->dir().replace(kHandoverFile, text, "the handover"); !r) return r;
   finished_ = true;  // the knobs stay: the next keel adopts them, or `keel restore` gives them back
   return {};
 }
 
-void remove_handover(const std::filesystem::path& state_dir) {
-  std::error_code ec;
-  std::filesystem::remove(state_dir / kHandoverFile, ec);
-}
+void remove_handover(const StateDir& dir) { (void)dir.remove(kHandoverFile); }
 
 RestoreReport Session::finish() {
   finished_ = true;

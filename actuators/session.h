@@ -21,11 +21,11 @@ namespace keel::act {
 
 class Session {
  public:
-  // Observe mode still takes the locks (two keels on one state directory is a mistake in any mode)
-  // but never journals or writes. One keel per host, whatever its state directory: the session also
-  // holds an exclusive flock on the host's cgroup mount root (roots.cgroup), the one directory every
-  // keel of the host sees (a container's with the host's tree mounted too); two keels with different
-  // state directories would journal each other's values.
+  // Observe mode never journals or writes, not even its state directory (it may be missing or
+  // read-only); it refuses to start over a journal another keel left. One keel per host, whatever its state
+  // directory: the session also holds an exclusive flock on the host's cgroup mount root (roots.cgroup), the
+  // one directory every keel of the host sees (a container's with the host's tree mounted too); two keels
+  // with different state directories would journal each other's values.
   static Result<Session> start(const SysRoots& roots, const std::filesystem::path& state_dir, Mode mode,
                                DirOps dirs = DirOps::real());
   Session(Session&&) noexcept;
@@ -59,6 +59,6 @@ class Session {
 };
 
 // Removes STATE_DIR/handover (keel restore, before giving the journal's knobs back: nothing to adopt).
-void remove_handover(const std::filesystem::path& state_dir);
+void remove_handover(const StateDir& dir);
 
 }  // namespace keel::act

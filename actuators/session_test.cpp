@@ -177,6 +177,7 @@ TEST_F(SessionTree, OneKeelPerHostWhateverItsStateDirectory) {
 TEST_F(SessionTree, AfterAStaleJournalTheNewSessionsChangesAreStillRestored) {
   testing::make_tree(
       t_.path(), {{"state/journal", "keel-journal 1 boot_id=old-boot\nfile cgroup cpu/be/cpu.shares 512\n"}});
+  fs::permissions(t_.path() / "state", fs::perms::owner_all);
   {
     auto s = Session::start(roots_, t_.path() / "state", Mode::enforce);
     ASSERT_TRUE(s) << s.error().message();

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "actuators/knob.h"
 #include "host/cgroup.h"
 #include "host/cgroup_files.h"
 #include "host/cpuset.h"
@@ -24,8 +25,6 @@
 
 namespace keel::act {
 
-// The cpuset group keel creates for the root cgroup's processes (top level of the cpuset hierarchy).
-inline constexpr std::string_view kRootTasksGroup = "/keel-root-tasks";
 // Bounds on what one survey reads: top-level cgroups, cgroups below one of them, depth, root processes.
 inline constexpr size_t kMaxTopGroups = 256, kMaxGroupCgroups = 1024, kMaxDepth = 16, kMaxRootProcs = 65536;
 

@@ -37,7 +37,54 @@ std::string& KnobWriter::observe_current(const KnobPath& k, std::string& current
 KnobWriter::KnobWriter(const SysRoots& roots, Mode mode, Journal* journal, DirOps dirs)
     : roots_(roots), mode_(mode), journal_(journal), dirs_(std::move(dirs)) {}
 
-std::vector<Change> KnobWriter::take_changes() { return std::exchange(changes_, {}); }
+std::vector<Change> KnobWriter::take_changes() {
+  dropped_changes_ = 0;
+  return std::exchange(changes_, {});
+}
+
+void KnobWriter::note(Change c) {
+  // A caller that never takes them (a tool, a test, a loop that failed to) must not grow the writer
+  // without bound: the oldest half goes, counted.
+  if (changes_.size() >= kMaxPendingChanges) {
+    changes_.erase(changes_.begin(), changes_.begin() + kMaxPendingChanges / 2);
+    dropped_changes_ += kMaxPendingChanges / 2;
+  }
+  changes_.push_back(std::move(c));
+}
+
+namespace {
+// The inode of the directory a knob is in; nullopt when it is gone (any other failure: 0, unknown).
+std::optional<uint64_t> dir_inode_of(const fs::path& knob) {
+  struct stat st;
+  if (::stat(knob.parent_path().c_str(), &st) != 0)
+    return errno == ENOENT ? std::nullopt : std::optional<uint64_t>(0);
+  return static_cast<uint64_t>(st.st_ino);
+}
+}  // namespace
+
+Result<size_t> KnobWriter::prune_gone() {
+  auto gone = [&](const KnobPath& k, uint64_t inode) {
+    if (k.root != Root::cgroup) return false;
+    auto now = dir_inode_of(k.abs(roots_));
+    return !now || (inode != 0 && *now != 0 && *now != inode);
+  };
+  size_t n = 0;
+  n += std::erase_if(wrote_, [&](const auto& w) { return gone(w.first.first, w.first.second); });
+  n += std::erase_if(observed_, [&](const auto& o) { return gone(o.first, 0); });
+  // A lockout long over is as good as none (its strikes only lengthen a lockout of a knob that keeps
+  // drifting: after an hour it starts over).
+  n += std::erase_if(lockouts_, [&](const auto& l) {
+    return tick_ >= l.second.until + kDriftLockoutMaxTicks || gone(l.first, 0);
+  });
+  if (journal_ != nullptr && mode_ == Mode::enforce) {
+    auto j = journal_->forget_where([&](const JournalEntry& e) {
+      return e.kind == EntryKind::file && e.dir_inode != 0 && gone(e.path, e.dir_inode);
+    });
+    if (!j) return std::unexpected(j.error());
+    n += *j;
+  }
+  return n;
+}
 
 // What goes to the kernel: an empty value as a lone newline (a 0-byte write is ignored), and a resctrl
 // value newline-terminated (schemata refuses input without it).
@@ -88,7 +135,7 @@ Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, std::opt
   }
   if (same_value(kind.value_or(ValueKind::text), current, want)) return false;
   if (mode_ == Mode::observe) {
-    changes_.push_back({k, current, want, false});
+    note({k, current, want, false});
     observed_[k] = want;
     return true;
   }
@@ -117,7 +164,7 @@ Result<bool> KnobWriter::set(const CgroupDir& dir, CgroupFile f, std::string_vie
   if (!*may) return false;
   if (same_value(kind, current, want)) return false;
   if (mode_ == Mode::observe) {
-    changes_.push_back({*k, current, want, false});
+    note({*k, current, want, false});
     observed_[*k] = want;
     return true;
   }
@@ -126,7 +173,7 @@ Result<bool> KnobWriter::set(const CgroupDir& dir, CgroupFile f, std::string_vie
   if (auto r = journal_first(JournalEntry{EntryKind::file, *k, current, kind, dir.id().inode}); !r)
     return std::unexpected(r.error());
   if (auto r = dir.write(f, kernel_bytes(*k, value)); !r) return std::unexpected(r.error());
-  changes_.push_back({*k, current, want, true});
+  note({*k, current, want, true});
   wrote_[{*k, dir.id().inode}] = want;
   return true;
 }
@@ -157,10 +204,9 @@ std::optional<std::string> KnobWriter::original(const CgroupDir& dir, CgroupFile
   if (journal_ == nullptr || dir.name(f).empty()) return std::nullopt;
   auto k = cgroup_knob(roots_, dir.hierarchy(), dir.path(), dir.name(f));
   if (!k) return std::nullopt;
-  for (const auto& e : journal_->entries())
-    if (e.kind == EntryKind::file && e.path == *k && (e.dir_inode == 0 || e.dir_inode == dir.id().inode))
-      return e.original;
-  return std::nullopt;
+  const JournalEntry* e = journal_->find(*k, dir.id().inode);
+  if (e == nullptr || e->kind != EntryKind::file) return std::nullopt;
+  return e->original;
 }
 
 Result<void> KnobWriter::journal_first(const JournalEntry& original) {
@@ -171,7 +217,7 @@ Result<void> KnobWriter::journal_first(const JournalEntry& original) {
 Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view value,
                                          const JournalEntry& original) {
   if (mode_ == Mode::observe) {
-    changes_.push_back({k, original.original, std::string(trim(value)), false});
+    note({k, original.original, std::string(trim(value)), false});
     observed_[k] = std::string(trim(value));
     return {};
   }
@@ -179,7 +225,7 @@ Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view val
     return fail("no journal: refusing to change a knob it could not restore", k.abs(roots_).string());
   if (auto r = journal_first(original); !r) return r;
   if (auto r = raw_write(k, value, false); !r) return r;
-  changes_.push_back({k, original.original, std::string(trim(value)), true});
+  note({k, original.original, std::string(trim(value)), true});
   if (k.root == Root::cgroup) wrote_[{k, original.dir_inode}] = std::string(trim(value));
   return {};
 }
@@ -201,7 +247,7 @@ Result<void> KnobWriter::journal(const CgroupDir& dir, CgroupFile f) {
 
 Result<bool> KnobWriter::append(const KnobPath& k, std::string_view value) {
   if (mode_ == Mode::observe) {
-    changes_.push_back({k, "", std::string(trim(value)), false});
+    note({k, "", std::string(trim(value)), false});
     return true;
   }
   auto r = raw_write(k, value, true);
@@ -209,7 +255,7 @@ Result<bool> KnobWriter::append(const KnobPath& k, std::string_view value) {
     if (r.error().err == ESRCH) return false;  // the task exited meanwhile
     return std::unexpected(r.error());
   }
-  changes_.push_back({k, "", std::string(trim(value)), true});
+  note({k, "", std::string(trim(value)), true});
   return true;
 }
 
@@ -218,7 +264,7 @@ Result<bool> KnobWriter::make_dir(const KnobPath& k) {
   std::error_code ec;
   if (fs::is_directory(p, ec)) return false;
   if (mode_ == Mode::observe) {
-    changes_.push_back({k, "", "(mkdir)", false});
+    note({k, "", "(mkdir)", false});
     return true;
   }
   if (journal_ == nullptr) return fail("no journal: refusing to create what it could not remove", p.string());
@@ -227,15 +273,13 @@ Result<bool> KnobWriter::make_dir(const KnobPath& k) {
   if (dirs_.make(p) != 0) {
     int e = errno;
     // Not created: the entry would make restore remove a directory keel does not own.
-    std::vector<JournalEntry> keep;
-    for (const auto& x : journal_->entries())
-      if (!(x.path == k && x.kind == EntryKind::created_dir)) keep.push_back(x);
-    (void)journal_->replace(std::move(keep));
+    (void)journal_->forget_where(
+        [&](const JournalEntry& x) { return x.path == k && x.kind == EntryKind::created_dir; });
     std::string what = "mkdir refused";
     if (k.root == Root::resctrl && e == ENOSPC) what += " (no free CLOSID: every resctrl group id is in use)";
     return fail(what, p.string(), e);
   }
-  changes_.push_back({k, "", "(mkdir)", true});
+  note({k, "", "(mkdir)", true});
   return true;
 }
 
@@ -243,11 +287,10 @@ Result<bool> KnobWriter::remove_dir(const KnobPath& k) {
   fs::path p = k.abs(roots_);
   std::error_code ec;
   if (!fs::is_directory(p, ec)) return false;
-  bool ours = journal_ != nullptr &&
-              std::any_of(journal_->entries().begin(), journal_->entries().end(),
-                          [&](const auto& e) { return e.kind == EntryKind::created_dir && e.path == k; });
+  const JournalEntry* entry = journal_ != nullptr ? journal_->find(k) : nullptr;
+  const bool ours = entry != nullptr && entry->kind == EntryKind::created_dir;
   if (mode_ == Mode::observe) {
-    changes_.push_back({k, "(dir)", "(rmdir)", false});
+    note({k, "(dir)", "(rmdir)", false});
     return true;
   }
   if (!ours) return fail("not removed: keel did not create it", p.string());
@@ -257,14 +300,12 @@ Result<bool> KnobWriter::remove_dir(const KnobPath& k) {
     return fail("rmdir refused", p.string(), e);
   }
   // The directory and the knobs inside it are gone: nothing of them is left to restore.
-  std::vector<JournalEntry> keep;
-  for (const auto& x : journal_->entries()) {
+  auto r = journal_->forget_where([&](const JournalEntry& x) {
     auto rel = x.path.rel.lexically_relative(k.rel);
-    bool inside = x.path.root == k.root && !rel.empty() && *rel.begin() != "..";
-    if (!inside) keep.push_back(x);
-  }
-  if (auto r = journal_->replace(std::move(keep)); !r) return std::unexpected(r.error());
-  changes_.push_back({k, "(dir)", "(rmdir)", true});
+    return x.path.root == k.root && !rel.empty() && *rel.begin() != "..";
+  });
+  if (!r) return std::unexpected(r.error());
+  note({k, "(dir)", "(rmdir)", true});
   return true;
 }
 

@@ -80,9 +80,16 @@ class KnobWriter {
   size_t journaled() const { return journal_ != nullptr ? journal_->entries().size() : 0; }
   Journal* journal() const { return journal_; }  // none in observe mode
   const SysRoots& roots() const { return roots_; }
-  // The changes since the previous take_changes() (for per-tick logs).
+  // The changes since the previous take_changes() (for per-tick logs); at most kMaxPendingChanges
+  // (older ones are dropped, counted by dropped_changes(), when nobody takes them).
   const std::vector<Change>& changes() const { return changes_; }
   std::vector<Change> take_changes();
+  size_t dropped_changes() const { return dropped_changes_; }
+  static constexpr size_t kMaxPendingChanges = 4096;
+  // Forgets what it holds of cgroups that are gone (their directory removed, or made again under the
+  // name: another inode): the values it wrote or would have written, their lockouts, and (enforce)
+  // their journal entries, whose knobs went with them. Lockouts long over go too. How many.
+  Result<size_t> prune_gone();
   // Observe mode: the value this writer would have written to `k` last, if any (an observed run sees
   // its own earlier steps, as an enforcing one sees them in the files).
   const std::string* observed(const KnobPath& k) const;
@@ -116,7 +123,9 @@ class KnobWriter {
   // Before a write of `k` (found at `current`): false when it must not be written now (a lockout, or a
   // drift found now).
   Result<bool> may_write(const KnobPath& k, CgroupId cgroup, ValueKind kind, const std::string& current);
+  void note(Change c);
   std::vector<Change> changes_;
+  size_t dropped_changes_ = 0;
   std::map<KnobPath, std::string> observed_;
   Written wrote_;
   struct Lockout {

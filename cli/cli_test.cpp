@@ -496,6 +496,7 @@ TEST(CliTree, RestoreFromAJournalPutsTheTreeBack) {
                                     "file cgroup cpu/gone/cpu.shares 1024\n"
                                     "file proc irq/24/smp_affinity_list 0-1\n"},
                                });
+  fs::permissions(t.path() / "state", fs::perms::owner_all);  // keel's alone, as keel makes it
   std::string cmd = keel_binary().string() + " restore --json --root " + t.path().string() + " --state " +
                     (t.path() / "state").string();
   auto [rc, out] = run_command(cmd);
@@ -516,6 +517,7 @@ TEST(CliTree, RestoreFromAJournalPutsTheTreeBack) {
 TEST(CliTree, RestoreRefusesAJournalItCannotReadAndKeepsIt) {
   testing::TempDir t;
   testing::make_tree(t.path(), {{"state/journal", "not a journal\n"}});
+  fs::permissions(t.path() / "state", fs::perms::owner_all);
   auto [rc, out] = run_command(keel_binary().string() + " restore --root " + t.path().string() + " --state " +
                                (t.path() / "state").string());
   EXPECT_EQ(rc, 1) << out;

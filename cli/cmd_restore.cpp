@@ -43,7 +43,7 @@ int cmd_restore(const std::vector<std::string>& argv) {
   size_t entries = journal->entries().size();
   // A handover (daemon.rollback = "not_on_exit") goes first: whatever this restore cannot give back is
   // then a crash's leftover, which the next keel restores (or refuses to start over), never adopts.
-  act::remove_handover(state);
+  act::remove_handover(journal->dir());
   auto rep = act::restore(roots, *journal);
   if (args->has("json")) {
     Json failed = Json::array();

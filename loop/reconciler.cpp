@@ -178,6 +178,12 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   } else if (!found_irqs_.empty()) {
     irqs(ctl::Plan{}, snap, out);  // no critical CPUs: every IRQ back
   }
+  // What the writer holds of cgroups that went away (the values it wrote, lockouts, and their journal
+  // entries, whose knobs went with them) is dropped every 64 ticks: a host whose cgroups churn must not
+  // grow keel or its journal.
+  if (inv.tick() % kPruneTicks == 0)
+    if (auto r = w_->prune_gone(); !r)
+      out.errors.push_back("pruning what gone cgroups left: " + r.error().message());
   out.changes = w_->take_changes();
   // A knob another manager took over: what keel found there is no longer what to give back (that
   // manager's value is), so it is forgotten; the writer locks the knob out and dropped its journal entry.

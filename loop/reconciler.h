@@ -8,6 +8,7 @@
 // written; a refused write is an error with path, value and reason, and the rest of the tick applies.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,6 +37,7 @@ struct Reconciled {
 
 class Reconciler {
  public:
+  static constexpr uint64_t kPruneTicks = 64;  // what gone cgroups left is dropped this often
   Reconciler(config::Spec spec, Topology topo, act::KnobWriter& w);
   // `inv` is this tick's inventory, the one `snap` was sensed from.
   Reconciled apply(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv);

@@ -174,7 +174,7 @@ TEST_F(ContainerPriv, KeelInAContainerLaidOutAsTheDaemonSetSeesTheHostsWorkloads
   args.replace(args.find(node_addr), node_addr.size(), "127.0.0.1:" + std::to_string(port));
   // The CMD's arguments are the DaemonSet's, but for the listen address.
   ASSERT_EQ(args.substr(0, args.find(" '--metrics-listen'")),
-            " 'run' '--root' '/host' '--config' '/etc/keel/keel.toml' '--state' '/var/lib/keel'");
+            " 'run' '--root' '/host' '--config' '/etc/keel/keel.toml' '--state' '/var/lib/keel/state'");
 
   // The DaemonSet's mountPropagation (HostToContainer, docker's rslave) needs shared host mounts, as
   // systemd makes them; this machine's are private, so the test binds without propagation.

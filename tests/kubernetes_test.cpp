@@ -133,12 +133,18 @@ TEST(Kubernetes, TheDaemonSetLaysOutTheHostTreesWhereKeelRunRootHostReadsThem) {
   EXPECT_NE(dockerfile.find("ENTRYPOINT [\"/usr/sbin/keel\"]"), std::string::npos);
   EXPECT_NE(dockerfile.find(
                 "CMD [\"run\", \"--root\", \"/host\", \"--config\", \"/etc/keel/keel.toml\", \"--state\", "
-                "\"/var/lib/keel\"]"),
+                "\"/var/lib/keel/state\"]"),
             std::string::npos);
   const auto args = list_after(ds, "          args:", "            - ");
-  const std::vector<std::string> want = {
-      "run",           "--root",           "/host",          "--config", "/etc/keel/keel.toml", "--state",
-      "/var/lib/keel", "--metrics-listen", "$(NODE_IP):9477"};
+  const std::vector<std::string> want = {"run",
+                                         "--root",
+                                         "/host",
+                                         "--config",
+                                         "/etc/keel/keel.toml",
+                                         "--state",
+                                         "/var/lib/keel/state",
+                                         "--metrics-listen",
+                                         "$(NODE_IP):9477"};
   EXPECT_EQ(args, want);
   const std::string unit = slurp(testing::source_dir() / "deploy/systemd/keel.service");
   EXPECT_NE(unit.find("--config /etc/keel/keel.toml --state /var/lib/keel"), std::string::npos);

@@ -1,6 +1,7 @@
 #include "tests/support/tmp_tree.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,9 +13,14 @@
 
 namespace keel::testing {
 
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/keel-test-XXXXXX";
+TempDir::TempDir()
+    : TempDir([] {
+        const char* base = std::getenv("TMPDIR");
+        return std::filesystem::path(base && *base ? base : "/tmp");
+      }()) {}
+
+TempDir::TempDir(const std::filesystem::path& base) {
+  std::string tmpl = (base / "keel-test-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
   path_ = tmpl;
 }
@@ -35,6 +41,11 @@ void make_tree(const std::filesystem::path& root,
     std::filesystem::create_directories(p.parent_path());
     std::ofstream(p, std::ios::binary) << content;
   }
+}
+
+uint64_t inode_of(const std::filesystem::path& file) {
+  struct stat st;
+  return ::stat(file.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
 std::string slurp(const std::filesystem::path& file) {

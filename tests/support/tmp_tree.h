@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -16,6 +17,8 @@ namespace keel::testing {
 class TempDir {
  public:
   TempDir();
+  // Under `base` instead (a tmpfs such as /dev/shm, for trees of many thousand files).
+  explicit TempDir(const std::filesystem::path& base);
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -31,6 +34,8 @@ void make_tree(const std::filesystem::path& root,
                const std::vector<std::pair<std::string, std::string>>& files);
 
 std::string slurp(const std::filesystem::path& file);
+// The inode of `file` (0 when it cannot be stat'ed): whether a file was replaced or changed in place.
+uint64_t inode_of(const std::filesystem::path& file);
 // The text between the first `from` in `text` and the next `to` after it ("" when either is missing).
 // (Tests parse tool output with it: std::regex trips g++ 12's -Wmaybe-uninitialized under ASan.)
 std::string between(const std::string& text, const std::string& from, const std::string& to);
