@@ -19,6 +19,7 @@
 #include "bpf/sched_sensor.h"
 #include "metrics/catalogue.h"
 #include "tests/support/http.h"
+#include "tests/support/tmp_tree.h"
 
 namespace keel::metrics {
 namespace {
@@ -42,10 +43,11 @@ std::vector<Sample> parse(const std::string& text) {
       size_t end = line.find("} ", i);
       std::string body = line.substr(i + 1, end - i - 1);
       for (size_t k = 0; k < body.size();) {
-        size_t eq = body.find("=\"", k);
-        size_t close = body.find('"', eq + 2);
-        s.labels[body.substr(k, eq - k)] = body.substr(eq + 2, close - eq - 2);
-        k = close + 2;  // past `",`
+        size_t eq = body.find("=\"", k), c = eq + 2;
+        std::string v;  // unescaped: \\, \" and \n
+        for (; body[c] != '"'; ++c) v += body[c] != '\\' ? body[c] : body[++c] == 'n' ? '\n' : body[c];
+        s.labels[body.substr(k, eq - k)] = v;
+        k = c + 2;  // past `",`
       }
       i = end + 1;
     }
@@ -368,6 +370,114 @@ TEST(Metrics, CumulativeSourcesBecomeCountersThatOnlyGrow) {
   EXPECT_DOUBLE_EQ(value(text, "keel_bpf_run_time_seconds_total", {{"program", "handle_switch"}}), 2.6);
   EXPECT_DOUBLE_EQ(value(text, "keel_bpf_run_count_total", {{"program", "handle_switch"}}), 160);
   EXPECT_DOUBLE_EQ(value(text, "process_cpu_seconds_total"), 3.6);
+}
+
+// ---- label values: names are tenants' ----
+
+TEST(LabelValue, AValidPrintableNameIsItself) {
+  for (const std::string& n : std::vector<std::string>{
+           "redis", "batch/job-1", "/system.slice/system-serial\\x2dgetty.slice",
+           "/machine.slice/machine-qemu\\x2d1\\x2dvm.scope/libvirt/vcpu0", "caf\xc3\xa9",
+           "\xe6\x97\xa5\xe6\x9c\xac", "emoji \xf0\x9f\x99\x82", std::string(kMaxLabelBytes, 'a')})
+    EXPECT_EQ(label_value(n), n);
+}
+
+TEST(LabelValue, InvalidUtf8AndControlCharactersAreEscapedByteByByte) {
+  EXPECT_EQ(label_value("bad\xff"
+                        "name"),
+            "bad\\xffname");
+  EXPECT_EQ(label_value("cut\xe6\x97"), "cut\\xe6\\x97");                       // a sequence cut short
+  EXPECT_EQ(label_value("over\xc0\xaf"), "over\\xc0\\xaf");                     // an overlong '/'
+  EXPECT_EQ(label_value("surrogate\xed\xa0\x80"), "surrogate\\xed\\xa0\\x80");  // U+D800
+  EXPECT_EQ(label_value("big\xf4\x90\x80\x80"), "big\\xf4\\x90\\x80\\x80");     // above U+10FFFF
+  EXPECT_EQ(label_value("line\nfeed\ttab\r\x1b[31m\x7f"), "line\\x0afeed\\x09tab\\x0d\\x1b[31m\\x7f");
+  EXPECT_EQ(label_value(std::string("nul\0byte", 8)), "nul\\x00byte");
+  EXPECT_EQ(label_value("quote\"back\\slash"), "quote\"back\\slash") << "left to the exposition's escaping";
+  // Deterministic, and what comes out goes through unchanged.
+  const std::string v = label_value("x\xfe\xc3\xa9\x01");
+  EXPECT_EQ(v, "x\\xfe\xc3\xa9\\x01");
+  EXPECT_EQ(label_value(v), v);
+}
+
+TEST(LabelValue, ALongNameIsCutWithAMarkerAndLongNamesSharingAStartStayApart) {
+  const std::string start = "/machine.slice/" + std::string(400, 'x');
+  const std::string a = label_value(start + "/a"), b = label_value(start + "/b");
+  EXPECT_EQ(a.size(), kMaxLabelBytes);
+  EXPECT_EQ(a.substr(0, 200), start.substr(0, 200));
+  EXPECT_EQ(a.substr(kMaxLabelBytes - 20, 4), "...#") << a;
+  EXPECT_NE(a, b);
+  EXPECT_EQ(label_value(start + "/a"), a) << "deterministic";
+  EXPECT_EQ(label_value(a), a);
+  // A huge name costs its hash, and the cut never splits a character or an escape.
+  EXPECT_EQ(label_value(std::string(1 << 20, 'y')).size(), kMaxLabelBytes);
+  for (size_t pad = 0; pad < 4; ++pad) {
+    std::string multi = std::string(pad, 'p');
+    for (int i = 0; i < 200; ++i) multi += i % 2 ? "\xc3\xa9" : "\xff";
+    const std::string cut = label_value(multi);
+    EXPECT_LE(cut.size(), kMaxLabelBytes);
+    EXPECT_EQ(label_value(cut), cut) << "valid, complete characters and escapes: " << cut;
+    const std::string kept = cut.substr(0, cut.find("...#"));
+    const size_t escape = kept.rfind('\\');
+    EXPECT_TRUE(escape == std::string::npos || kept.size() - escape >= 4) << "an escape cut short: " << kept;
+  }
+}
+
+// The review's finding: a cgroup under /machine.slice named with invalid UTF-8 became a workload label
+// and Prometheus rejected the whole scrape. Every label value keel exports, from every source, now
+// reaches a real parser (promtool, the text parser Prometheus's own tools use) valid.
+TEST(Metrics, ScrapeWithHostileNamesIsAcceptedByPromtool) {
+  if (testing::run_command("command -v promtool").first != 0)
+    FAIL() << "promtool not found: run scripts/deps.sh";
+  auto st = setup();
+  st.version = "9.9\xff";
+  Metrics m(st);
+  TickReport t;
+  const std::string bad = "/machine.slice/vm\xff\xfe.scope",
+                    huge = "/machine.slice/" + std::string(100000, 'h');
+  t.workloads = {workload(bad, "best_effort", {10}), workload(huge, "best_effort", {10}),
+                 workload("crit\xc3\x28", "critical", {10}),
+                 workload("quote\"back\\slash\nnew", "best_effort", {10}), workload("other", "other", {10})};
+  t.workloads[2].slack = 0.5;
+  t.workloads[2].knobs = {{"cpus", 2}};
+  t.interference = {{"crit\xc3\x28", bad, 1.0}};
+  t.health.programs = {{"prog\x80", 10, 1}};
+  m.publish(t);
+  const std::string text = m.render();
+  testing::TempDir tmp;
+  testing::make_tree(tmp.path(), {{"scrape", text}});
+  auto [rc, out] =
+      testing::run_command("promtool check metrics < '" + (tmp.path() / "scrape").string() + "'");
+  // promtool exits 1 on a text it cannot parse, 3 on style remarks (there are none either).
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(
+      value(text, "keel_runqueue_latency_seconds_count", {{"workload", "/machine.slice/vm\\xff\\xfe.scope"}}),
+      1);
+  EXPECT_EQ(value(text, "keel_antagonist_score",
+                  {{"workload", "crit\\xc3("}, {"antagonist", "/machine.slice/vm\\xff\\xfe.scope"}}),
+            1);
+  EXPECT_EQ(value(text, "keel_bpf_run_count_total", {{"program", "prog\\x80"}}), 1);
+  EXPECT_EQ(value(text, "keel_build_info", {{"version", "9.9\\xff"}}), 1);
+  EXPECT_EQ(find(text, "keel_runqueue_latency_seconds_count", {{"workload", label_value(huge)}}).size(), 1u);
+  // The exposition escapes what stays: backslash, quote and newline (prometheus-cpp).
+  EXPECT_NE(text.find("workload=\"quote\\\"back\\\\slash\\\\x0anew\""), std::string::npos);
+  for (char c : text) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c != 0x7f) || (c & 0x80)) << int(c);
+}
+
+// Two names with one label share its series: one going does not take the other's (or free it under
+// it), and the label stays while a name that has it lasts.
+TEST(Metrics, NamesWithOneLabelShareItsSeriesSafely) {
+  Metrics m(setup());
+  TickReport t;
+  t.workloads = {workload("a\xff", "best_effort", {10}), workload("a\\xff", "best_effort", {10, 10})};
+  m.publish(t);
+  EXPECT_EQ(value(m.render(), "keel_runqueue_latency_seconds_count", {{"workload", "a\\xff"}}), 3);
+  t.workloads.erase(t.workloads.begin());
+  m.publish(t);
+  m.publish(t);
+  EXPECT_EQ(value(m.render(), "keel_runqueue_latency_seconds_count", {{"workload", "a\\xff"}}), 7);
+  t.workloads.clear();
+  m.publish(t);
+  EXPECT_TRUE(find(m.render(), "keel_runqueue_latency_seconds_count", {{"workload", "a\\xff"}}).empty());
 }
 
 // ---- the endpoint, on real sockets ----
