@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string_view>
@@ -175,6 +176,12 @@ struct Metrics::State {
   Cumulative process_cpu;
   Family<Counter>*run_time = nullptr, *run_count = nullptr;
   std::map<std::string, std::pair<Cumulative, Cumulative>> programs;
+
+  // The latest rendering and the publish it shows (`published` counts publishes, each done).
+  std::atomic<uint64_t> published{0};
+  std::mutex text_mutex;
+  uint64_t text_of = 0;
+  std::shared_ptr<const std::string> text;
 
   void remove(Series& s);
   Series& labelled(const std::string& name, const std::string& klass);
@@ -343,6 +350,18 @@ std::shared_ptr<prometheus::Registry> Metrics::registry() const { return s_->reg
 
 std::string Metrics::render() const { return prometheus::TextSerializer().Serialize(s_->reg->Collect()); }
 
+std::shared_ptr<const std::string> Metrics::text() const {
+  State& s = *s_;
+  std::lock_guard lock(s.text_mutex);
+  // Read before rendering: a publish that ends during it makes the next scrape render again.
+  const uint64_t now = s.published.load();
+  if (!s.text || s.text_of != now) {
+    s.text = std::make_shared<const std::string>(render());
+    s.text_of = now;
+  }
+  return s.text;
+}
+
 void fold_into(WorkloadReport& to, const WorkloadReport& w) {
   if (to.rq_buckets.size() < w.rq_buckets.size()) to.rq_buckets.resize(w.rq_buckets.size(), 0);
   for (size_t i = 0; i < w.rq_buckets.size(); ++i) to.rq_buckets[i] += w.rq_buckets[i];
@@ -480,6 +499,7 @@ void Metrics::publish(const TickReport& t) {
   s.stamp_full->Increment(static_cast<double>(h.dropped_stamp_full));
   if (h.process_cpu_seconds) s.process_cpu.set(*h.process_cpu_seconds);
   if (h.process_rss_bytes) s.rss->Set(*h.process_rss_bytes);
+  s.published.fetch_add(1);
 }
 
 void Metrics::sensing_failed(double tick_seconds, double unix_time) {
@@ -487,6 +507,7 @@ void Metrics::sensing_failed(double tick_seconds, double unix_time) {
   s_->ticks->Increment();
   s_->last_tick->Set(unix_time);
   s_->sense_err->Increment();
+  s_->published.fetch_add(1);
 }
 
 // ---- the HTTP endpoint ----
@@ -626,20 +647,26 @@ Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
   auto st = std::make_unique<State>();
   st->address = numeric;
   // civetweb's own server (what prometheus-cpp's Exposer wraps), for the health paths beside /metrics.
-  // Four threads and a 10 s limit on reading a request: a client that sends half a request holds one
-  // thread that long, not every scrape.
-  const char* options[] = {"listening_ports",    numeric.c_str(), "num_threads", "4",
-                           "request_timeout_ms", "10000",         nullptr};
+  // A connection holds a worker from its first byte to its last, so a client that sends half a request
+  // (5 s to send it all) or stops reading (5 s per write without progress) holds one: 32 workers let 31
+  // such clients at once not delay a scrape (README, "How it works"). No keep-alive, no linger on close.
+  const std::pair<const char*, const char*> settings[] = {
+      {"num_threads", "32"},       {"request_timeout_ms", "5000"}, {"max_request_size", "8192"},
+      {"enable_keep_alive", "no"}, {"connection_queue", "20"},     {"listen_backlog", "200"}};
+  std::vector<const char*> options = {"listening_ports", numeric.c_str()};
+  for (const auto& [name, value] : settings) options.insert(options.end(), {name, value});
+  options.push_back(nullptr);
   mg_callbacks callbacks{};
   callbacks.log_message = [](const mg_connection*, const char*) { return 1; };  // errors come back to keel
-  st->ctx = mg_start(&callbacks, nullptr, options);
+  st->ctx = mg_start(&callbacks, nullptr, options.data());
   if (st->ctx == nullptr) return fail("cannot listen on " + numeric + ": the HTTP server did not start");
   mg_set_request_handler(
       st->ctx, "/metrics$",
       [](mg_connection* conn, void* data) {
         const Metrics* m = static_cast<State*>(data)->metrics.load();
         if (m == nullptr) return reply(conn, 503, "text/plain", "starting\n");
-        return reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8", m->render());
+        const auto text = m->text();  // shared with other scrapes of this tick, kept while it is sent
+        return reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8", *text);
       },
       st.get());
   mg_set_request_handler(st->ctx, "/healthz$", answer<&Health::healthz>, st.get());

@@ -155,6 +155,9 @@ class Metrics {
   void sensing_failed(double tick_seconds, double unix_time);
   // The text exposition a scrape returns now.
   std::string render() const;
+  // The same, rendered at most once per publish: scrapes between two ticks share one text, and one
+  // rendering runs at a time however many scrapes come at once (what the endpoint serves).
+  std::shared_ptr<const std::string> text() const;
   std::shared_ptr<prometheus::Registry> registry() const;
 
  private:

@@ -6,10 +6,12 @@
 #include <civetweb.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <map>
 #include <set>
@@ -500,6 +502,90 @@ TEST(Endpoint, ServesTheMetricsOverHttpOnTheConfiguredAddress) {
   EXPECT_EQ(value(testing::http_get(port, "/metrics").body, "keel_runqueue_latency_seconds_count",
                   {{"workload", "redis"}}),
             2);
+}
+
+// A client on 127.0.0.1:port that has sent `request`, with a receive buffer of `rcvbuf` bytes when
+// given; -1 when it cannot connect.
+int client(uint16_t port, const std::string& request, int rcvbuf = 0) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the server has neither answered on `fd` nor closed it.
+bool held(int fd) {
+  char c;
+  return ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN;
+}
+
+// The review's finding: civetweb gives a connection a worker until its request is read, so two clients
+// that sent half a request line and idled held both workers and every other scrape timed out. Sixteen
+// now hold sixteen of the workers, and a scrape beside them is served, whole, while they still wait.
+// (The deadline only guards against a hang: the scrape takes milliseconds, the old server ~40 s.)
+TEST(Endpoint, AScrapeIsServedWhileSixteenClientsHoldHalfSentRequests) {
+  Metrics m(setup());
+  TickReport t;
+  t.workloads = {workload("redis", "critical", {42})};
+  m.publish(t);
+  uint16_t port = testing::free_port();
+  auto e = Endpoint::listen("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(e) << e.error().message();
+  (*e)->serve(m);
+  std::vector<int> slow;
+  for (int i = 0; i < 16; ++i) {
+    slow.push_back(client(port, "GET /metr"));
+    ASSERT_GE(slow.back(), 0);
+  }
+  auto reply = testing::http_get(port, "/metrics", "127.0.0.1", 20);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, *m.text());
+  EXPECT_EQ(value(reply.body, "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 1);
+  for (int fd : slow) {
+    EXPECT_TRUE(held(fd)) << "a half-sent request was let go before the scrape was served";
+    ::close(fd);
+  }
+}
+
+// A client that asks for a scrape larger than a connection's kernel buffers and never reads it holds
+// its worker in a write (until 5 s pass without progress). Sixteen of them do not keep a scrape from
+// being served, whole, nor take a rendering each (they share one).
+TEST(Endpoint, AScrapeIsServedWhileSixteenClientsNeverReadALargeOne) {
+  Metrics m(setup(1024));
+  TickReport t;
+  for (int i = 0; i < 1024; ++i)
+    t.workloads.push_back(workload("w" + std::to_string(i), "best_effort", {10}));
+  m.publish(t);
+  const auto text = m.text();
+  ASSERT_GT(text->size(), 6u << 20) << "larger than a connection's buffers (tcp_wmem's 4 MiB at most)";
+  uint16_t port = testing::free_port();
+  auto e = Endpoint::listen("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(e) << e.error().message();
+  (*e)->serve(m);
+  std::vector<int> stuck;
+  for (int i = 0; i < 16; ++i) {
+    stuck.push_back(client(port, "GET /metrics HTTP/1.0\r\n\r\n", 4096));
+    ASSERT_GE(stuck.back(), 0);
+  }
+  auto reply = testing::http_get(port, "/metrics", "127.0.0.1", 20);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body.size(), text->size());
+  EXPECT_TRUE(reply.body == *text) << "the scrape is the whole text";
+  EXPECT_EQ(m.text(), text) << "rendered once for all of them";
+  for (int fd : stuck) {
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 20000), 1) << "a client that does not read was not served either";
+    ::close(fd);
+  }
 }
 
 // Health: healthy while ticks come (3 periods + 2 s), stalled after; ready once a tick sensed, not while
