@@ -15,8 +15,9 @@ struct MetricDef {
   std::string_view help;
 };
 
-// Label values: workload = a workload instance ("redis", "batch/job-1"), or "other" for cgroups no
-// workload matches and instances past the series cap; class = critical | best_effort | other;
+// Label values: workload = a workload instance ("redis", "batch/job-1"; its name as label_value in
+// metrics.h makes it, as is every label value), or "other" for cgroups no workload matches and instances
+// past the series cap; class = critical | best_effort | other;
 // knob = cpus | shares | l3_ways | mba_percent | steal_task | class (workload="host" for steal_task);
 // direction = act | give_back | revert; mode = enforce | observe; scope = same_llc | cross_llc | cross_numa
 // (disjoint: within one LLC, to another LLC of the same NUMA node, to another NUMA node; their sum is

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string_view>
@@ -63,10 +65,66 @@ struct Cumulative {
   }
 };
 
+// Every series is added through here: each label value made one Prometheus accepts (label_value), so
+// no name reaches the exposition unchecked.
+template <class T, class... Args>
+T& add(Family<T>& f, Labels labels, Args&&... args) {
+  for (auto& [k, v] : labels) v = label_value(v);
+  return f.Add(labels, std::forward<Args>(args)...);
+}
+
+// The length of the valid UTF-8 sequence at the start of `s` (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or 0.
+size_t utf8_length(std::string_view s) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = b(0);
+  size_t n = c < 0x80                 ? 1
+             : c >= 0xc2 && c <= 0xdf ? 2
+             : c >= 0xe0 && c <= 0xef ? 3
+             : c >= 0xf0 && c <= 0xf4 ? 4
+                                      : 0;
+  if (n == 0 || n > s.size()) return 0;
+  // The second byte's range depends on the first (what rules out overlong forms and surrogates).
+  const unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+  const unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+  if (n > 1 && (b(1) < lo || b(1) > hi)) return 0;
+  for (size_t i = 2; i < n; ++i)
+    if (b(i) < 0x80 || b(i) > 0xbf) return 0;
+  return n;
+}
+
 const char* const kKnobs[] = {"cpus", "shares", "l3_ways", "mba_percent", "steal_task", "class"};
 const char* const kDirections[] = {"act", "give_back", "revert"};
 
 }  // namespace
+
+std::string label_value(std::string_view name) {
+  auto plain = [](char c) { return c >= 0x20 && c < 0x7f; };
+  if (name.size() <= kMaxLabelBytes && std::all_of(name.begin(), name.end(), plain)) return std::string(name);
+  constexpr size_t kMarker = 4 + 16;  // "...#" and the hash
+  std::string out;
+  size_t cut = 0;  // the longest prefix of whole characters and escapes that leaves room for the marker
+  for (size_t i = 0; i < name.size() && out.size() <= kMaxLabelBytes;) {
+    const size_t n = utf8_length(name.substr(i));
+    if (n == 0 || (n == 1 && !plain(name[i]))) {
+      char esc[5];
+      std::snprintf(esc, sizeof esc, "\\x%02x", static_cast<unsigned char>(name[i]));
+      out += esc;
+      i += 1;
+    } else {
+      out.append(name, i, n);
+      i += n;
+    }
+    if (out.size() <= kMaxLabelBytes - kMarker) cut = out.size();
+  }
+  if (out.size() <= kMaxLabelBytes) return out;
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, over the whole name
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  char mark[kMarker + 1];
+  std::snprintf(mark, sizeof mark, "...#%016llx", static_cast<unsigned long long>(h));
+  out.resize(cut);
+  return out + mark;
+}
 
 std::vector<double> prometheus_bounds(const std::vector<double>& layout_upper_s) {
   std::vector<double> out;
@@ -119,9 +177,15 @@ struct Metrics::State {
   Family<Counter>*run_time = nullptr, *run_count = nullptr;
   std::map<std::string, std::pair<Cumulative, Cumulative>> programs;
 
+  // The latest rendering and the publish it shows (`published` counts publishes, each done).
+  std::atomic<uint64_t> published{0};
+  std::mutex text_mutex;
+  uint64_t text_of = 0;
+  std::shared_ptr<const std::string> text;
+
   void remove(Series& s);
   Series& labelled(const std::string& name, const std::string& klass);
-  void workload(const WorkloadReport& w, Series& s, bool own);
+  void workload(const WorkloadReport& w, const std::string& name, Series& s, bool own);
 };
 
 Metrics::State::Series& Metrics::State::labelled(const std::string& name, const std::string& klass) {
@@ -129,11 +193,11 @@ Metrics::State::Series& Metrics::State::labelled(const std::string& name, const 
   if (it != series.end()) return it->second;
   Series& s = series[name];
   s.klass = klass;
-  s.rq = &rq->Add({{"workload", name}, {"class", klass}}, bounds);
-  s.same_llc = &migrations->Add({{"workload", name}, {"scope", "same_llc"}});
-  s.llc = &migrations->Add({{"workload", name}, {"scope", "cross_llc"}});
-  s.numa = &migrations->Add({{"workload", name}, {"scope", "cross_numa"}});
-  s.cpu = &cpu->Add({{"workload", name}, {"class", klass}});
+  s.rq = &add(*rq, {{"workload", name}, {"class", klass}}, bounds);
+  s.same_llc = &add(*migrations, {{"workload", name}, {"scope", "same_llc"}});
+  s.llc = &add(*migrations, {{"workload", name}, {"scope", "cross_llc"}});
+  s.numa = &add(*migrations, {{"workload", name}, {"scope", "cross_numa"}});
+  s.cpu = &add(*cpu, {{"workload", name}, {"class", klass}});
   return s;
 }
 
@@ -152,7 +216,8 @@ void Metrics::State::remove(Series& s) {
   for (auto& [k, g] : s.knobs) knob->Remove(g);
 }
 
-void Metrics::State::workload(const WorkloadReport& w, Series& s, bool own) {
+// `w`'s signals into its series `s`, labelled `name`.
+void Metrics::State::workload(const WorkloadReport& w, const std::string& name, Series& s, bool own) {
   std::vector<double> inc(bounds.size() + 1, 0.0);
   for (size_t i = 0; i < w.rq_buckets.size() && i < bucket_to_le.size(); ++i)
     inc[bucket_to_le[i]] += static_cast<double>(w.rq_buckets[i]);
@@ -164,17 +229,16 @@ void Metrics::State::workload(const WorkloadReport& w, Series& s, bool own) {
   s.llc->Increment(static_cast<double>(w.cross_llc));
   s.numa->Increment(static_cast<double>(w.cross_numa));
   if (w.cpu_seconds) s.cpu->Increment(std::max(0.0, *w.cpu_seconds));
-  const std::string& name = own ? w.workload : std::string("other");
   if (w.throttled_periods) {
-    if (!s.throttled) s.throttled = &throttled->Add({{"workload", name}});
+    if (!s.throttled) s.throttled = &add(*throttled, {{"workload", name}});
     s.throttled->Increment(std::max(0.0, *w.throttled_periods));
   }
   if (w.cache_misses) {
-    if (!s.misses) s.misses = &misses->Add({{"workload", name}});
+    if (!s.misses) s.misses = &add(*misses, {{"workload", name}});
     s.misses->Increment(static_cast<double>(*w.cache_misses));
   }
   if (w.instructions) {
-    if (!s.instr) s.instr = &instructions->Add({{"workload", name}});
+    if (!s.instr) s.instr = &add(*instructions, {{"workload", name}});
     s.instr->Increment(static_cast<double>(*w.instructions));
   }
   if (!own) return;  // folded instances: their counts only
@@ -184,7 +248,7 @@ void Metrics::State::workload(const WorkloadReport& w, Series& s, bool own) {
       g = nullptr;
       return;
     }
-    if (!g) g = &f->Add({{"workload", name}});
+    if (!g) g = &add(*f, {{"workload", name}});
     g->Set(*v);
   };
   set(p99, s.p99, w.p99_s);
@@ -204,7 +268,7 @@ void Metrics::State::workload(const WorkloadReport& w, Series& s, bool own) {
   }
   for (const auto& [k, v] : w.knobs) {
     Gauge*& g = s.knobs[k];
-    if (!g) g = &knob->Add({{"workload", name}, {"knob", k}});
+    if (!g) g = &add(*knob, {{"workload", name}, {"knob", k}});
     g->Set(v);
   }
 }
@@ -241,43 +305,42 @@ Metrics::Metrics(Setup setup) : s_(std::make_unique<State>()) {
   // defined before the first action (and a dashboard shows 0, not "no data").
   for (const char* k : kKnobs)
     for (const char* d : kDirections)
-      s.action[{k, d}] = &s.actions->Add({{"knob", k}, {"direction", d}, {"mode", s.setup.mode}});
-  gauge(r, "keel_mode").Add({{"mode", s.setup.mode}}).Set(1);
+      s.action[{k, d}] = &add(*s.actions, {{"knob", k}, {"direction", d}, {"mode", s.setup.mode}});
+  add(gauge(r, "keel_mode"), {{"mode", s.setup.mode}}).Set(1);
   s.instances = &gauge(r, "keel_workload_instances");
-  for (const char* c : {"critical", "best_effort"}) s.instances->Add({{"class", c}}).Set(0);
-  s.folded = &gauge(r, "keel_metrics_folded_instances").Add({});
+  for (const char* c : {"critical", "best_effort"}) add(*s.instances, {{"class", c}}).Set(0);
+  s.folded = &add(gauge(r, "keel_metrics_folded_instances"), {});
 
-  s.tick = &histogram(r, "keel_tick_duration_seconds")
-                .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                     0.25, 0.5, 1, 2.5});
-  s.ticks = &counter(r, "keel_ticks_total").Add({});
-  s.lifts = &counter(r, "keel_starvation_lifts_total").Add({});
-  s.last_tick = &gauge(r, "keel_last_tick_timestamp_seconds").Add({});
+  s.tick = &add(
+      histogram(r, "keel_tick_duration_seconds"), {},
+      Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
+  s.ticks = &add(counter(r, "keel_ticks_total"), {});
+  s.lifts = &add(counter(r, "keel_starvation_lifts_total"), {});
+  s.last_tick = &add(gauge(r, "keel_last_tick_timestamp_seconds"), {});
   auto& errors = counter(r, "keel_errors_total");
-  s.sense_err = &errors.Add({{"kind", "sensing"}});
-  s.act_err = &errors.Add({{"kind", "actuator"}});
-  s.drifts = &counter(r, "keel_drift_total").Add({});
+  s.sense_err = &add(errors, {{"kind", "sensing"}});
+  s.act_err = &add(errors, {{"kind", "actuator"}});
+  s.drifts = &add(counter(r, "keel_drift_total"), {});
   auto& sensors = gauge(r, "keel_sensor_available");
-  for (const auto& [k, v] : s.setup.sensors) sensors.Add({{"sensor", k}}).Set(v ? 1 : 0);
+  for (const auto& [k, v] : s.setup.sensors) add(sensors, {{"sensor", k}}).Set(v ? 1 : 0);
   auto& mech = gauge(r, "keel_mechanism_enabled");
-  for (const auto& [k, v] : s.setup.mechanisms) mech.Add({{"mechanism", k}}).Set(v ? 1 : 0);
+  for (const auto& [k, v] : s.setup.mechanisms) add(mech, {{"mechanism", k}}).Set(v ? 1 : 0);
   s.run_time = &counter(r, "keel_bpf_run_time_seconds_total");
   s.run_count = &counter(r, "keel_bpf_run_count_total");
-  s.cost = &gauge(r, "keel_bpf_cost_seconds_per_event").Add({});
-  s.events = &gauge(r, "keel_bpf_events_per_second").Add({});
-  s.cpu_ratio = &gauge(r, "keel_bpf_cpu_ratio").Add({});
-  s.entries = &gauge(r, "keel_bpf_map_entries").Add({{"map", s.setup.map_name}});
-  s.max_entries = &gauge(r, "keel_bpf_map_max_entries").Add({{"map", s.setup.map_name}});
+  s.cost = &add(gauge(r, "keel_bpf_cost_seconds_per_event"), {});
+  s.events = &add(gauge(r, "keel_bpf_events_per_second"), {});
+  s.cpu_ratio = &add(gauge(r, "keel_bpf_cpu_ratio"), {});
+  s.entries = &add(gauge(r, "keel_bpf_map_entries"), {{"map", s.setup.map_name}});
+  s.max_entries = &add(gauge(r, "keel_bpf_map_max_entries"), {{"map", s.setup.map_name}});
   auto& dropped = counter(r, "keel_bpf_dropped_total");
-  s.map_full = &dropped.Add({{"reason", "map_full"}});
-  s.stamp_full = &dropped.Add({{"reason", "stamp_full"}});
-  s.process_cpu.c = &counter(r, "process_cpu_seconds_total").Add({});
-  s.rss = &gauge(r, "process_resident_memory_bytes").Add({});
-  gauge(r, "keel_build_info")
-      .Add({{"version", s.setup.version},
-            {"revision", s.setup.revision},
-            {"compiler", s.setup.compiler},
-            {"libbpf", s.setup.libbpf}})
+  s.map_full = &add(dropped, {{"reason", "map_full"}});
+  s.stamp_full = &add(dropped, {{"reason", "stamp_full"}});
+  s.process_cpu.c = &add(counter(r, "process_cpu_seconds_total"), {});
+  s.rss = &add(gauge(r, "process_resident_memory_bytes"), {});
+  add(gauge(r, "keel_build_info"), {{"version", s.setup.version},
+                                    {"revision", s.setup.revision},
+                                    {"compiler", s.setup.compiler},
+                                    {"libbpf", s.setup.libbpf}})
       .Set(1);
 }
 
@@ -286,6 +349,18 @@ Metrics::~Metrics() = default;
 std::shared_ptr<prometheus::Registry> Metrics::registry() const { return s_->reg; }
 
 std::string Metrics::render() const { return prometheus::TextSerializer().Serialize(s_->reg->Collect()); }
+
+std::shared_ptr<const std::string> Metrics::text() const {
+  State& s = *s_;
+  std::lock_guard lock(s.text_mutex);
+  // Read before rendering: a publish that ends during it makes the next scrape render again.
+  const uint64_t now = s.published.load();
+  if (!s.text || s.text_of != now) {
+    s.text = std::make_shared<const std::string>(render());
+    s.text_of = now;
+  }
+  return s.text;
+}
 
 void fold_into(WorkloadReport& to, const WorkloadReport& w) {
   if (to.rq_buckets.size() < w.rq_buckets.size()) to.rq_buckets.resize(w.rq_buckets.size(), 0);
@@ -305,11 +380,14 @@ void fold_into(WorkloadReport& to, const WorkloadReport& w) {
 
 void Metrics::publish(const TickReport& t) {
   State& s = *s_;
-  // Which instances keep their own label: those labelled before, then new ones up to the cap.
+  // Each instance's label (series are keyed by it: two names with one label share their series), and
+  // which instances keep their own: those labelled before, then new ones up to the cap.
+  const size_t count = t.workloads.size();
+  std::vector<std::string> labels(count);
   std::unordered_set<std::string_view> present;
-  present.reserve(t.workloads.size());
-  for (const auto& w : t.workloads)
-    if (w.workload != "other") present.insert(w.workload);
+  present.reserve(count);
+  for (size_t i = 0; i < count; ++i)
+    if (t.workloads[i].workload != "other") present.insert(labels[i] = label_value(t.workloads[i].workload));
   for (auto it = s.series.begin(); it != s.series.end();) {
     if (it->first != "other" && !present.count(it->first)) {
       s.remove(it->second);
@@ -319,51 +397,52 @@ void Metrics::publish(const TickReport& t) {
     }
   }
   size_t own = 0, folded = 0;
-  for (const auto& w : t.workloads) {
-    if (w.workload == "other") continue;
-    own += s.series.count(w.workload);
+  for (size_t i = 0; i < count; ++i) {
+    if (t.workloads[i].workload == "other") continue;
+    own += s.series.count(labels[i]);
   }
   std::map<std::string, double> per_class{{"critical", 0}, {"best_effort", 0}};
   // Critical instances take free slots first: their latency is what the SLOs are about.
-  std::vector<const WorkloadReport*> order;
-  for (const auto& w : t.workloads)
-    if (w.klass == "critical") order.push_back(&w);
-  for (const auto& w : t.workloads)
-    if (w.klass != "critical") order.push_back(&w);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < count; ++i)
+    if (t.workloads[i].klass == "critical") order.push_back(i);
+  for (size_t i = 0; i < count; ++i)
+    if (t.workloads[i].klass != "critical") order.push_back(i);
   WorkloadReport other;  // unmatched cgroups and the instances past the cap, added up
-  for (const WorkloadReport* wp : order) {
-    const WorkloadReport& w = *wp;
+  for (size_t i : order) {
+    const WorkloadReport& w = t.workloads[i];
     if (w.workload == "other") {
       fold_into(other, w);
       continue;
     }
     per_class[w.klass] += 1;
-    bool keep = s.series.count(w.workload) > 0;
+    bool keep = s.series.count(labels[i]) > 0;
     if (!keep && own < s.setup.max_workloads) {
       keep = true;
       ++own;
     }
     if (keep) {
-      s.workload(w, s.labelled(w.workload, w.klass), true);
+      s.workload(w, labels[i], s.labelled(labels[i], w.klass), true);
     } else {
       ++folded;
       fold_into(other, w);
     }
   }
-  s.workload(other, s.labelled("other", "other"), false);
+  s.workload(other, "other", s.labelled("other", "other"), false);
   for (const auto& [c, n] : t.folded) {
     per_class[c] += static_cast<double>(n);
     folded += n;
   }
-  for (const auto& [c, n] : per_class) s.instances->Add({{"class", c}}).Set(n);
+  for (const auto& [c, n] : per_class) add(*s.instances, {{"class", c}}).Set(n);
   s.folded->Set(static_cast<double>(folded));
 
   // Interference pairs: this tick's only, at most max_antagonists per victim.
   std::map<std::pair<std::string, std::string>, double> now;
   std::map<std::string, size_t> per_victim;
   for (const auto& i : t.interference) {
-    if (!s.series.count(i.workload) || per_victim[i.workload] >= s.setup.max_antagonists) continue;
-    if (now.emplace(std::make_pair(i.workload, i.antagonist), i.score).second) ++per_victim[i.workload];
+    std::string victim = label_value(i.workload);
+    if (!s.series.count(victim) || per_victim[victim] >= s.setup.max_antagonists) continue;
+    if (now.emplace(std::make_pair(victim, label_value(i.antagonist)), i.score).second) ++per_victim[victim];
   }
   for (auto it = s.pairs.begin(); it != s.pairs.end();) {
     if (now.count(it->first)) {
@@ -377,19 +456,19 @@ void Metrics::publish(const TickReport& t) {
   for (const auto& [key, score] : now) {
     auto& p = s.pairs[key];
     Labels l{{"workload", key.first}, {"antagonist", key.second}};
-    if (!p.first) p = {&s.interference->Add(l), &s.score->Add(l)};
+    if (!p.first) p = {&add(*s.interference, l), &add(*s.score, l)};
     p.first->Set(1);
     p.second->Set(score);
   }
 
   for (const auto& [k, d] : t.actions) {
     Counter*& c = s.action[{k, d}];
-    if (!c) c = &s.actions->Add({{"knob", k}, {"direction", d}, {"mode", s.setup.mode}});
+    if (!c) c = &add(*s.actions, {{"knob", k}, {"direction", d}, {"mode", s.setup.mode}});
     c->Increment();
   }
   s.lifts->Increment(static_cast<double>(t.starvation_lifts));
   if (t.steal) {
-    if (!s.steal) s.steal = &s.knob->Add({{"workload", "host"}, {"knob", "steal_task"}});
+    if (!s.steal) s.steal = &add(*s.knob, {{"workload", "host"}, {"knob", "steal_task"}});
     s.steal->Set(*t.steal ? 1 : 0);
   }
 
@@ -403,8 +482,8 @@ void Metrics::publish(const TickReport& t) {
   for (const auto& p : h.programs) {
     auto& c = s.programs[p.program];
     if (!c.first.c) {
-      c.first.c = &s.run_time->Add({{"program", p.program}});
-      c.second.c = &s.run_count->Add({{"program", p.program}});
+      c.first.c = &add(*s.run_time, {{"program", p.program}});
+      c.second.c = &add(*s.run_count, {{"program", p.program}});
     }
     c.first.set(static_cast<double>(p.run_time_ns) / 1e9);
     c.second.set(static_cast<double>(p.run_count));
@@ -420,6 +499,7 @@ void Metrics::publish(const TickReport& t) {
   s.stamp_full->Increment(static_cast<double>(h.dropped_stamp_full));
   if (h.process_cpu_seconds) s.process_cpu.set(*h.process_cpu_seconds);
   if (h.process_rss_bytes) s.rss->Set(*h.process_rss_bytes);
+  s.published.fetch_add(1);
 }
 
 void Metrics::sensing_failed(double tick_seconds, double unix_time) {
@@ -427,6 +507,7 @@ void Metrics::sensing_failed(double tick_seconds, double unix_time) {
   s_->ticks->Increment();
   s_->last_tick->Set(unix_time);
   s_->sense_err->Increment();
+  s_->published.fetch_add(1);
 }
 
 // ---- the HTTP endpoint ----
@@ -566,20 +647,26 @@ Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
   auto st = std::make_unique<State>();
   st->address = numeric;
   // civetweb's own server (what prometheus-cpp's Exposer wraps), for the health paths beside /metrics.
-  // Four threads and a 10 s limit on reading a request: a client that sends half a request holds one
-  // thread that long, not every scrape.
-  const char* options[] = {"listening_ports",    numeric.c_str(), "num_threads", "4",
-                           "request_timeout_ms", "10000",         nullptr};
+  // A connection holds a worker from its first byte to its last, so a client that sends half a request
+  // (5 s to send it all) or stops reading (5 s per write without progress) holds one: 32 workers let 31
+  // such clients at once not delay a scrape (README, "How it works"). No keep-alive, no linger on close.
+  const std::pair<const char*, const char*> settings[] = {
+      {"num_threads", "32"},       {"request_timeout_ms", "5000"}, {"max_request_size", "8192"},
+      {"enable_keep_alive", "no"}, {"connection_queue", "20"},     {"listen_backlog", "200"}};
+  std::vector<const char*> options = {"listening_ports", numeric.c_str()};
+  for (const auto& [name, value] : settings) options.insert(options.end(), {name, value});
+  options.push_back(nullptr);
   mg_callbacks callbacks{};
   callbacks.log_message = [](const mg_connection*, const char*) { return 1; };  // errors come back to keel
-  st->ctx = mg_start(&callbacks, nullptr, options);
+  st->ctx = mg_start(&callbacks, nullptr, options.data());
   if (st->ctx == nullptr) return fail("cannot listen on " + numeric + ": the HTTP server did not start");
   mg_set_request_handler(
       st->ctx, "/metrics$",
       [](mg_connection* conn, void* data) {
         const Metrics* m = static_cast<State*>(data)->metrics.load();
         if (m == nullptr) return reply(conn, 503, "text/plain", "starting\n");
-        return reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8", m->render());
+        const auto text = m->text();  // shared with other scrapes of this tick, kept while it is sent
+        return reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8", *text);
       },
       st.get());
   mg_set_request_handler(st->ctx, "/healthz$", answer<&Health::healthz>, st.get());

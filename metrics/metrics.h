@@ -92,6 +92,18 @@ struct Setup {
 // there), above it only powers of two (each is a bound of the layout, so buckets merge exactly).
 std::vector<double> prometheus_bounds(const std::vector<double>& layout_upper_s);
 
+// The longest label value keel exports, in bytes.
+inline constexpr size_t kMaxLabelBytes = 256;
+
+// `name` as a Prometheus label value. Names come from tenants (cgroup paths, container, pod and VM
+// names) and a scrape with one invalid UTF-8 byte is rejected whole, so every label value Metrics
+// exports passes through here: a name of at most kMaxLabelBytes of valid UTF-8 without control
+// characters is itself; otherwise each invalid byte and control character becomes "\xNN" (distinct
+// names stay distinct unless one spells out another's escape), and a value still too long keeps its
+// start and ends in "...#" and the 16 hex digits of the name's FNV-1a hash (so names sharing a long
+// start stay apart).
+std::string label_value(std::string_view name);
+
 // Adds `w`'s counts to `to`'s (what "other" gets for an instance past the cap); its SLO view and
 // knobs are its own and not added.
 void fold_into(WorkloadReport& to, const WorkloadReport& w);
@@ -143,6 +155,9 @@ class Metrics {
   void sensing_failed(double tick_seconds, double unix_time);
   // The text exposition a scrape returns now.
   std::string render() const;
+  // The same, rendered at most once per publish: scrapes between two ticks share one text, and one
+  // rendering runs at a time however many scrapes come at once (what the endpoint serves).
+  std::shared_ptr<const std::string> text() const;
   std::shared_ptr<prometheus::Registry> registry() const;
 
  private:

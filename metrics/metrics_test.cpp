@@ -6,10 +6,12 @@
 #include <civetweb.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <map>
 #include <set>
@@ -19,6 +21,7 @@
 #include "bpf/sched_sensor.h"
 #include "metrics/catalogue.h"
 #include "tests/support/http.h"
+#include "tests/support/tmp_tree.h"
 
 namespace keel::metrics {
 namespace {
@@ -42,10 +45,11 @@ std::vector<Sample> parse(const std::string& text) {
       size_t end = line.find("} ", i);
       std::string body = line.substr(i + 1, end - i - 1);
       for (size_t k = 0; k < body.size();) {
-        size_t eq = body.find("=\"", k);
-        size_t close = body.find('"', eq + 2);
-        s.labels[body.substr(k, eq - k)] = body.substr(eq + 2, close - eq - 2);
-        k = close + 2;  // past `",`
+        size_t eq = body.find("=\"", k), c = eq + 2;
+        std::string v;  // unescaped: \\, \" and \n
+        for (; body[c] != '"'; ++c) v += body[c] != '\\' ? body[c] : body[++c] == 'n' ? '\n' : body[c];
+        s.labels[body.substr(k, eq - k)] = v;
+        k = c + 2;  // past `",`
       }
       i = end + 1;
     }
@@ -370,6 +374,114 @@ TEST(Metrics, CumulativeSourcesBecomeCountersThatOnlyGrow) {
   EXPECT_DOUBLE_EQ(value(text, "process_cpu_seconds_total"), 3.6);
 }
 
+// ---- label values: names are tenants' ----
+
+TEST(LabelValue, AValidPrintableNameIsItself) {
+  for (const std::string& n : std::vector<std::string>{
+           "redis", "batch/job-1", "/system.slice/system-serial\\x2dgetty.slice",
+           "/machine.slice/machine-qemu\\x2d1\\x2dvm.scope/libvirt/vcpu0", "caf\xc3\xa9",
+           "\xe6\x97\xa5\xe6\x9c\xac", "emoji \xf0\x9f\x99\x82", std::string(kMaxLabelBytes, 'a')})
+    EXPECT_EQ(label_value(n), n);
+}
+
+TEST(LabelValue, InvalidUtf8AndControlCharactersAreEscapedByteByByte) {
+  EXPECT_EQ(label_value("bad\xff"
+                        "name"),
+            "bad\\xffname");
+  EXPECT_EQ(label_value("cut\xe6\x97"), "cut\\xe6\\x97");                       // a sequence cut short
+  EXPECT_EQ(label_value("over\xc0\xaf"), "over\\xc0\\xaf");                     // an overlong '/'
+  EXPECT_EQ(label_value("surrogate\xed\xa0\x80"), "surrogate\\xed\\xa0\\x80");  // U+D800
+  EXPECT_EQ(label_value("big\xf4\x90\x80\x80"), "big\\xf4\\x90\\x80\\x80");     // above U+10FFFF
+  EXPECT_EQ(label_value("line\nfeed\ttab\r\x1b[31m\x7f"), "line\\x0afeed\\x09tab\\x0d\\x1b[31m\\x7f");
+  EXPECT_EQ(label_value(std::string("nul\0byte", 8)), "nul\\x00byte");
+  EXPECT_EQ(label_value("quote\"back\\slash"), "quote\"back\\slash") << "left to the exposition's escaping";
+  // Deterministic, and what comes out goes through unchanged.
+  const std::string v = label_value("x\xfe\xc3\xa9\x01");
+  EXPECT_EQ(v, "x\\xfe\xc3\xa9\\x01");
+  EXPECT_EQ(label_value(v), v);
+}
+
+TEST(LabelValue, ALongNameIsCutWithAMarkerAndLongNamesSharingAStartStayApart) {
+  const std::string start = "/machine.slice/" + std::string(400, 'x');
+  const std::string a = label_value(start + "/a"), b = label_value(start + "/b");
+  EXPECT_EQ(a.size(), kMaxLabelBytes);
+  EXPECT_EQ(a.substr(0, 200), start.substr(0, 200));
+  EXPECT_EQ(a.substr(kMaxLabelBytes - 20, 4), "...#") << a;
+  EXPECT_NE(a, b);
+  EXPECT_EQ(label_value(start + "/a"), a) << "deterministic";
+  EXPECT_EQ(label_value(a), a);
+  // A huge name costs its hash, and the cut never splits a character or an escape.
+  EXPECT_EQ(label_value(std::string(1 << 20, 'y')).size(), kMaxLabelBytes);
+  for (size_t pad = 0; pad < 4; ++pad) {
+    std::string multi = std::string(pad, 'p');
+    for (int i = 0; i < 200; ++i) multi += i % 2 ? "\xc3\xa9" : "\xff";
+    const std::string cut = label_value(multi);
+    EXPECT_LE(cut.size(), kMaxLabelBytes);
+    EXPECT_EQ(label_value(cut), cut) << "valid, complete characters and escapes: " << cut;
+    const std::string kept = cut.substr(0, cut.find("...#"));
+    const size_t escape = kept.rfind('\\');
+    EXPECT_TRUE(escape == std::string::npos || kept.size() - escape >= 4) << "an escape cut short: " << kept;
+  }
+}
+
+// The review's finding: a cgroup under /machine.slice named with invalid UTF-8 became a workload label
+// and Prometheus rejected the whole scrape. Every label value keel exports, from every source, now
+// reaches a real parser (promtool, the text parser Prometheus's own tools use) valid.
+TEST(Metrics, ScrapeWithHostileNamesIsAcceptedByPromtool) {
+  if (testing::run_command("command -v promtool").first != 0)
+    FAIL() << "promtool not found: run scripts/deps.sh";
+  auto st = setup();
+  st.version = "9.9\xff";
+  Metrics m(st);
+  TickReport t;
+  const std::string bad = "/machine.slice/vm\xff\xfe.scope",
+                    huge = "/machine.slice/" + std::string(100000, 'h');
+  t.workloads = {workload(bad, "best_effort", {10}), workload(huge, "best_effort", {10}),
+                 workload("crit\xc3\x28", "critical", {10}),
+                 workload("quote\"back\\slash\nnew", "best_effort", {10}), workload("other", "other", {10})};
+  t.workloads[2].slack = 0.5;
+  t.workloads[2].knobs = {{"cpus", 2}};
+  t.interference = {{"crit\xc3\x28", bad, 1.0}};
+  t.health.programs = {{"prog\x80", 10, 1}};
+  m.publish(t);
+  const std::string text = m.render();
+  testing::TempDir tmp;
+  testing::make_tree(tmp.path(), {{"scrape", text}});
+  auto [rc, out] =
+      testing::run_command("promtool check metrics < '" + (tmp.path() / "scrape").string() + "'");
+  // promtool exits 1 on a text it cannot parse, 3 on style remarks (there are none either).
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(
+      value(text, "keel_runqueue_latency_seconds_count", {{"workload", "/machine.slice/vm\\xff\\xfe.scope"}}),
+      1);
+  EXPECT_EQ(value(text, "keel_antagonist_score",
+                  {{"workload", "crit\\xc3("}, {"antagonist", "/machine.slice/vm\\xff\\xfe.scope"}}),
+            1);
+  EXPECT_EQ(value(text, "keel_bpf_run_count_total", {{"program", "prog\\x80"}}), 1);
+  EXPECT_EQ(value(text, "keel_build_info", {{"version", "9.9\\xff"}}), 1);
+  EXPECT_EQ(find(text, "keel_runqueue_latency_seconds_count", {{"workload", label_value(huge)}}).size(), 1u);
+  // The exposition escapes what stays: backslash, quote and newline (prometheus-cpp).
+  EXPECT_NE(text.find("workload=\"quote\\\"back\\\\slash\\\\x0anew\""), std::string::npos);
+  for (char c : text) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c != 0x7f) || (c & 0x80)) << int(c);
+}
+
+// Two names with one label share its series: one going does not take the other's (or free it under
+// it), and the label stays while a name that has it lasts.
+TEST(Metrics, NamesWithOneLabelShareItsSeriesSafely) {
+  Metrics m(setup());
+  TickReport t;
+  t.workloads = {workload("a\xff", "best_effort", {10}), workload("a\\xff", "best_effort", {10, 10})};
+  m.publish(t);
+  EXPECT_EQ(value(m.render(), "keel_runqueue_latency_seconds_count", {{"workload", "a\\xff"}}), 3);
+  t.workloads.erase(t.workloads.begin());
+  m.publish(t);
+  m.publish(t);
+  EXPECT_EQ(value(m.render(), "keel_runqueue_latency_seconds_count", {{"workload", "a\\xff"}}), 7);
+  t.workloads.clear();
+  m.publish(t);
+  EXPECT_TRUE(find(m.render(), "keel_runqueue_latency_seconds_count", {{"workload", "a\\xff"}}).empty());
+}
+
 // ---- the endpoint, on real sockets ----
 
 TEST(Endpoint, ServesTheMetricsOverHttpOnTheConfiguredAddress) {
@@ -390,6 +502,90 @@ TEST(Endpoint, ServesTheMetricsOverHttpOnTheConfiguredAddress) {
   EXPECT_EQ(value(testing::http_get(port, "/metrics").body, "keel_runqueue_latency_seconds_count",
                   {{"workload", "redis"}}),
             2);
+}
+
+// A client on 127.0.0.1:port that has sent `request`, with a receive buffer of `rcvbuf` bytes when
+// given; -1 when it cannot connect.
+int client(uint16_t port, const std::string& request, int rcvbuf = 0) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the server has neither answered on `fd` nor closed it.
+bool held(int fd) {
+  char c;
+  return ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN;
+}
+
+// The review's finding: civetweb gives a connection a worker until its request is read, so two clients
+// that sent half a request line and idled held both workers and every other scrape timed out. Sixteen
+// now hold sixteen of the workers, and a scrape beside them is served, whole, while they still wait.
+// (The deadline only guards against a hang: the scrape takes milliseconds, the old server ~40 s.)
+TEST(Endpoint, AScrapeIsServedWhileSixteenClientsHoldHalfSentRequests) {
+  Metrics m(setup());
+  TickReport t;
+  t.workloads = {workload("redis", "critical", {42})};
+  m.publish(t);
+  uint16_t port = testing::free_port();
+  auto e = Endpoint::listen("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(e) << e.error().message();
+  (*e)->serve(m);
+  std::vector<int> slow;
+  for (int i = 0; i < 16; ++i) {
+    slow.push_back(client(port, "GET /metr"));
+    ASSERT_GE(slow.back(), 0);
+  }
+  auto reply = testing::http_get(port, "/metrics", "127.0.0.1", 20);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, *m.text());
+  EXPECT_EQ(value(reply.body, "keel_runqueue_latency_seconds_count", {{"workload", "redis"}}), 1);
+  for (int fd : slow) {
+    EXPECT_TRUE(held(fd)) << "a half-sent request was let go before the scrape was served";
+    ::close(fd);
+  }
+}
+
+// A client that asks for a scrape larger than a connection's kernel buffers and never reads it holds
+// its worker in a write (until 5 s pass without progress). Sixteen of them do not keep a scrape from
+// being served, whole, nor take a rendering each (they share one).
+TEST(Endpoint, AScrapeIsServedWhileSixteenClientsNeverReadALargeOne) {
+  Metrics m(setup(1024));
+  TickReport t;
+  for (int i = 0; i < 1024; ++i)
+    t.workloads.push_back(workload("w" + std::to_string(i), "best_effort", {10}));
+  m.publish(t);
+  const auto text = m.text();
+  ASSERT_GT(text->size(), 6u << 20) << "larger than a connection's buffers (tcp_wmem's 4 MiB at most)";
+  uint16_t port = testing::free_port();
+  auto e = Endpoint::listen("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(e) << e.error().message();
+  (*e)->serve(m);
+  std::vector<int> stuck;
+  for (int i = 0; i < 16; ++i) {
+    stuck.push_back(client(port, "GET /metrics HTTP/1.0\r\n\r\n", 4096));
+    ASSERT_GE(stuck.back(), 0);
+  }
+  auto reply = testing::http_get(port, "/metrics", "127.0.0.1", 20);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body.size(), text->size());
+  EXPECT_TRUE(reply.body == *text) << "the scrape is the whole text";
+  EXPECT_EQ(m.text(), text) << "rendered once for all of them";
+  for (int fd : stuck) {
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 20000), 1) << "a client that does not read was not served either";
+    ::close(fd);
+  }
 }
 
 // Health: healthy while ticks come (3 periods + 2 s), stalled after; ready once a tick sensed, not while

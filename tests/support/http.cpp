@@ -6,18 +6,29 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
 namespace keel::testing {
 
-HttpReply http_get(uint16_t port, const std::string& target, const std::string& host) {
+HttpReply http_get(uint16_t port, const std::string& target, const std::string& host, int timeout_s) {
   HttpReply r;
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return r;
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  // What is left of the timeout, for the next connect, write or read (at least 1 us: 0 is "no limit").
+  auto limit = [&](int option) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
+    const long us = std::max<long>(1, left.count());
+    timeval tv{us / 1000000, us % 1000000};
+    ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv);
+  };
+  limit(SO_SNDTIMEO);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
@@ -33,7 +44,12 @@ HttpReply http_get(uint16_t port, const std::string& target, const std::string& 
   }
   std::string all;
   char buf[8192];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) all.append(buf, static_cast<size_t>(n));
+  for (ssize_t n = 1; n > 0;) {
+    limit(SO_RCVTIMEO);
+    n = ::read(fd, buf, sizeof buf);
+    if (n > 0) all.append(buf, static_cast<size_t>(n));
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) all.clear();  // timed out: no reply
+  }
   ::close(fd);
   // "HTTP/1.x 200 OK\r\n...headers...\r\n\r\nbody"
   if (all.size() < 12 || all.compare(0, 5, "HTTP/") != 0) return r;

@@ -11,7 +11,9 @@ struct HttpReply {
   std::string body;
 };
 
-HttpReply http_get(uint16_t port, const std::string& target, const std::string& host = "127.0.0.1");
+// Gives up (status 0) when the whole exchange takes longer than `timeout_s`.
+HttpReply http_get(uint16_t port, const std::string& target, const std::string& host = "127.0.0.1",
+                   int timeout_s = 10);
 std::string url_encode(const std::string& s);
 // A TCP port on 127.0.0.1 free right now (bound, read, closed).
 uint16_t free_port();
