@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/perf_event.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -431,6 +432,42 @@ size_t SchedSensor::reclaim(const std::function<bool(CgroupId)>& live) {
   return n;
 }
 
+uint64_t raise_open_files_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 0;
+  if (r.rlim_cur < r.rlim_max) {
+    rlimit raised{r.rlim_max, r.rlim_max};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
+  }
+  return r.rlim_cur;
+}
+
+Result<HostSensor> open_counting(SchedConfig sc, std::string counted) {
+  const uint64_t limit = raise_open_files_limit();
+  if (!sc.counters.empty()) {
+    // One perf event per counter and online CPU: not tried where they would leave keel short of files.
+    const uint64_t cpus = static_cast<uint64_t>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+    const uint64_t need = sc.counters.size() * cpus;
+    if (need + kOtherFiles > limit) {
+      counted = "n/a (" + std::to_string(sc.counters.size()) + " counters x " + std::to_string(cpus) +
+                " CPUs need " + std::to_string(need) + " open files besides keel's other " +
+                std::to_string(kOtherFiles) + ", and the open-files limit is " + std::to_string(limit) +
+                ": raise RLIMIT_NOFILE, LimitNOFILE= under systemd)";
+      sc.counters.clear();
+    }
+  }
+  auto sensor = SchedSensor::open(sc);
+  if (!sensor && !sc.counters.empty()) {  // a PMU without one of the events: go on without
+    counted = "n/a (" + sensor.error().message() +
+              (sensor.error().err == EMFILE ? "; the open-files limit is " + std::to_string(limit) : "") +
+              ")";
+    sc.counters.clear();
+    sensor = SchedSensor::open(sc);
+  }
+  if (!sensor) return std::unexpected(sensor.error());
+  return HostSensor{std::move(*sensor), !sc.counters.empty(), counted};
+}
+
 Result<HostSensor> open_host_sensor(const CgroupHierarchy& hierarchy, const Topology& topo, BpfStats stats) {
   SchedConfig sc;
   sc.hierarchy = hierarchy;
@@ -443,19 +480,10 @@ Result<HostSensor> open_host_sensor(const CgroupHierarchy& hierarchy, const Topo
     sc.llc_of_cpu[pu.os] = static_cast<uint16_t>(pu.l3);
     sc.node_of_cpu[pu.os] = static_cast<uint16_t>(pu.numa);
   }
-  std::string note = "hardware counters";
-  if (auto pmu = hw_pmu_available(); pmu.has_value())
-    sc.counters = hardware_counters();
-  else
-    note = "n/a (" + pmu.error().message() + ")";
-  auto sensor = SchedSensor::open(sc);
-  if (!sensor && !sc.counters.empty()) {  // a PMU without one of the four events: go on without
-    note = "n/a (" + sensor.error().message() + ")";
-    sc.counters.clear();
-    sensor = SchedSensor::open(sc);
-  }
-  if (!sensor) return std::unexpected(sensor.error());
-  return HostSensor{std::move(*sensor), !sc.counters.empty(), note};
+  auto pmu = hw_pmu_available();
+  if (!pmu) return open_counting(std::move(sc), "n/a (" + pmu.error().message() + ")");
+  sc.counters = hardware_counters();
+  return open_counting(std::move(sc));
 }
 
 }  // namespace keel::bpf

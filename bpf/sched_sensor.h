@@ -200,6 +200,14 @@ class SchedSensor {
   std::vector<SloWatch> watched_;
 };
 
+// Raises the soft limit on open files to the hard one (each perf event, and each cgroup directory the
+// inventory holds, is a descriptor); returns the soft limit then. Every command that opens the sensor
+// does, through open_counting().
+uint64_t raise_open_files_limit();
+// Descriptors kept for keel besides the perf events: the BPF objects', the inventory's cgroup
+// directories (it re-lists those it cannot hold), the metrics endpoint's, the journal's.
+constexpr uint64_t kOtherFiles = 1024;
+
 // The sensor as keel's commands open it: CPU-to-LLC/NUMA tables from `topo`, and the four
 // hardware_counters() where there is a PMU. Without one (or when the PMU lacks one of the events)
 // it opens without counters: cache signals are then unavailable, never 0; `counters_note` says which.
@@ -210,5 +218,10 @@ struct HostSensor {
 };
 Result<HostSensor> open_host_sensor(const CgroupHierarchy& hierarchy, const Topology& topo,
                                     BpfStats stats = BpfStats::sampled);
+// The same from `sc`, whose counters are those wanted (`counted` names them in the note): the
+// open-files limit raised first, and the counters left out, with the note saying what they need and
+// what the limit is, where one perf event per counter and CPU would not leave kOtherFiles; also when
+// one of them cannot be opened.
+Result<HostSensor> open_counting(SchedConfig sc, std::string counted = "hardware counters");
 
 }  // namespace keel::bpf

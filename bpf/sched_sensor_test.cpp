@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -632,6 +634,60 @@ TEST_F(CpuCgroups, VanishedCgroupsAreReclaimed) {
   EXPECT_EQ(sensor->reclaim([](CgroupId) { return false; }), before);  // nothing is live: every entry goes
   EXPECT_EQ(sensor->entries(), 0u);
   (void)id;
+}
+
+// Runs `f` in a child whose open-files limit is soft/hard; what it returns, or why it did not.
+std::string with_file_limit(rlim_t soft, rlim_t hard, const std::function<std::string()>& f) {
+  int out[2];
+  if (pipe(out) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(out[0]);
+    rlimit r{soft, hard};
+    std::string said = setrlimit(RLIMIT_NOFILE, &r) == 0 ? f() : "setrlimit failed";
+    (void)!write(out[1], said.data(), said.size());
+    _exit(0);
+  }
+  close(out[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? got : "the child died: " + got;
+}
+
+// Four perf events per CPU (software ones: no PMU here) under a low open-files limit: a soft limit
+// below a high enough hard one is raised and the counters open; a hard one too low for them and
+// keel's other files leaves them out, saying what they need and what the limit is, rather than
+// taking the descriptors the rest of keel needs (or failing halfway).
+TEST_F(CpuCgroups, PerfCountersUnderALowOpenFilesLimitAreRaisedForOrLeftOutSayingWhy) {
+  rlimit now{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &now), 0);
+  const uint64_t cpus = static_cast<uint64_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  auto cfg = config();
+  cfg.counters = {{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"},
+                  {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, "page-faults"},
+                  {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, "context-switches"},
+                  {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS, "cpu-migrations"}};
+  auto open_and_say = [&] {
+    auto s = open_counting(cfg, "software counters");
+    rlimit r{};
+    getrlimit(RLIMIT_NOFILE, &r);
+    if (!s) return "error: " + s.error().message();
+    return std::string(s->pmu ? "counted" : "not counted") + "; soft " + std::to_string(r.rlim_cur) + "; " +
+           s->counters_note;
+  };
+  // Room for the programs, and for the events too, but not for the rest of keel besides.
+  std::string low = with_file_limit(200, 200, open_and_say);
+  EXPECT_EQ(low, "not counted; soft 200; n/a (4 counters x " + std::to_string(cpus) + " CPUs need " +
+                     std::to_string(4 * cpus) + " open files besides keel's other " +
+                     std::to_string(kOtherFiles) +
+                     ", and the open-files limit is 200: raise RLIMIT_NOFILE, LimitNOFILE= under systemd)");
+  if (now.rlim_max < 4 * cpus + kOtherFiles + 64) GTEST_SKIP() << "skipped: the hard limit here is too low";
+  std::string raised = with_file_limit(200, now.rlim_max, open_and_say);
+  EXPECT_EQ(raised, "counted; soft " + std::to_string(now.rlim_max) + "; software counters");
 }
 
 // A cgroup whose counts did not grow for kIdleReads reads leaves the map (its room goes to active

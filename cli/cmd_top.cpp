@@ -94,7 +94,6 @@ int cmd_top(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "keel top: %s\n", topo.error().message().c_str());
     return kExitFailure;
   }
-  loop::raise_open_files_limit();
   // Cache misses, references, instructions and cycles where there is a PMU; "n/a", never 0, without.
   auto sensing = loop::Sensing::open(config::compile(cfg, topo->online()), roots, *topo, *stats);
   if (!sensing) {

@@ -108,6 +108,7 @@ Result<Sensing> Sensing::open(config::Spec spec, const SysRoots& roots, const To
                               std::filesystem::exists(btf, ec)
                           ? btf.string()
                           : "");
+  // The sensor raises the open-files limit first: its perf events and the inventory's directories need it.
   auto sensor = open_bpf_sensor(*h, topo, stats);
   if (!sensor) return std::unexpected(sensor.error());
   return open(std::move(spec), roots, topo, std::move(*sensor));

@@ -46,7 +46,7 @@ class Sensing {
   // counters start now, like the sensor's.
   static Result<Sensing> open(config::Spec spec, const SysRoots& roots, const Topology& topo,
                               std::unique_ptr<Sensor> sensor, inv::Inventory::Options options = {});
-  // The same with keel's BPF sensor (root).
+  // The same with keel's BPF sensor (root), the open-files limit raised first.
   static Result<Sensing> open(config::Spec spec, const SysRoots& roots, const Topology& topo,
                               bpf::BpfStats stats);
   Sensing(Sensing&&) noexcept;
