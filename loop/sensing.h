@@ -37,6 +37,7 @@ struct SensedCounts {
   std::map<std::string, Counts> instances;
   Counts other;
   uint64_t map_full = 0, stamp_full = 0;  // events dropped this tick
+  bpf::Evictions evicted;                 // entries the sensor's map lost since the last tick
   size_t map_entries = 0, map_capacity = 0;
 };
 
