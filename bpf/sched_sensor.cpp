@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/perf_event.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -363,6 +364,24 @@ void SchedSensor::for_each_entry(int fd,
   }
 }
 
+namespace {
+
+// Whether `val` counts less than `was` anywhere: its entry was dropped and made again since (a delta
+// against the old values would wrap around).
+template <class Last>
+bool counts_less(const keel_cg_stats& val, const Last& was) {
+  if (val.rq_sum_ns < was.sum_ns || val.migrations < was.migrations || val.cross_llc < was.cross_llc ||
+      val.cross_numa < was.cross_numa)
+    return true;
+  for (const auto& [i, v] : was.buckets)
+    if (val.rq_hist[i] < v) return true;
+  for (size_t k = 0; k < KEEL_MAX_COUNTERS; ++k)
+    if (val.counters[k] < was.counters[k]) return true;
+  return false;
+}
+
+}  // namespace
+
 Result<SchedDelta> SchedSensor::read() {
   SchedDelta out;
   out.cgroups.reserve(last_out_);
@@ -370,7 +389,11 @@ Result<SchedDelta> SchedSensor::read() {
   std::vector<keel_cg_key> idle;  // entries to drop: nothing for kIdleReads reads
   for_each_entry(fd, [&](const keel_cg_key& key, const keel_cg_stats& val) {
     const CgroupId id{key.hierarchy, key.cgroup_id};
-    Last& was = last_[id];  // a new one: all zeros, so the delta is everything counted so far
+    // A new one: all zeros, so the delta is everything counted so far.
+    auto [at, fresh] = last_.try_emplace(id);
+    Last& was = at->second;
+    if (!fresh && counts_less(val, was)) was = Last{};
+    was.fresh = fresh;
     CgroupSched d;
     d.id = id;
     std::array<uint64_t, KEEL_HIST_BUCKETS> waits;
@@ -397,13 +420,16 @@ Result<SchedDelta> SchedSensor::read() {
       std::copy_n(std::begin(val.counters), KEEL_MAX_COUNTERS, was.counters.begin());
       was.idle_reads = 0;
       out.cgroups.push_back(std::move(d));
-    } else if (++was.idle_reads >= kIdleReads) {
+    } else if (++was.idle_reads >= kIdleReads && !critical_.contains(id)) {
       idle.push_back(key);
     }
   });
   // An event between the read above and the delete is lost: only for a cgroup idle for kIdleReads reads.
-  for (const keel_cg_key& k : idle)
-    if (bpf_map_delete_elem(fd, &k) == 0 || errno == ENOENT) last_.erase(CgroupId{k.hierarchy, k.cgroup_id});
+  for (const keel_cg_key& k : idle) {
+    const int r = bpf_map_delete_elem(fd, &k);
+    if (r == 0) ++evicted_.idle;
+    if (r == 0 || errno == ENOENT) last_.erase(CgroupId{k.hierarchy, k.cgroup_id});
+  }
   last_out_ = out.cgroups.size() + 16;
   uint64_t full = sum_percpu(skel_->maps.errors, KEEL_ERR_CG_MAP_FULL);
   uint64_t stamp = sum_percpu(skel_->maps.errors, KEEL_ERR_STAMP_FULL);
@@ -411,24 +437,112 @@ Result<SchedDelta> SchedSensor::read() {
   out.stamp_full = stamp - last_stamp_full_;
   last_map_full_ = full;
   last_stamp_full_ = stamp;
+  out.evicted = std::exchange(evicted_, Evictions{});
   ++reads_;
   if (stats_ != BpfStats::off) update_stats();
   return out;
 }
 
-size_t SchedSensor::reclaim(const std::function<bool(CgroupId)>& live) {
-  int fd = bpf_map__fd(skel_->maps.cg_stats);
-  size_t n = 0;
+void SchedSensor::tend(const std::function<Worth(CgroupId)>& worth, const std::vector<CgroupId>& critical) {
+  const int fd = bpf_map__fd(skel_->maps.cg_stats);
+  critical_.clear();
+  critical_.insert(critical.begin(), critical.end());
+  // Drops `id`'s entry; what it had counted since the read goes with it.
+  auto drop = [&](const CgroupId& id, uint64_t& reason) {
+    keel_cg_key key{id.hierarchy, 0, id.inode};
+    const int r = bpf_map_delete_elem(fd, &key);
+    if (r == 0) ++reason;
+    return r == 0 || errno == ENOENT;
+  };
+  struct Spare {
+    Worth worth;
+    unsigned idle_reads;
+    CgroupId id;
+  };
+  std::vector<Spare> spare;  // entries that may go when room is short
   for (auto it = last_.begin(); it != last_.end();) {
-    if (live(it->first)) {
-      ++it;
+    Worth w = critical_.contains(it->first) ? Worth::critical : worth(it->first);
+    // A cgroup first seen at this read may be newer than sensing's view: gone only once it was seen before.
+    if (w == Worth::gone && it->second.fresh) w = Worth::unmatched;
+    if (w == Worth::gone && drop(it->first, evicted_.gone)) {
+      it = last_.erase(it);
       continue;
     }
-    keel_cg_key key{it->first.hierarchy, 0, it->first.inode};
-    if (bpf_map_delete_elem(fd, &key) == 0) ++n;
-    it = last_.erase(it);
+    if (w == Worth::unmatched || w == Worth::best_effort)
+      spare.push_back({w, it->second.idle_reads, it->first});
+    ++it;
   }
-  return n;
+  std::vector<CgroupId> missing;
+  for (const CgroupId& id : critical_)
+    if (!last_.contains(id)) missing.push_back(id);
+  const size_t mark = high_water();
+  size_t next = 0;
+  auto make_room = [&]() {
+    if (next == 0)  // sorted once, when first needed: cgroups no workload covers first, then the longest idle
+      std::sort(spare.begin(), spare.end(), [](const Spare& a, const Spare& b) {
+        return a.worth != b.worth ? a.worth < b.worth : a.idle_reads > b.idle_reads;
+      });
+    for (; next < spare.size(); ++next) {
+      const Spare& s = spare[next];
+      if (drop(s.id, s.worth == Worth::unmatched ? evicted_.unmatched : evicted_.best_effort)) {
+        last_.erase(s.id);
+        ++next;
+        return true;
+      }
+    }
+    return false;
+  };
+  while (last_.size() + missing.size() > mark && make_room()) {
+  }
+  static const keel_cg_stats zero{};
+  for (const CgroupId& id : missing) {
+    keel_cg_key key{id.hierarchy, 0, id.inode};
+    for (;;) {
+      // EEXIST: an event made it since the read. Either way the next read counts it from 0.
+      if (bpf_map_update_elem(fd, &key, &zero, BPF_NOEXIST) == 0 || errno == EEXIST) {
+        last_.try_emplace(id);
+        break;
+      }
+      // E2BIG: new cgroups took the room made; more is made while there is any to take.
+      if (errno != E2BIG || !make_room()) break;
+    }
+  }
+}
+
+uint64_t raise_open_files_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 0;
+  if (r.rlim_cur < r.rlim_max) {
+    rlimit raised{r.rlim_max, r.rlim_max};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
+  }
+  return r.rlim_cur;
+}
+
+Result<HostSensor> open_counting(SchedConfig sc, std::string counted) {
+  const uint64_t limit = raise_open_files_limit();
+  if (!sc.counters.empty()) {
+    // One perf event per counter and online CPU: not tried where they would leave keel short of files.
+    const uint64_t cpus = static_cast<uint64_t>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+    const uint64_t need = sc.counters.size() * cpus;
+    if (need + kOtherFiles > limit) {
+      counted = "n/a (" + std::to_string(sc.counters.size()) + " counters x " + std::to_string(cpus) +
+                " CPUs need " + std::to_string(need) + " open files besides keel's other " +
+                std::to_string(kOtherFiles) + ", and the open-files limit is " + std::to_string(limit) +
+                ": raise RLIMIT_NOFILE, LimitNOFILE= under systemd)";
+      sc.counters.clear();
+    }
+  }
+  auto sensor = SchedSensor::open(sc);
+  if (!sensor && !sc.counters.empty()) {  // a PMU without one of the events: go on without
+    counted = "n/a (" + sensor.error().message() +
+              (sensor.error().err == EMFILE ? "; the open-files limit is " + std::to_string(limit) : "") +
+              ")";
+    sc.counters.clear();
+    sensor = SchedSensor::open(sc);
+  }
+  if (!sensor) return std::unexpected(sensor.error());
+  return HostSensor{std::move(*sensor), !sc.counters.empty(), counted};
 }
 
 Result<HostSensor> open_host_sensor(const CgroupHierarchy& hierarchy, const Topology& topo, BpfStats stats) {
@@ -443,19 +557,10 @@ Result<HostSensor> open_host_sensor(const CgroupHierarchy& hierarchy, const Topo
     sc.llc_of_cpu[pu.os] = static_cast<uint16_t>(pu.l3);
     sc.node_of_cpu[pu.os] = static_cast<uint16_t>(pu.numa);
   }
-  std::string note = "hardware counters";
-  if (auto pmu = hw_pmu_available(); pmu.has_value())
-    sc.counters = hardware_counters();
-  else
-    note = "n/a (" + pmu.error().message() + ")";
-  auto sensor = SchedSensor::open(sc);
-  if (!sensor && !sc.counters.empty()) {  // a PMU without one of the four events: go on without
-    note = "n/a (" + sensor.error().message() + ")";
-    sc.counters.clear();
-    sensor = SchedSensor::open(sc);
-  }
-  if (!sensor) return std::unexpected(sensor.error());
-  return HostSensor{std::move(*sensor), !sc.counters.empty(), note};
+  auto pmu = hw_pmu_available();
+  if (!pmu) return open_counting(std::move(sc), "n/a (" + pmu.error().message() + ")");
+  sc.counters = hardware_counters();
+  return open_counting(std::move(sc));
 }
 
 }  // namespace keel::bpf

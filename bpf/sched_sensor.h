@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "bpf/features.h"
@@ -56,10 +57,32 @@ struct CgroupSched {
   std::array<uint64_t, KEEL_MAX_COUNTERS> counters{};
 };
 
+// What a cgroup's entry in the per-cgroup map is worth when room is short, as sensing knows the
+// cgroup: the entries of gone cgroups go first, then those of cgroups no workload covers, then
+// best-effort ones (the longest idle first of each); a critical workload's never.
+enum class Worth : uint8_t { gone, unmatched, best_effort, critical };
+
+// Entries keel removed from the per-cgroup map, by reason.
+struct Evictions {
+  uint64_t gone = 0;         // its cgroup was removed
+  uint64_t idle = 0;         // nothing counted for SchedSensor::kIdleReads reads
+  uint64_t unmatched = 0;    // room was short: a cgroup no workload covers
+  uint64_t best_effort = 0;  // room was short: a best-effort workload's cgroup
+  uint64_t total() const { return gone + idle + unmatched + best_effort; }
+  Evictions& operator+=(const Evictions& o) {
+    gone += o.gone;
+    idle += o.idle;
+    unmatched += o.unmatched;
+    best_effort += o.best_effort;
+    return *this;
+  }
+};
+
 struct SchedDelta {
   std::vector<CgroupSched> cgroups;  // only cgroups with activity since the previous read
   uint64_t map_full = 0;             // events dropped because the per-cgroup map was full
   uint64_t stamp_full = 0;           // wakeups not stamped
+  Evictions evicted;                 // entries removed since the previous read (by tend() and this read)
 };
 
 // keel's own cost, per attached program, cumulative since attach (needs BPF stats enabled).
@@ -139,12 +162,21 @@ class SchedSensor {
   // only grow, so a count is never lost or seen twice.
   Result<SchedDelta> read();
   // A cgroup whose counts did not grow for this many reads has its entry dropped from the map (its
-  // next event makes a new one, counted from 0): the map's room goes to cgroups that are active.
+  // next event makes a new one, counted from 0): the map's room goes to cgroups that are active. A
+  // critical one (tend()) keeps its entry.
   static constexpr unsigned kIdleReads = 64;
-  // Drops the entries of cgroups that are gone (`live` says no); returns how many.
-  size_t reclaim(const std::function<bool(CgroupId)>& live);
+  // Keeps room in the per-cgroup map, once after each read (the programs never look further than
+  // their own cgroup's entry): drops the entries of gone cgroups; while more than high_water() would
+  // be in use, drops the entries of other cgroups by `worth` (the longest idle first of each); and
+  // inserts an entry for each of `critical` that has none, so those are counted even when new
+  // cgroups fill the map. An entry dropped loses only what was counted since the read; one made again
+  // counts from 0. The next read reports what went (SchedDelta::evicted).
+  void tend(const std::function<Worth(CgroupId)>& worth, const std::vector<CgroupId>& critical);
   size_t entries() const { return last_.size(); }
   size_t capacity() const { return capacity_; }  // entries the per-cgroup map holds
+  // tend() keeps this many in use at most, leaving the rest for cgroups new since the read.
+  size_t high_water() const { return capacity_ - capacity_ / 8; }
+  bool holds(CgroupId id) const { return last_.contains(id); }  // has an entry (as of the latest read)
   // Run time and count of each attached program, cumulative (grows only while stats are on).
   std::vector<ProgStats> prog_stats() const;
   bool stats_enabled() const { return stats_fd_.valid(); }
@@ -173,6 +205,7 @@ class SchedSensor {
     uint64_t sum_ns = 0, migrations = 0, cross_llc = 0, cross_numa = 0;
     std::array<uint64_t, KEEL_MAX_COUNTERS> counters{};
     unsigned idle_reads = 0;
+    bool fresh = true;  // first seen at the latest read: its cgroup may be newer than sensing's view
   };
   struct IdHash {
     size_t operator()(const CgroupId& id) const {
@@ -184,6 +217,8 @@ class SchedSensor {
   std::vector<keel_cg_key> batch_keys_;
   std::vector<keel_cg_stats> batch_vals_;
   uint64_t last_map_full_ = 0, last_stamp_full_ = 0;
+  Evictions evicted_;                              // since the previous read
+  std::unordered_set<CgroupId, IdHash> critical_;  // entries tend() keeps (and read() does not drop idle)
   BpfStats stats_ = BpfStats::sampled;
   unsigned stats_every_ = 10;
   size_t capacity_ = 0;
@@ -200,6 +235,14 @@ class SchedSensor {
   std::vector<SloWatch> watched_;
 };
 
+// Raises the soft limit on open files to the hard one (each perf event, and each cgroup directory the
+// inventory holds, is a descriptor); returns the soft limit then. Every command that opens the sensor
+// does, through open_counting().
+uint64_t raise_open_files_limit();
+// Descriptors kept for keel besides the perf events: the BPF objects', the inventory's cgroup
+// directories (it re-lists those it cannot hold), the metrics endpoint's, the journal's.
+constexpr uint64_t kOtherFiles = 1024;
+
 // The sensor as keel's commands open it: CPU-to-LLC/NUMA tables from `topo`, and the four
 // hardware_counters() where there is a PMU. Without one (or when the PMU lacks one of the events)
 // it opens without counters: cache signals are then unavailable, never 0; `counters_note` says which.
@@ -210,5 +253,10 @@ struct HostSensor {
 };
 Result<HostSensor> open_host_sensor(const CgroupHierarchy& hierarchy, const Topology& topo,
                                     BpfStats stats = BpfStats::sampled);
+// The same from `sc`, whose counters are those wanted (`counted` names them in the note): the
+// open-files limit raised first, and the counters left out, with the note saying what they need and
+// what the limit is, where one perf event per counter and CPU would not leave kOtherFiles; also when
+// one of them cannot be opened.
+Result<HostSensor> open_counting(SchedConfig sc, std::string counted = "hardware counters");
 
 }  // namespace keel::bpf

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -624,14 +626,227 @@ TEST_F(CpuCgroups, VanishedCgroupsAreReclaimed) {
   pid_t p = start(false, g, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_TRUE(sensor->read());
-  CgroupId id{hier_.id, inode(g)};
+  ASSERT_TRUE(sensor->read());  // every entry seen before: none is newer than the caller's view
   size_t before = sensor->entries();
   kill(p, SIGKILL);
   waitpid(p, nullptr, 0);
   pids_.erase(std::find(pids_.begin(), pids_.end(), p));
-  EXPECT_EQ(sensor->reclaim([](CgroupId) { return false; }), before);  // nothing is live: every entry goes
+  sensor->tend([](CgroupId) { return Worth::gone; }, {});  // nothing is live: every entry goes
   EXPECT_EQ(sensor->entries(), 0u);
-  (void)id;
+  auto d = sensor->read();
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->evicted.gone, before);
+  EXPECT_EQ(d->evicted.total(), before);
+}
+
+// The cgroups of `ids` best-effort, every other one no workload's.
+std::function<Worth(CgroupId)> best_effort(const std::vector<CgroupId>& ids) {
+  return [ids](CgroupId id) {
+    return std::find(ids.begin(), ids.end(), id) != ids.end() ? Worth::best_effort : Worth::unmatched;
+  };
+}
+
+// A small map filled first come first served by busy best-effort cgroups: a critical cgroup made
+// afterwards gets an entry at the next tend (room made by evicting others: the root's, no workload's,
+// first) and is measured every read after, while the evicted ones keep refilling what room is left.
+TEST_F(CpuCgroups, ACriticalCgroupMadeAfterTheMapFilledIsMeasured) {
+  auto cfg = config();
+  cfg.max_cgroups = 8;
+  auto sensor = SchedSensor::open(cfg);
+  ASSERT_TRUE(sensor) << sensor.error().message();
+  std::vector<CgroupId> be;
+  for (int i = 0; i < 12; ++i) {
+    fs::path cg = make("be" + std::to_string(i));
+    be.push_back({hier_.id, inode(cg)});
+    start(false, cg, i % 2);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto full = sensor->read();
+  ASSERT_TRUE(full);
+  EXPECT_GT(full->map_full, 0u) << "twelve 1 kHz sleepers and the root in 8 entries";
+  fs::path c = make("crit");
+  const CgroupId crit{hier_.id, inode(c)};
+  start(false, c, 1);
+  sensor->tend(best_effort(be), {crit});
+  EXPECT_TRUE(sensor->holds(crit));
+  EXPECT_LE(sensor->entries(), sensor->high_water());
+  Evictions evicted;
+  for (int tick = 0; tick < 4; ++tick) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto d = sensor->read();
+    ASSERT_TRUE(d);
+    evicted += d->evicted;
+    const CgroupSched* s = find(*d, crit);
+    ASSERT_NE(s, nullptr) << "tick " << tick << ": the critical cgroup is not measured";
+    EXPECT_GT(s->rq.count, 20u) << "tick " << tick << ": a 1 kHz sleeper for 100 ms";
+    sensor->tend(best_effort(be), {crit});
+    EXPECT_TRUE(sensor->holds(crit));
+  }
+  EXPECT_GT(evicted.unmatched + evicted.best_effort, 0u);
+  EXPECT_EQ(evicted.gone, 0u);
+}
+
+// Entries of gone cgroups go first: with three removed, room is made without touching the idle
+// best-effort cgroups (idle longest, so the next to go) or anything else.
+TEST_F(CpuCgroups, GoneCgroupsEntriesAreEvictedFirst) {
+  auto cfg = config();
+  cfg.max_cgroups = 16;  // high water 14
+  auto sensor = SchedSensor::open(cfg);
+  ASSERT_TRUE(sensor) << sensor.error().message();
+  std::vector<fs::path> gone;
+  std::vector<pid_t> gone_pids;
+  std::vector<CgroupId> gone_ids, be;
+  for (int i = 0; i < 3; ++i) {
+    gone.push_back(make("g" + std::to_string(i)));
+    gone_ids.push_back({hier_.id, inode(gone.back())});
+    gone_pids.push_back(start(false, gone.back(), i % 2));
+  }
+  std::vector<pid_t> idle;
+  for (int i = 0; i < 3; ++i) {
+    fs::path cg = make("i" + std::to_string(i));
+    be.push_back({hier_.id, inode(cg)});
+    idle.push_back(start(false, cg, i % 2));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (pid_t p : idle) kill(p, SIGSTOP);
+  for (pid_t p : idle)
+    for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(sensor->read());  // the idle ones stay idle from here
+  for (int i = 0; i < 12; ++i) {
+    fs::path cg = make("b" + std::to_string(i));
+    be.push_back({hier_.id, inode(cg)});
+    start(false, cg, i % 2);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(sensor->read());
+  for (const CgroupId& id : gone_ids) ASSERT_TRUE(sensor->holds(id));
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE(sensor->holds(be[i]));
+  ASSERT_EQ(sensor->entries(), 16u) << "the busy ones fill the map";
+  for (size_t i = 0; i < gone.size(); ++i) {
+    kill(gone_pids[i], SIGKILL);
+    waitpid(gone_pids[i], nullptr, 0);
+    pids_.erase(std::find(pids_.begin(), pids_.end(), gone_pids[i]));
+    for (int k = 0; k < 100 && fs::exists(gone[i]) && !fs::remove(gone[i]); ++k) usleep(10000);
+    ASSERT_FALSE(fs::exists(gone[i]));
+  }
+  ASSERT_TRUE(sensor->read());
+  auto others = best_effort(be);
+  sensor->tend(
+      [&](CgroupId id) {
+        return std::find(gone_ids.begin(), gone_ids.end(), id) != gone_ids.end() ? Worth::gone : others(id);
+      },
+      {});
+  for (const CgroupId& id : gone_ids) EXPECT_FALSE(sensor->holds(id));
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(sensor->holds(be[i])) << "idle best-effort cgroup " << i;
+  EXPECT_EQ(sensor->entries(), 13u);
+  auto d = sensor->read();
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->evicted.gone, 3u);
+  EXPECT_EQ(d->evicted.unmatched, 0u);
+  EXPECT_EQ(d->evicted.best_effort, 0u);
+}
+
+// A critical cgroup's entry stays however long it is idle and however short room is, while busy
+// best-effort cgroups are evicted and come back every read; an entry made again is counted from 0
+// (a delta against its old counts would wrap around), and the critical one's counts, when its task
+// runs again, are only what it did since.
+TEST_F(CpuCgroups, ACriticalEntryIsNeverEvicted) {
+  auto cfg = config();
+  cfg.max_cgroups = 8;
+  auto sensor = SchedSensor::open(cfg);
+  ASSERT_TRUE(sensor) << sensor.error().message();
+  fs::path c = make("crit");
+  const CgroupId crit{hier_.id, inode(c)};
+  pid_t p = start(false, c, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(p, SIGSTOP);  // idle from now on: the longest idle of all
+  for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  ASSERT_TRUE(sensor->read());
+  ASSERT_TRUE(sensor->holds(crit));
+  std::vector<CgroupId> be;
+  for (int i = 0; i < 10; ++i) {
+    fs::path cg = make("b" + std::to_string(i));
+    be.push_back({hier_.id, inode(cg)});
+    start(false, cg, i % 2);
+  }
+  Evictions evicted;
+  for (unsigned r = 0; r < SchedSensor::kIdleReads + 4; ++r) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto d = sensor->read();
+    ASSERT_TRUE(d);
+    evicted += d->evicted;
+    for (const auto& s : d->cgroups)
+      ASSERT_LT(s.rq.count, 1'000'000'000u) << "read " << r << ": a delta against an earlier entry's counts";
+    ASSERT_TRUE(sensor->holds(crit)) << "read " << r;
+    sensor->tend(best_effort(be), {crit});
+    ASSERT_TRUE(sensor->holds(crit)) << "read " << r;
+  }
+  EXPECT_GT(evicted.best_effort, 0u) << "room was short and was made";
+  kill(p, SIGCONT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(p, SIGSTOP);
+  for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  auto again = sensor->read();
+  ASSERT_TRUE(again);
+  const CgroupSched* s = find(*again, crit);
+  ASSERT_NE(s, nullptr);
+  // About 100 wakeups of a 1 ms sleeper in 100 ms: never the 100 ms before the first read as well.
+  EXPECT_GT(s->rq.count, 10u);
+  EXPECT_LT(s->rq.count, 160u);
+}
+
+// Runs `f` in a child whose open-files limit is soft/hard; what it returns, or why it did not.
+std::string with_file_limit(rlim_t soft, rlim_t hard, const std::function<std::string()>& f) {
+  int out[2];
+  if (pipe(out) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(out[0]);
+    rlimit r{soft, hard};
+    std::string said = setrlimit(RLIMIT_NOFILE, &r) == 0 ? f() : "setrlimit failed";
+    (void)!write(out[1], said.data(), said.size());
+    _exit(0);
+  }
+  close(out[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? got : "the child died: " + got;
+}
+
+// Four perf events per CPU (software ones: no PMU here) under a low open-files limit: a soft limit
+// below a high enough hard one is raised and the counters open; a hard one too low for them and
+// keel's other files leaves them out, saying what they need and what the limit is, rather than
+// taking the descriptors the rest of keel needs (or failing halfway).
+TEST_F(CpuCgroups, PerfCountersUnderALowOpenFilesLimitAreRaisedForOrLeftOutSayingWhy) {
+  rlimit now{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &now), 0);
+  const uint64_t cpus = static_cast<uint64_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  auto cfg = config();
+  cfg.counters = {{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"},
+                  {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, "page-faults"},
+                  {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, "context-switches"},
+                  {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS, "cpu-migrations"}};
+  auto open_and_say = [&] {
+    auto s = open_counting(cfg, "software counters");
+    rlimit r{};
+    getrlimit(RLIMIT_NOFILE, &r);
+    if (!s) return "error: " + s.error().message();
+    return std::string(s->pmu ? "counted" : "not counted") + "; soft " + std::to_string(r.rlim_cur) + "; " +
+           s->counters_note;
+  };
+  // Room for the programs, and for the events too, but not for the rest of keel besides.
+  std::string low = with_file_limit(200, 200, open_and_say);
+  EXPECT_EQ(low, "not counted; soft 200; n/a (4 counters x " + std::to_string(cpus) + " CPUs need " +
+                     std::to_string(4 * cpus) + " open files besides keel's other " +
+                     std::to_string(kOtherFiles) +
+                     ", and the open-files limit is 200: raise RLIMIT_NOFILE, LimitNOFILE= under systemd)");
+  if (now.rlim_max < 4 * cpus + kOtherFiles + 64) GTEST_SKIP() << "skipped: the hard limit here is too low";
+  std::string raised = with_file_limit(200, now.rlim_max, open_and_say);
+  EXPECT_EQ(raised, "counted; soft " + std::to_string(now.rlim_max) + "; software counters");
 }
 
 // A cgroup whose counts did not grow for kIdleReads reads leaves the map (its room goes to active

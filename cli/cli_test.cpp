@@ -444,6 +444,10 @@ TEST(CliPriv, TopShowsARealCgroupWithItsWaits) {
   } else {
     EXPECT_EQ(rest.find("\"cache_misses_per_s\":null"), std::string::npos) << rest;
   }
+  // What the cgroup map holds and what keel evicted from it, by reason.
+  for (const char* f : {"\"map_entries\":", "\"map_capacity\":4096", "\"evicted_gone\":", "\"evicted_idle\":",
+                        "\"evicted_unmatched\":", "\"evicted_best_effort\":"})
+    EXPECT_NE(last_line.find(f), std::string::npos) << f << " in " << last_line;
   // keel's own cost, measured in the second interval (BPF stats sampled), is in the third line too.
   auto cost = last_line.find("\"bpf_ns_per_event\":");
   ASSERT_NE(cost, std::string::npos) << last_line;

@@ -159,7 +159,6 @@ int cmd_plan(const std::vector<std::string>& argv) {
     return kExitFailure;
   }
   loop::drop_missing(cfg, roots, log);
-  loop::raise_open_files_limit();
   const config::Spec spec = config::compile(cfg, topo->online());
   auto sensing = loop::Sensing::open(spec, roots, *topo, bpf::BpfStats::sampled);
   if (!sensing) {

@@ -94,7 +94,6 @@ int cmd_top(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "keel top: %s\n", topo.error().message().c_str());
     return kExitFailure;
   }
-  loop::raise_open_files_limit();
   // Cache misses, references, instructions and cycles where there is a PMU; "n/a", never 0, without.
   auto sensing = loop::Sensing::open(config::compile(cfg, topo->online()), roots, *topo, *stats);
   if (!sensing) {
@@ -155,6 +154,12 @@ int cmd_top(const std::vector<std::string>& argv) {
                 {"hw_pmu", pmu},
                 {"dropped_map_full", counts.map_full},
                 {"dropped_stamps", counts.stamp_full},
+                {"map_entries", counts.map_entries},
+                {"map_capacity", counts.map_capacity},
+                {"evicted_gone", counts.evicted.gone},
+                {"evicted_idle", counts.evicted.idle},
+                {"evicted_unmatched", counts.evicted.unmatched},
+                {"evicted_best_effort", counts.evicted.best_effort},
                 {"bpf_events_per_s", opt(cost ? std::optional(cost->events_per_s) : std::nullopt)},
                 {"bpf_ns_per_event", opt(cost ? std::optional(cost->ns_per_event) : std::nullopt)}};
       Json list = Json::array();
@@ -205,6 +210,14 @@ int cmd_top(const std::vector<std::string>& argv) {
         std::printf("dropped: %llu events (cgroup map full), %llu wakeups (stamp map full)\n",
                     static_cast<unsigned long long>(counts.map_full),
                     static_cast<unsigned long long>(counts.stamp_full));
+      if (counts.evicted.total())
+        std::printf(
+            "cgroup map %zu of %zu entries; evicted: %llu gone, %llu idle, %llu no workload's, %llu "
+            "best-effort\n",
+            counts.map_entries, counts.map_capacity, static_cast<unsigned long long>(counts.evicted.gone),
+            static_cast<unsigned long long>(counts.evicted.idle),
+            static_cast<unsigned long long>(counts.evicted.unmatched),
+            static_cast<unsigned long long>(counts.evicted.best_effort));
       if (cost)
         std::printf("keel's BPF cost: %.0f ns/event, %.0f events/s (%.3f%% of one CPU)\n", cost->ns_per_event,
                     cost->events_per_s, cost->cpu_share() * 100.0);

@@ -3,7 +3,6 @@
 #include <bpf/libbpf.h>
 #include <malloc.h>
 #include <sched.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -148,14 +147,6 @@ void drop_missing(config::Config& cfg, const SysRoots& roots,
           "): the steal_task step is off");
       cfg.actuators.steal_task = false;
     }
-  }
-}
-
-void raise_open_files_limit() {
-  rlimit r{};
-  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
-    r.rlim_cur = r.rlim_max;
-    (void)::setrlimit(RLIMIT_NOFILE, &r);
   }
 }
 
@@ -458,8 +449,7 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
       return kFailure;
     }
   }
-  raise_open_files_limit();
-  auto opened = Sensing::open(spec, roots, *topo, o.stats);
+  auto opened = Sensing::open(spec, roots, *topo, o.stats);  // raises the open-files limit first
   if (!opened) {
     log_error("run: " + opened.error().message());
     return kFailure;

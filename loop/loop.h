@@ -55,9 +55,6 @@ int run(config::Config cfg, const RunOptions& options, const SysRoots& roots);
 void drop_missing(config::Config& cfg, const SysRoots& roots,
                   const std::function<void(const std::string&)>& log);
 
-// Raises the soft limit on open files to the hard one: the inventory holds a directory per cgroup.
-void raise_open_files_limit();
-
 // keel's desired knob values per instance as text (JSON) for a handover, and back. Instance names are
 // kept byte for byte where they are valid UTF-8 (others do not come back: those instances start as
 // found). Bad text is an error, never a partial map.

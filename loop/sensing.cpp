@@ -62,6 +62,7 @@ struct Sensing::State {
   std::chrono::steady_clock::time_point last;
   SensedCounts counts;
   std::vector<bpf::SloWatch> watch;
+  std::vector<CgroupId> critical;  // the critical instances' cgroups with tasks, for the sensor
 
   void read_facts(const inv::Node& n, NodeState& ns);
   void read_counters(const inv::Node& n, NodeState& ns, bool ran, double& usage_s, bool& usage,
@@ -108,6 +109,7 @@ Result<Sensing> Sensing::open(config::Spec spec, const SysRoots& roots, const To
                               std::filesystem::exists(btf, ec)
                           ? btf.string()
                           : "");
+  // The sensor raises the open-files limit first: its perf events and the inventory's directories need it.
   auto sensor = open_bpf_sensor(*h, topo, stats);
   if (!sensor) return std::unexpected(sensor.error());
   return open(std::move(spec), roots, topo, std::move(*sensor));
@@ -233,8 +235,21 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
   for (const auto& c : delta->cgroups)
     if (did_something(c)) ran.emplace(c.id, &c);
   inv.match([&](CgroupId id) { return ran.contains(id); });
-  if (!inv.take_removed().empty())  // their state goes when their slots are taken again
-    st.sensor->reclaim([&](CgroupId id) { return inv.find(id) != nullptr; });
+  (void)inv.take_removed();  // their state goes when their slots are taken again
+  // The sensor's map keeps an entry for every critical cgroup that holds tasks; when room is short it
+  // drops gone cgroups' entries first, then those of cgroups no workload covers, then best-effort ones.
+  st.critical.clear();
+  for (const inv::Instance& ins : inv.instances())
+    if (ins.spec->critical)
+      for (const inv::Node* n : ins.cgroups)
+        if (n->tasks != 0) st.critical.push_back(n->dir.id());
+  st.sensor->tend(
+      [&](CgroupId id) {
+        const inv::Node* n = inv.find(id);
+        if (n == nullptr) return bpf::Worth::gone;
+        return n->rule < 0 ? bpf::Worth::unmatched : bpf::Worth::best_effort;
+      },
+      st.critical);
   if (st.spec.early_ticks) {
     // The critical cgroups with an SLO, watched by the sensor (it compares: unchanged is no work).
     st.watch.clear();
@@ -254,6 +269,7 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
   counts = SensedCounts{};
   counts.map_full = delta->map_full;
   counts.stamp_full = delta->stamp_full;
+  counts.evicted = delta->evicted;
   counts.map_capacity = st.sensor->capacity();
   counts.map_entries = st.sensor->entries();
   for (const auto& c : delta->cgroups) {

@@ -37,6 +37,7 @@ struct SensedCounts {
   std::map<std::string, Counts> instances;
   Counts other;
   uint64_t map_full = 0, stamp_full = 0;  // events dropped this tick
+  bpf::Evictions evicted;                 // entries the sensor's map lost since the last tick
   size_t map_entries = 0, map_capacity = 0;
 };
 
@@ -46,7 +47,7 @@ class Sensing {
   // counters start now, like the sensor's.
   static Result<Sensing> open(config::Spec spec, const SysRoots& roots, const Topology& topo,
                               std::unique_ptr<Sensor> sensor, inv::Inventory::Options options = {});
-  // The same with keel's BPF sensor (root).
+  // The same with keel's BPF sensor (root), the open-files limit raised first.
   static Result<Sensing> open(config::Spec spec, const SysRoots& roots, const Topology& topo,
                               bpf::BpfStats stats);
   Sensing(Sensing&&) noexcept;

@@ -34,9 +34,10 @@ CpuSet L(const char* s) { return *CpuSet::parse_list(s); }
 class FakeSensor final : public Sensor {
  public:
   std::deque<bpf::SchedDelta> deltas;
-  std::vector<std::function<bool(CgroupId)>> reclaims;
-  size_t live_after_reclaim = 0;
-  std::vector<CgroupId> known;  // what it holds counts of, for reclaim
+  std::function<bpf::Worth(CgroupId)> worth;  // what the latest tend() was told
+  std::vector<CgroupId> critical;
+  size_t tends = 0;
+  std::vector<CgroupId> known;  // what it holds counts of, for tend
 
   Result<bpf::SchedDelta> read() override {
     if (deltas.empty()) return bpf::SchedDelta{};
@@ -45,10 +46,11 @@ class FakeSensor final : public Sensor {
     for (const auto& c : d.cgroups) known.push_back(c.id);
     return d;
   }
-  void reclaim(const std::function<bool(CgroupId)>& live) override {
-    std::erase_if(known, [&](const CgroupId& id) { return !live(id); });
-    live_after_reclaim = known.size();
-    reclaims.push_back(live);
+  void tend(const std::function<bpf::Worth(CgroupId)>& w, const std::vector<CgroupId>& c) override {
+    std::erase_if(known, [&](const CgroupId& id) { return w(id) == bpf::Worth::gone; });
+    worth = w;
+    critical = c;
+    ++tends;
   }
   size_t entries() const override { return known.size(); }
   size_t capacity() const override { return 4096; }
@@ -166,7 +168,7 @@ TEST(SensingFakeSensor, InstancesCountsAndCpuUsagePerTick) {
   auto [sensing, fake] = open(roots, spec);
   const CgroupId crit = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/crit", 1);
   const CgroupId root = id_of(tmp.path() / "sys/fs/cgroup/cpu", 1);
-  fake->deltas.push_back({{waited(crit, 40), waited(root, 7)}, 3, 1});
+  fake->deltas.push_back({{waited(crit, 40), waited(root, 7)}, 3, 1, {}});
   make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", "250000000\n"}});  // 0.25 CPU-s
   auto snap = sensing.sample(1);
   ASSERT_TRUE(snap) << snap.error().message();
@@ -193,6 +195,34 @@ TEST(SensingFakeSensor, InstancesCountsAndCpuUsagePerTick) {
   auto next = sensing.sample(2);
   ASSERT_TRUE(next);
   EXPECT_EQ(*signals(*next, "crit").cpu_usage, 0.0);  // nothing since
+}
+
+// Every tick the sensor learns which cgroups' map entries matter: the critical instance's cgroup with
+// tasks is kept (its entry made when missing), a best-effort one goes before it, one no workload
+// covers before that, a gone one first; what the sensor evicted reaches the tick's counts.
+TEST(SensingFakeSensor, TheSensorIsToldWhatEachCgroupsEntryIsWorth) {
+  TempDir tmp;
+  const SysRoots roots = v1_noprefix_host(tmp);
+  const config::Spec spec = spec_of(kCritAndBatch);
+  auto [sensing, fake] = open(roots, spec);
+  const CgroupId crit = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/crit", 1);
+  const CgroupId batch = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/batch", 1);
+  const CgroupId svc = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc", 1);
+  bpf::SchedDelta d;
+  d.evicted.gone = 2;
+  d.evicted.best_effort = 1;
+  fake->deltas.push_back(d);
+  const size_t before = fake->tends;
+  ASSERT_TRUE(sensing.sample(1));
+  EXPECT_EQ(fake->tends, before + 1);
+  EXPECT_EQ(fake->critical, std::vector<CgroupId>{crit});
+  ASSERT_TRUE(fake->worth);
+  EXPECT_EQ(fake->worth(batch), bpf::Worth::best_effort);
+  EXPECT_EQ(fake->worth(svc), bpf::Worth::unmatched);
+  EXPECT_EQ(fake->worth(CgroupId{1, 999999999}), bpf::Worth::gone);
+  EXPECT_EQ(sensing.counts().evicted.gone, 2u);
+  EXPECT_EQ(sensing.counts().evicted.best_effort, 1u);
+  EXPECT_EQ(sensing.counts().evicted.total(), 3u);
 }
 
 // Bug (1) of the issue: on a v1 cpuset hierarchy mounted with noprefix, sensing read
@@ -299,7 +329,7 @@ TEST(SensingFakeSensor, ACgroupMadeAgainIsFreshAndCountsFromItsOwnCounters) {
   auto [sensing, fake] = open(roots, spec);
   const CgroupId old_id = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/crit", 1);
   make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", "900000000\n"}});
-  fake->deltas.push_back({{waited(old_id, 5)}, 0, 0});
+  fake->deltas.push_back({{waited(old_id, 5)}, 0, 0, {}});
   ASSERT_TRUE(sensing.sample(1));
   // crit's container restarted: every hierarchy's cgroup made again, the new counter starts low.
   for (const char* h : {"cpu", "cpuacct", "cpuset"}) {
@@ -320,8 +350,8 @@ TEST(SensingFakeSensor, ACgroupMadeAgainIsFreshAndCountsFromItsOwnCounters) {
   EXPECT_FALSE(c.cpu_usage);   // its first read: no delta yet (not 0.1 - 0.9 s, nor 0.1 s)
   EXPECT_EQ(c.shares, 2048u);  // read afresh
   EXPECT_EQ(c.cpus, L("1"));
-  ASSERT_FALSE(fake->reclaims.empty());
-  EXPECT_FALSE(fake->reclaims.back()(old_id));  // the old cgroup's counts are dropped
+  ASSERT_TRUE(fake->worth);
+  EXPECT_EQ(fake->worth(old_id), bpf::Worth::gone);  // the old cgroup's counts are dropped
   make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", "150000000\n"}});
   auto third = sensing.sample(3);
   ASSERT_TRUE(third);
@@ -384,7 +414,7 @@ TEST(SensingFakeSensor, AnIdleCgroupIsReadEveryFewTicksAndAtOnceWhenItRuns) {
   EXPECT_NEAR(total, 0.3, 1e-9);  // within refresh_ticks (8) it is read, and nothing is lost
   // The sensor sees it run: read that very tick.
   make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/batch/cpuacct.usage", "500000000\n"}});
-  fake->deltas.push_back({{waited(id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/batch", 1), 3)}, 0, 0});
+  fake->deltas.push_back({{waited(id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/batch", 1), 3)}, 0, 0, {}});
   auto snap = sensing.sample(10);
   ASSERT_TRUE(snap);
   EXPECT_NEAR(*signals(*snap, "batch").cpu_usage * snap->period_s, 0.2, 1e-9);

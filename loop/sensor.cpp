@@ -10,7 +10,10 @@ class BpfSensor final : public Sensor {
  public:
   explicit BpfSensor(bpf::HostSensor s) : s_(std::move(s)) {}
   Result<bpf::SchedDelta> read() override { return s_.sensor.read(); }
-  void reclaim(const std::function<bool(CgroupId)>& live) override { s_.sensor.reclaim(live); }
+  void tend(const std::function<bpf::Worth(CgroupId)>& worth,
+            const std::vector<CgroupId>& critical) override {
+    s_.sensor.tend(worth, critical);
+  }
   size_t entries() const override { return s_.sensor.entries(); }
   size_t capacity() const override { return s_.sensor.capacity(); }
   std::vector<bpf::ProgStats> prog_stats() const override { return s_.sensor.prog_stats(); }

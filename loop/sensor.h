@@ -20,8 +20,9 @@ class Sensor {
   virtual ~Sensor() = default;
   // Everything counted since the previous read (the first: since the sensor started).
   virtual Result<bpf::SchedDelta> read() = 0;
-  // Forgets the cgroups `live` says are gone.
-  virtual void reclaim(const std::function<bool(CgroupId)>& live) = 0;
+  // Once after each read: keeps room for the cgroups that matter (bpf::SchedSensor::tend).
+  virtual void tend(const std::function<bpf::Worth(CgroupId)>& worth,
+                    const std::vector<CgroupId>& critical) = 0;
   virtual size_t entries() const = 0;   // cgroups it keeps counts of
   virtual size_t capacity() const = 0;  // how many it can
   virtual std::vector<bpf::ProgStats> prog_stats() const = 0;

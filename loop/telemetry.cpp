@@ -196,6 +196,10 @@ void tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const Sens
   h.map_max_entries = counts.map_capacity;
   h.dropped_map_full = counts.map_full;
   h.dropped_stamp_full = counts.stamp_full;
+  h.evicted_gone = counts.evicted.gone;
+  h.evicted_idle = counts.evicted.idle;
+  h.evicted_unmatched = counts.evicted.unmatched;
+  h.evicted_best_effort = counts.evicted.best_effort;
   if (meta.process) {
     h.process_cpu_seconds = meta.process->cpu_seconds;
     h.process_rss_bytes = meta.process->rss_bytes;

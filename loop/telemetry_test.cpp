@@ -76,6 +76,8 @@ void fill(Tick& t) {
   t.counts.map_entries = 12;
   t.counts.map_capacity = 4096;
   t.counts.stamp_full = 1;
+  t.counts.evicted.gone = 3;
+  t.counts.evicted.best_effort = 2;
   t.sensor.pmu = true;
   t.sensor.programs = {{"keel_switch_btf", 5000, 20}};
   t.sensor.cost = bpf::BpfCost{250, 4000};
@@ -159,6 +161,9 @@ TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
   EXPECT_EQ(r.health.map_entries, 12u);
   EXPECT_EQ(r.health.map_max_entries, 4096u);
   EXPECT_EQ(r.health.dropped_stamp_full, 1u);
+  EXPECT_EQ(r.health.evicted_gone, 3u);
+  EXPECT_EQ(r.health.evicted_idle, 0u);
+  EXPECT_EQ(r.health.evicted_best_effort, 2u);
   ASSERT_EQ(r.health.programs.size(), 1u);
   EXPECT_EQ(r.health.programs[0].run_time_ns, 5000u);
   EXPECT_DOUBLE_EQ(*r.health.process_cpu_seconds, 3);

@@ -95,6 +95,9 @@ inline constexpr MetricDef kCatalogue[] = {
     {"keel_bpf_map_max_entries", Type::gauge, "map", "Capacity of a BPF map"},
     {"keel_bpf_dropped_total", Type::counter, "reason",
      "Events the BPF programs could not record: reason = map_full | stamp_full"},
+    {"keel_bpf_map_evictions_total", Type::counter, "reason",
+     "Entries keel removed from the per-cgroup BPF map to keep room: reason = gone | idle | unmatched | "
+     "best_effort"},
     {"process_cpu_seconds_total", Type::counter, "", "CPU time keel itself used (user + system)"},
     {"process_resident_memory_bytes", Type::gauge, "", "keel's resident memory"},
     {"keel_build_info", Type::gauge, "version,revision,compiler,libbpf",

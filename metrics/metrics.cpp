@@ -171,6 +171,8 @@ struct Metrics::State {
   Counter* drifts = nullptr;
   Counter *ticks = nullptr, *sense_err = nullptr, *act_err = nullptr, *map_full = nullptr,
           *stamp_full = nullptr;
+  Counter *evicted_gone = nullptr, *evicted_idle = nullptr, *evicted_unmatched = nullptr,
+          *evicted_best_effort = nullptr;
   Gauge *last_tick = nullptr, *cost = nullptr, *events = nullptr, *cpu_ratio = nullptr, *entries = nullptr,
         *max_entries = nullptr, *rss = nullptr, *folded = nullptr;
   Cumulative process_cpu;
@@ -335,6 +337,11 @@ Metrics::Metrics(Setup setup) : s_(std::make_unique<State>()) {
   auto& dropped = counter(r, "keel_bpf_dropped_total");
   s.map_full = &add(dropped, {{"reason", "map_full"}});
   s.stamp_full = &add(dropped, {{"reason", "stamp_full"}});
+  auto& evicted = counter(r, "keel_bpf_map_evictions_total");
+  s.evicted_gone = &add(evicted, {{"reason", "gone"}});
+  s.evicted_idle = &add(evicted, {{"reason", "idle"}});
+  s.evicted_unmatched = &add(evicted, {{"reason", "unmatched"}});
+  s.evicted_best_effort = &add(evicted, {{"reason", "best_effort"}});
   s.process_cpu.c = &add(counter(r, "process_cpu_seconds_total"), {});
   s.rss = &add(gauge(r, "process_resident_memory_bytes"), {});
   add(gauge(r, "keel_build_info"), {{"version", s.setup.version},
@@ -497,6 +504,10 @@ void Metrics::publish(const TickReport& t) {
   s.max_entries->Set(static_cast<double>(h.map_max_entries));
   s.map_full->Increment(static_cast<double>(h.dropped_map_full));
   s.stamp_full->Increment(static_cast<double>(h.dropped_stamp_full));
+  s.evicted_gone->Increment(static_cast<double>(h.evicted_gone));
+  s.evicted_idle->Increment(static_cast<double>(h.evicted_idle));
+  s.evicted_unmatched->Increment(static_cast<double>(h.evicted_unmatched));
+  s.evicted_best_effort->Increment(static_cast<double>(h.evicted_best_effort));
   if (h.process_cpu_seconds) s.process_cpu.set(*h.process_cpu_seconds);
   if (h.process_rss_bytes) s.rss->Set(*h.process_rss_bytes);
   s.published.fetch_add(1);

@@ -62,6 +62,8 @@ struct HealthReport {
   uint64_t dropped_map_full = 0, dropped_stamp_full = 0;  // this tick
   std::optional<double> process_cpu_seconds;              // cumulative
   std::optional<double> process_rss_bytes;
+  // Entries evicted from the per-cgroup BPF map this tick, by reason.
+  uint64_t evicted_gone = 0, evicted_idle = 0, evicted_unmatched = 0, evicted_best_effort = 0;
 };
 
 struct TickReport {

@@ -208,6 +208,7 @@ TEST(Metrics, EveryCatalogueMetricIsExportedWithItsTypeAndLabels) {
   t.health.bpf_events_per_s = 1000;
   t.health.process_cpu_seconds = 1.0;
   t.health.process_rss_bytes = 1 << 20;
+  t.health.evicted_gone = 4;
   m.publish(t);
   std::string text = m.render();
   for (const auto& d : kCatalogue) {
@@ -236,6 +237,8 @@ TEST(Metrics, EveryCatalogueMetricIsExportedWithItsTypeAndLabels) {
   EXPECT_EQ(value(text, "keel_knob_value", {{"workload", "host"}, {"knob", "steal_task"}}), 0);
   EXPECT_EQ(value(text, "keel_sensor_available", {{"sensor", "hardware_counters"}}), 0);
   EXPECT_NEAR(value(text, "keel_bpf_cpu_ratio"), 300e-9 * 1000, 1e-12);
+  EXPECT_EQ(value(text, "keel_bpf_map_evictions_total", {{"reason", "gone"}}), 4);
+  EXPECT_EQ(value(text, "keel_bpf_map_evictions_total", {{"reason", "best_effort"}}), 0);
   // A best-effort workload without an SLO view has no slack series.
   EXPECT_TRUE(find(text, "keel_slo_slack_ratio", {{"workload", "noise"}}).empty());
 }

@@ -66,7 +66,7 @@ const std::map<std::string, std::set<std::string>> kLabelValues = {
     {"kind", {"sensing", "actuator"}},
     {"sensor", {"runqueue", "hardware_counters"}},
     {"mechanism", {"cpuset", "cpu_weight", "resctrl", "steal_task", "irq_affinity", "preempt_class"}},
-    {"reason", {"map_full", "stamp_full"}},
+    {"reason", {"map_full", "stamp_full", "gone", "idle", "unmatched", "best_effort"}},
 };
 
 std::set<std::string> split_labels(std::string_view csv) {
