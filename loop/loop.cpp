@@ -337,7 +337,11 @@ void Loop::tick(uint64_t n) {
   if (std::any_of(plan.actions.begin(), plan.actions.end(),
                   [](const ctl::Action& a) { return a.knob == ctl::Knob::preempt_class; }))
     for (const auto& gap : ctl::class_gaps(*snap, plan))
-      if (gaps_said_.insert(gap).second) warn(head + "note: " + gap);
+      if (gaps_said_.insert(gap).second) {
+        warn(head + "note: " + gap);
+        // Gaps name cgroups, which come and go: the set is forgotten (and may be said again) past 1024.
+        if (gaps_said_.size() > 1024) gaps_said_ = {gap};
+      }
   for (const auto& e : done.errors) log_error(head + e);
   tick_report(p_.spec, *snap, sensor_view(*p_.sensing), plan, done,
               {p_.observe, seconds_since(started), unix_now(), process_usage(p_.roots)}, report_, &labels_);

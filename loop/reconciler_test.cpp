@@ -513,6 +513,15 @@ TEST_F(ReconcilerV2Tree, ObserveComputesTheWritesAndChangesNoByte) {
   ASSERT_EQ(done.changes.size(), 4u);
   for (const auto& c : done.changes) EXPECT_FALSE(c.written) << c.path.str();
   EXPECT_EQ(testing::tree_files(t_.path()), before);
+  // The same plan tick after tick: observe sees its own earlier writes and records nothing again (a
+  // would-be write logged once, not every tick); the writer holds nothing more than it did.
+  for (uint64_t tick = 2; tick < 200; ++tick) {
+    auto again = r.apply(acting(), snap_, *inv_);
+    ASSERT_TRUE(again.changes.empty()) << "tick " << tick << ": " << again.changes.front().path.str();
+  }
+  EXPECT_TRUE(w.changes().empty());
+  EXPECT_EQ(w.dropped_changes(), 0u);
+  EXPECT_EQ(testing::tree_files(t_.path()), before);
 }
 
 // actuators.isolate_unmanaged over the v2 tree: a top-level cgroup no workload is in (cpuset.cpus not

@@ -1,0 +1,241 @@
+// Churn (issue 15): while `keel run` enforces for a critical workload beside best-effort noise, 1,000
+// cgroups are made and removed around it, each with a task that runs, half of them matched workloads
+// (best-effort instances of their own, which keel puts in the preemption class: their weights and
+// cpu.idle journaled) and half not. keel must keep running, and leave nothing of them behind: no held
+// directory (fds back to where they were), no BPF map entry, no journal entry. Real cgroups (v1 cpu,
+// cpuacct, cpuset), real BPF, the real binary; root. RSS and tick time over a long churn are measured
+// by bench/soak.sh, not asserted here.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actuators/journal.h"
+#include "host/cgroup.h"
+#include "host/fileio.h"
+#include "tests/support/http.h"
+#include "tests/support/tmp_tree.h"
+
+namespace keel {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::slurp;
+
+size_t fds_of(pid_t p) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/proc/" + std::to_string(p) + "/fd", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+// The value of an unlabelled (or first) sample of `metric` in a scrape, -1 when absent.
+double metric(const std::string& text, const std::string& name) {
+  for (size_t at = text.find("\n" + name); at != std::string::npos; at = text.find("\n" + name, at + 1)) {
+    size_t sp = text.find(' ', at + 1 + name.size());
+    char next = text[at + 1 + name.size()];
+    if (sp == std::string::npos || (next != ' ' && next != '{')) continue;
+    return std::stod(text.substr(sp + 1));
+  }
+  return -1;
+}
+
+class Churn : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KEEL_REQUIRE_ROOT();
+    if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "skipped: needs 2 CPUs";
+    if (!fs::exists("/usr/bin/stress-ng")) GTEST_SKIP() << "skipped: stress-ng is not installed";
+    auto layout = discover(SysRoots::host());
+    ASSERT_TRUE(layout) << layout.error().message();
+    for (const char* c : {"cpu", "cpuacct", "cpuset"}) {
+      const CgroupHierarchy* h = layout->v1_with(c);
+      if (h == nullptr) GTEST_SKIP() << "skipped: needs the cgroup v1 " << c << " hierarchy";
+      if (std::find(mounts_.begin(), mounts_.end(), h->mount) == mounts_.end()) mounts_.push_back(h->mount);
+    }
+    cpuset_ = layout->v1_with("cpuset")->mount;
+    cpu_ = layout->v1_with("cpu")->mount;
+    name_ = "keel-churn-" + std::to_string(::getpid());
+    mems_ = std::string(trim(slurp(cpuset_ / "cpuset.mems")));
+    for (const char* d : {"", "/crit", "/be", "/be/noise"}) make(name_ + d);
+  }
+  void TearDown() override {
+    if (keel_ > 0) {
+      ::kill(keel_, SIGKILL);
+      ::waitpid(keel_, nullptr, 0);
+      (void)testing::run_command(testing::keel_binary().string() + " restore --state " +
+                                 (t_.path() / "state").string());
+    }
+    for (pid_t p : pids_) kill_wait(p);
+    for (auto it = made_.rbegin(); it != made_.rend(); ++it) remove(*it);
+  }
+  static void kill_wait(pid_t p) {
+    ::kill(p, SIGKILL);
+    ::waitpid(p, nullptr, 0);
+  }
+  // A cgroup at `rel` in every hierarchy (its cpuset given its parent's CPUs and memory nodes, which a
+  // v1 cpuset needs before it holds a task; keel may be narrowing the parent meanwhile: retried).
+  bool make(const std::string& rel) {
+    for (const auto& m : mounts_) {
+      if (::mkdir((m / rel).c_str(), 0755) != 0 && errno != EEXIST) return false;
+      if (m == cpuset_) {
+        bool ok = false;
+        for (int i = 0; i < 50 && !ok; ++i) {
+          ok = write_file(m / rel / "cpuset.mems", mems_).has_value() &&
+               write_file(m / rel / "cpuset.cpus", std::string(trim(slurp(m / rel / ".." / "cpuset.cpus"))))
+                   .has_value();
+          if (!ok) std::this_thread::sleep_for(10ms);
+        }
+        if (!ok) return false;
+      }
+    }
+    made_.push_back(rel);
+    return true;
+  }
+  void remove(const std::string& rel) {
+    for (const auto& m : mounts_)
+      for (int i = 0; i < 200 && fs::exists(m / rel) && ::rmdir((m / rel).c_str()) != 0; ++i)
+        std::this_thread::sleep_for(10ms);
+    std::erase(made_, rel);
+  }
+  // A child in `rel` of every hierarchy running `body`.
+  pid_t child(const std::string& rel, const std::function<void()>& body) {
+    pid_t p = ::fork();
+    if (p == 0) {
+      for (const auto& m : mounts_)
+        if (!write_file(m / rel / "cgroup.procs", "0")) ::_exit(3);
+      body();
+      ::_exit(0);
+    }
+    return p;
+  }
+  // Runs 1 ms, sleeps 4 ms, forever: a task the sensor sees wait and run.
+  static void busy_sleep() {
+    for (;;) {
+      auto t = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t < 1ms) {
+      }
+      std::this_thread::sleep_for(4ms);
+    }
+  }
+  std::string scrape() { return testing::http_get(port_, "/metrics").body; }
+
+  testing::TempDir t_;
+  std::vector<fs::path> mounts_;
+  fs::path cpuset_, cpu_;
+  std::string name_, mems_;
+  std::vector<std::string> made_;
+  std::vector<pid_t> pids_;
+  pid_t keel_ = -1;
+  uint16_t port_ = 0;
+};
+
+TEST_F(Churn, AThousandCgroupsComeAndGoAndKeelKeepsNothingOfThem) {
+  // The critical waker and two hogs of best-effort noise beside it.
+  pids_.push_back(child(name_ + "/crit", busy_sleep));
+  pids_.push_back(child(name_ + "/be/noise", [] {
+    ::execl("/usr/bin/stress-ng", "stress-ng", "--cpu", "2", "--quiet", static_cast<char*>(nullptr));
+  }));
+  port_ = testing::free_port();
+  const fs::path cfg = t_.path() / "keel.toml";
+  std::ofstream(cfg) << "[daemon]\nmode = \"enforce\"\nperiod = \"100ms\"\nstate_dir = \""
+                     << (t_.path() / "state").string()
+                     << "\"\nhierarchy = \"cpu\"\nmetrics_listen = \"127.0.0.1:" << port_
+                     << "\"\n\n[[workload]]\nname = \"crit\"\nmatch = { cgroup = \"/" << name_
+                     << "/crit\" }\nclass = \"critical\"\nslo = { runqueue_p99 = \"300us\" }\n\n"
+                     << "[[workload]]\nname = \"be\"\nmatch = { cgroup = \"/" << name_
+                     << "/be/*\", each = true }\nclass = \"best-effort\"\n";
+  const fs::path log = t_.path() / "keel.log";
+  keel_ = ::fork();
+  if (keel_ == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    const std::string bin = testing::keel_binary().string();
+    ::execl(bin.c_str(), bin.c_str(), "run", "--config", cfg.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Settled: ticking, the critical workload sensed; then the baseline of what keel holds.
+  bool up = false;
+  for (int i = 0; i < 300 && !up; ++i) {
+    std::this_thread::sleep_for(100ms);
+    up = metric(scrape(), "keel_ticks_total") >= 20;
+  }
+  ASSERT_TRUE(up) << slurp(log);
+  const size_t fds_before = fds_of(keel_);
+  const double entries_before = metric(scrape(), "keel_bpf_map_entries");
+  std::printf("before: %zu fds, %.0f map entries\n", fds_before, entries_before);
+
+  // 1,000 cgroups in 50 rounds of 20 alive at once (be/w*: a workload each; u/u*: matched by nothing),
+  // each with a task that runs.
+  make(name_ + "/u");
+  constexpr int kRounds = 50, kPerRound = 20;
+  size_t fds_peak = 0;
+  double entries_peak = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::pair<std::string, pid_t>> alive;
+    for (int i = 0; i < kPerRound; ++i) {
+      const int n = round * kPerRound + i;
+      const std::string rel = name_ + (i % 2 == 0 ? "/be/w" : "/u/u") + std::to_string(n);
+      ASSERT_TRUE(make(rel)) << rel;
+      alive.push_back({rel, child(rel, busy_sleep)});
+    }
+    std::this_thread::sleep_for(300ms);  // three ticks: seen, matched, acted on
+    fds_peak = std::max(fds_peak, fds_of(keel_));
+    entries_peak = std::max(entries_peak, metric(scrape(), "keel_bpf_map_entries"));
+    for (auto& [rel, pid] : alive) kill_wait(pid);
+    for (auto& [rel, pid] : alive) remove(rel);
+    ASSERT_EQ(::waitpid(keel_, nullptr, WNOHANG), 0) << "keel exited during the churn:\n" << slurp(log);
+  }
+  // Two pruning rounds (64 ticks each) after the last cgroup went.
+  std::this_thread::sleep_for(14s);
+  ASSERT_EQ(::waitpid(keel_, nullptr, WNOHANG), 0) << "keel exited:\n" << slurp(log);
+  const std::string after = scrape();
+  const size_t fds_after = fds_of(keel_);
+  const double entries_after = metric(after, "keel_bpf_map_entries");
+  std::printf("during: up to %zu fds, %.0f map entries; after: %zu fds, %.0f map entries\n", fds_peak,
+              entries_peak, fds_after, entries_after);
+  EXPECT_GT(fds_peak, fds_before) << "the churned cgroups were never held (the test saw nothing)";
+  EXPECT_LE(fds_after, fds_before + 2) << "directories of gone cgroups are still held";
+  EXPECT_GT(entries_peak, entries_before) << "the churned cgroups were never measured";
+  EXPECT_LE(entries_after, entries_before + 4) << "BPF map entries of gone cgroups stay";
+  // The journal holds nothing of a churned cgroup (they were put in the class, so they were there).
+  const std::string text = slurp(log);
+  EXPECT_NE(text.find("/be/w"), std::string::npos) << "keel never acted on a churned workload:\n" << text;
+  auto journal = act::parse_journal(slurp(t_.path() / "state/journal"));
+  ASSERT_TRUE(journal) << journal.error().message();
+  for (const auto& e : journal->entries) {
+    const std::string p = e.path.rel.string();
+    EXPECT_EQ(p.find("/be/w"), std::string::npos) << "journal entry of a gone cgroup: " << p;
+    EXPECT_EQ(p.find("/u/u"), std::string::npos) << "journal entry of a gone cgroup: " << p;
+  }
+  std::printf("journal: %zu entries, %zu records\n", journal->entries.size(), journal->records);
+  // No error line about the churn (a cgroup that went between read and write is not an error).
+  size_t errors = 0;
+  for (size_t at = text.find("error:"); at != std::string::npos; at = text.find("error:", at + 1)) ++errors;
+  EXPECT_EQ(errors, 0u) << text.substr(0, 20000);
+  // A clean stop gives everything back.
+  ::kill(keel_, SIGTERM);
+  int st = 0;
+  ::waitpid(keel_, &st, 0);
+  keel_ = -1;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << slurp(log).substr(0, 20000);
+  EXPECT_FALSE(fs::exists(t_.path() / "state/journal"));
+}
+
+}  // namespace
+}  // namespace keel
