@@ -653,3 +653,79 @@ TEST_F(ReconcilerV2Tree, NamedIrqsLeaveCriticalCpusAndComeBack) {
 
 }  // namespace
 }  // namespace keel::loop
+
+namespace keel::loop {
+namespace {
+
+// Churn with resctrl (a tree with the kernel's resctrl files: this machine has none; the writer's
+// DirOps populate a group on mkdir as the kernel does): 300 ticks in which best-effort instances come
+// and go, five alive at a time, each given a memory-bandwidth cap (its own resctrl group). A group is
+// removed when its instance goes; at no tick are there more groups than instances alive (16 CLOSIDs: a
+// leak would run out of them), and after the last one no keel-* group and no journal entry of one is
+// left.
+TEST_F(ReconcilerV2Tree, TreeWithResctrlGroupsOfInstancesThatComeAndGoNoGroupIsLeftBehind) {
+  const fs::path rc = roots_.resctrl;
+  testing::make_tree(rc, {{"info/last_cmd_status", "ok\n"},
+                          {"info/L3/cbm_mask", "7ff\n"},
+                          {"info/L3/min_cbm_bits", "1\n"},
+                          {"info/L3/num_closids", "16\n"},
+                          {"info/L3/shareable_bits", "0\n"},
+                          {"info/L3/sparse_masks", "0\n"},
+                          {"info/MB/min_bandwidth", "10\n"},
+                          {"info/MB/bandwidth_gran", "10\n"},
+                          {"info/MB/num_closids", "8\n"},
+                          {"info/MB/delay_linear", "1\n"},
+                          {"schemata", "    L3:0=7ff\n    MB:0=100\n"},
+                          {"tasks", "1\n"}});
+  testing::make_tree(t_.path(), {{"proc/self/mountinfo",
+                                  "41 23 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n40 25 0:36 / " +
+                                      rc.string() + " rw,relatime - resctrl resctrl rw\n"}});
+  auto groups = [&] {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(rc)) n += e.path().filename().string().starts_with("keel-");
+    return n;
+  };
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j) << j.error().message();
+  act::DirOps dirs{[](const fs::path& p) {
+                     if (::mkdir(p.c_str(), 0755) != 0) return -1;
+                     testing::make_tree(p, {{"schemata", "    L3:0=7ff\n    MB:0=100\n"}, {"tasks", ""}});
+                     return 0;
+                   },
+                   [](const fs::path& p) {
+                     std::error_code ec;
+                     if (!fs::is_directory(p, ec)) return errno = ENOENT, -1;
+                     fs::remove_all(p, ec);
+                     return ec ? -1 : 0;
+                   }};
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j, dirs);
+  config::Config cfg = cfg_;
+  cfg.actuators.resctrl = true;
+  Reconciler r(config::compile(cfg, topo_.online()), topo_, w);
+  size_t most = 0;
+  for (uint64_t tick = 1; tick <= 300; ++tick) {
+    Plan plan;
+    plan.tick = tick;
+    Snapshot snap = snap_;
+    snap.tick = tick;
+    for (uint64_t k = tick / 3; k < tick / 3 + 5 && tick < 290; ++k) {
+      const std::string inst = "batch/job-" + std::to_string(k);
+      WorkloadSignals s = signals(inst, false, "/svc/batch");
+      s.workload = "batch";
+      snap.workloads.push_back(s);
+      plan.desired[inst].mba_percent = 50;
+    }
+    auto done = r.apply(plan, snap, *inv_);
+    ASSERT_TRUE(done.errors.empty()) << "tick " << tick << ": " << done.errors.front();
+    most = std::max(most, groups());
+    ASSERT_LE(groups(), 5u) << "tick " << tick << ": groups of gone instances stay";
+  }
+  EXPECT_EQ(most, 5u) << "the instances never got their groups (the test saw nothing)";
+  EXPECT_EQ(groups(), 0u);
+  for (const auto& e : j->entries())
+    EXPECT_FALSE(e.path.root == act::Root::resctrl && e.path.rel.string().starts_with("keel-"))
+        << e.path.str();
+}
+
+}  // namespace
+}  // namespace keel::loop
