@@ -4,7 +4,7 @@
 #   run    to run the built binary (shared libraries only: what the Debian package depends on)
 #   test   what the test suite and benchmarks drive: workloads, peers, Prometheus, GoogleTest, systemd's
 #          analyzer, docker, Node.js (the offline Kubernetes schema check), python3-fusepy (a FUSE file system
-#          whose writes fail: the journal's I/O-error test)
+#          whose writes fail: the journal's I/O-error test), clang's libFuzzer runtime (the fuzz harnesses)
 # Usage: scripts/deps.sh [build|run|test|all]... [--check]
 #   (default: all; --check only prints what is missing and exits 1 if anything is)
 # scripts/start.sh installs build + run; scripts/test.sh all three.
@@ -22,7 +22,7 @@ RUN_PACKAGES=(
 TEST_PACKAGES=(
   googletest libgtest-dev libgmock-dev hwloc
   stress-ng linux-perf rt-tests redis-server redis-tools libbpf-tools prometheus procps
-  systemd man-db util-linux docker.io nodejs python3-fusepy
+  systemd man-db util-linux docker.io nodejs python3-fusepy libclang-rt-14-dev
 )
 
 sets=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds twice (release, and ASan+UBSan) and runs
-# every test in both. Privileged tests (real cgroups, real BPF) run as root and skip with a printed
-# reason otherwise.
+# every test in both, then builds the libFuzzer harnesses (fuzz/) and replays every seed corpus and
+# fuzzes each harness for a short budget. Privileged tests (real cgroups, real BPF) run as root and skip
+# with a printed reason otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -17,4 +18,8 @@ for kind in release asan; do
   # Serial: BPF and cgroup tests observe the whole host and must not see each other.
   (cd "$dir" && ctest --output-on-failure --timeout 600) || status=1
 done
+bash scripts/build.sh fuzz
+echo "=== fuzz (every corpus replayed, each harness ${KEEL_FUZZ_SECONDS:-10} s) ==="
+(cd build-fuzz && cmake -DKEEL_FUZZ_SECONDS="${KEEL_FUZZ_SECONDS:-10}" . >/dev/null &&
+  ctest --output-on-failure --timeout 600) || status=1
 exit $status

@@ -1,0 +1,27 @@
+// The journal's text: whatever parses holds only knobs keel writes (check_entry), and what parses
+// formats back to text that parses to the same entries (the rewrite a compaction makes).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "actuators/journal.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace keel::act;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto parsed = parse_journal(text);
+  if (!parsed) return 0;
+  if (parsed->boot_id.empty()) __builtin_trap();  // a journal without a boot id is never loaded
+  if (parsed->good > text.size()) __builtin_trap();
+  for (const auto& e : parsed->entries)
+    if (!check_entry(e)) __builtin_trap();
+  auto again = parse_journal(format_journal(parsed->boot_id, parsed->entries));
+  if (!again || again->entries.size() != parsed->entries.size()) __builtin_trap();
+  for (size_t i = 0; i < again->entries.size(); ++i) {
+    const auto &a = again->entries[i], &b = parsed->entries[i];
+    if (a.kind != b.kind || !(a.path == b.path) || a.original != b.original || a.value != b.value ||
+        a.dir_inode != b.dir_inode)
+      __builtin_trap();
+  }
+  return 0;
+}
