@@ -415,3 +415,48 @@ TEST_F(Tree, ObserveModeSeesItsOwnWritesAndKeepsNoHistory) {
 
 }  // namespace
 }  // namespace keel::act
+
+namespace keel::act {
+namespace {
+
+// What the writer holds of cgroups that went away goes with them: the journal entries of a removed
+// cgroup and of one removed and made again under its name (another inode), the values written there and
+// their lockouts; what is still there stays, and restore still gives it back.
+TEST(WriterPrune, GoneCgroupsLeaveNothingInTheWriterOrTheJournal) {
+  testing::TempDir t;
+  testing::make_tree(t.path(), {{"proc/sys/kernel/random/boot_id", "b\n"},
+                                {"sys/fs/cgroup/cpu/stay/cpu.shares", "1024\n"},
+                                {"sys/fs/cgroup/cpu/gone/cpu.shares", "1024\n"},
+                                {"sys/fs/cgroup/cpu/again/cpu.shares", "1024\n"}});
+  const SysRoots roots = SysRoots::under(t.path());
+  auto j = Journal::open(t.path() / "state", "b");
+  ASSERT_TRUE(j) << j.error().message();
+  KnobWriter w(roots, Mode::enforce, &*j);
+  for (const char* cg : {"stay", "gone", "again"})
+    ASSERT_TRUE(w.set({Root::cgroup, std::string("cpu/") + cg + "/cpu.shares"}, "2"));
+  ASSERT_EQ(j->entries().size(), 3u);
+  auto none = w.prune_gone();
+  ASSERT_TRUE(none);
+  EXPECT_EQ(j->entries().size(), 3u) << "nothing is gone yet";
+  fs::remove_all(t.path() / "sys/fs/cgroup/cpu/gone");
+  fs::remove_all(t.path() / "sys/fs/cgroup/cpu/again");
+  testing::make_tree(t.path(), {{"sys/fs/cgroup/cpu/again/cpu.shares", "1024\n"}});
+  // A knob journaled with its cgroup's inode: one made again under the name is another cgroup.
+  const uint64_t old_inode = 1;  // not the new directory's
+  ASSERT_TRUE(j->forget({Root::cgroup, "cpu/again/cpu.shares"}));
+  ASSERT_TRUE(j->record(
+      {EntryKind::file, {Root::cgroup, "cpu/again/cpu.shares"}, "1024", ValueKind::weight, old_inode}));
+  auto pruned = w.prune_gone();
+  ASSERT_TRUE(pruned) << pruned.error().message();
+  EXPECT_GE(*pruned, 2u);
+  ASSERT_EQ(j->entries().size(), 1u);
+  EXPECT_EQ(j->entries()[0].path.rel, "cpu/stay/cpu.shares");
+  auto rep = restore(roots, *j);
+  EXPECT_EQ(rep.restored, 1u);
+  EXPECT_EQ(slurp(t.path() / "sys/fs/cgroup/cpu/stay/cpu.shares"), "1024");
+  EXPECT_EQ(slurp(t.path() / "sys/fs/cgroup/cpu/again/cpu.shares"), "1024\n")
+      << "another cgroup's: untouched";
+}
+
+}  // namespace
+}  // namespace keel::act

@@ -77,9 +77,8 @@ Result<size_t> KnobWriter::prune_gone() {
     return tick_ >= l.second.until + kDriftLockoutMaxTicks || gone(l.first, 0);
   });
   if (journal_ != nullptr && mode_ == Mode::enforce) {
-    auto j = journal_->forget_where([&](const JournalEntry& e) {
-      return e.kind == EntryKind::file && e.dir_inode != 0 && gone(e.path, e.dir_inode);
-    });
+    auto j = journal_->forget_where(
+        [&](const JournalEntry& e) { return e.kind == EntryKind::file && gone(e.path, e.dir_inode); });
     if (!j) return std::unexpected(j.error());
     n += *j;
   }
