@@ -511,7 +511,13 @@ Result<void> Journal::record(JournalEntry e) {
     gone = old;
   }
   const std::string old_boot = boot_id_;
-  if (entries_.empty()) boot_id_ = current_boot_;  // after a restore (maybe of another boot's journal)
+  const bool old_must = must_rewrite_;
+  if (entries_.empty() && boot_id_ != current_boot_) {
+    // After a restore (maybe of another boot's journal), or a file of dropped records only: its header
+    // names the old boot, so the new entry goes into a file rewritten under this one.
+    boot_id_ = current_boot_;
+    must_rewrite_ = true;
+  }
   if (boot_id_.empty())
     return fail(
         "cannot journal: this boot's id is unknown (/proc/sys/kernel/random/boot_id), so a restore could "
@@ -536,6 +542,7 @@ Result<void> Journal::record(JournalEntry e) {
       index_.erase(e.path);
     }
     boot_id_ = old_boot;
+    must_rewrite_ = must_rewrite_ || old_must;
     return r;
   }
   return {};

@@ -407,3 +407,31 @@ TEST(Journal, TheStateDirectoryAndItsFilesAreKeelsAlone) {
 
 }  // namespace
 }  // namespace keel::act
+
+namespace keel::act {
+namespace {
+
+// A journal file holding only dropped records of another boot (a crash before its removal): the next
+// entry is written under this boot's id (a new header), never appended under the old one, which would
+// make a restore after a crash take it for a journal from before a reboot and drop it.
+TEST(Journal, AnEntryAfterOnlyDeadRecordsOfAnotherBootIsWrittenUnderThisBoot) {
+  testing::TempDir t;
+  JournalEntry e{EntryKind::file, {Root::cgroup, "cpu/a/cpu.shares"}, "1024", ValueKind::weight, 7};
+  fs::create_directories(t.path() / "state");
+  fs::permissions(t.path() / "state", fs::perms::owner_all);
+  std::ofstream(t.path() / "state/journal")
+      << format_journal("old-boot", {}) << journal_record(e, true) << journal_record(e, false);
+  {
+    auto j = Journal::open(t.path() / "state", "this-boot");
+    ASSERT_TRUE(j) << j.error().message();
+    EXPECT_TRUE(j->entries().empty());
+    ASSERT_TRUE(j->record(e));
+  }
+  auto p = parse_journal(testing::slurp(t.path() / "state/journal"));
+  ASSERT_TRUE(p) << p.error().message();
+  EXPECT_EQ(p->boot_id, "this-boot");
+  EXPECT_EQ(p->entries.size(), 1u);
+}
+
+}  // namespace
+}  // namespace keel::act
