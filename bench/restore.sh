@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# What `keel restore` costs as the journal grows: N journaled cpu.shares knobs over a temporary tree
-# laid out as cgroupfs (keel restore --root), each timed with this build's keel and, beside it in the
-# same run, a baseline: a plain loop writing the same N files (the I/O floor), and with --before REV
-# the keel binary of that git revision (built once in a temporary worktree), on the very same journal
-# (format 2, which both read). Prints seconds, microseconds per knob and ratios.
-#   bench/restore.sh [--before REV] [--max-before N] [N ...]     (default N: 2000 8000 100000)
+# What `keel restore` costs as the journal grows: N journaled knobs over a temporary tree laid out as
+# cgroupfs (keel restore --root), each cgroup with cpu.shares, cpu.cfs_quota_us and cpu.cfs_period_us
+# (a bandwidth pair, which restore orders through "no limit"), each timed with this build's keel and,
+# beside it in the same run, a baseline: a plain loop writing the same N files (the I/O floor), and with
+# --before REV the keel binary of that git revision (built once in a temporary worktree; or
+# --before-bin KEEL, a binary built before), on the very same journal (format 2, which both read).
+# Prints seconds, microseconds per knob and ratios.
+#   bench/restore.sh [--before REV | --before-bin KEEL] [--max-before N] [N ...]
+#   (default N: 2000 8000 100000; N is rounded down to whole cgroups of 3 knobs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 before=""
+before_bin=""
 max_before=8000
 sizes=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --before) before=$2; shift 2 ;;
+    --before-bin) before_bin=$2; shift 2 ;;
     --max-before) max_before=$2; shift 2 ;;
     *) sizes+=("$1"); shift ;;
   esac
@@ -21,7 +26,11 @@ done
 keel=build/cli/keel
 [[ -x $keel ]] || { echo "restore.sh: build keel first (scripts/build.sh)" >&2; exit 1; }
 
-work=$(mktemp -d /tmp/keel-restore-bench.XXXXXX)
+# The tree in memory, as cgroupfs is (on ext4 a truncated file is written back at close: the disk, not
+# keel, would be measured).
+base=/tmp
+[[ -d /dev/shm ]] && base=/dev/shm
+work=$(mktemp -d $base/keel-restore-bench.XXXXXX)
 old_tree=""
 cleanup() {
   rm -rf "$work"
@@ -29,8 +38,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-old_keel=""
-if [[ -n $before ]]; then
+old_keel=$before_bin
+[[ -n $before_bin ]] && before=$(basename "$before_bin")
+if [[ -n $before && -z $old_keel ]]; then
   old_tree=$work/before-src
   git worktree add --detach "$old_tree" "$before" >/dev/null
   echo "building keel at $before (once) ..." >&2
@@ -39,7 +49,7 @@ if [[ -n $before ]]; then
   old_keel=$work/before-build/cli/keel
 fi
 
-# A tree of N cgroups whose cpu.shares keel changed to 2, and the journal of their originals (1024).
+# A tree of N/3 cgroups whose shares and bandwidth keel changed, and the journal of their originals.
 make_case() {
   local n=$1 dir=$2
   rm -rf "$dir"
@@ -50,12 +60,16 @@ make_case() {
 import os, sys
 n, d = int(sys.argv[1]), sys.argv[2]
 lines = ["keel-journal 2 boot_id=bench-boot"]
-for i in range(n):
+knobs = [("cpu.shares", "weight", "2", "1024"), ("cpu.cfs_quota_us", "cfs_quota", "50000", "-1"),
+         ("cpu.cfs_period_us", "cfs_period", "200000", "100000")]
+for i in range(n // len(knobs)):
     cg = f"{d}/sys/fs/cgroup/cpu/c{i}"
     os.mkdir(cg)
-    with open(f"{cg}/cpu.shares", "w") as f:
-        f.write("2\n")
-    lines.append(f"file cgroup cpu/c{i}/cpu.shares weight {os.stat(cg).st_ino} 1024")
+    ino = os.stat(cg).st_ino
+    for f, kind, now, orig in knobs:
+        with open(f"{cg}/{f}", "w") as out:
+            out.write(now + "\n")
+        lines.append(f"file cgroup cpu/c{i}/{f} {kind} {ino} {orig}")
 with open(f"{d}/state/journal", "w") as f:
     f.write("\n".join(lines) + "\n")
 EOF
@@ -69,9 +83,10 @@ d = sys.argv[1]
 t = time.monotonic()
 i = 0
 while os.path.exists(f"{d}/sys/fs/cgroup/cpu/c{i}"):
-    fd = os.open(f"{d}/sys/fs/cgroup/cpu/c{i}/cpu.shares", os.O_WRONLY | os.O_TRUNC)
-    os.write(fd, b"1024\n")
-    os.close(fd)
+    for f in ("cpu.shares", "cpu.cfs_quota_us", "cpu.cfs_period_us"):
+        fd = os.open(f"{d}/sys/fs/cgroup/cpu/c{i}/{f}", os.O_WRONLY | os.O_TRUNC)
+        os.write(fd, b"1024\n")
+        os.close(fd)
     i += 1
 print(f"{time.monotonic() - t:.3f}")
 EOF
@@ -85,10 +100,19 @@ timed() {  # seconds of one `keel restore` with binary $1 over case dir $2
   python3 -c "print(f'{$t1 - $t0:.3f}')"
 }
 
-check_restored() {  # every knob back at 1024
-  local n=$1 dir=$2 bad
-  bad=$(grep -L '^1024' "$dir"/sys/fs/cgroup/cpu/c*/cpu.shares | wc -l)
-  [[ $bad -eq 0 ]] || { echo "restore left $bad of $n knobs" >&2; exit 1; }
+check_restored() {  # every knob back at its original
+  python3 - "$1" "$2" <<'EOF' || exit 1
+import os, sys
+n, d = int(sys.argv[1]), sys.argv[2]
+want = {"cpu.shares": "1024", "cpu.cfs_quota_us": "-1", "cpu.cfs_period_us": "100000"}
+bad = 0
+for i in range(n // 3):
+    for f, v in want.items():
+        with open(f"{d}/sys/fs/cgroup/cpu/c{i}/{f}") as x:
+            bad += x.read().strip() != v
+if bad:
+    sys.exit(f"restore left {bad} of {n} knobs")
+EOF
 }
 
 printf '| knobs | floor s | keel s | keel us/knob | keel / floor |'
