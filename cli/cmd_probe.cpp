@@ -29,8 +29,7 @@ struct FeatureState {
     std::string why;
     if (!privilege.held) why = "needs " + privilege.needs + ": " + std::string(row->without);
     if (!kernel_lacks.empty()) why += (why.empty() ? "" : "; ") + kernel_lacks;
-    return std::string(!privilege.held && row->partial && kernel_lacks.empty() ? "partial" : "no") + " (" +
-           why + ")";
+    return std::string(privilege.partial && kernel_lacks.empty() ? "partial" : "no") + " (" + why + ")";
   }
   Json json() const {
     Json j = {{"available", available()}, {"privilege", privilege.held}};
@@ -40,7 +39,7 @@ struct FeatureState {
       j["needs"] = privilege.needs;
       j["missing"] = std::move(missing);
       j["without"] = std::string(row->without);
-      if (row->partial) j["partial"] = true;
+      if (privilege.partial) j["partial"] = true;
     }
     if (!kernel_lacks.empty()) j["kernel"] = kernel_lacks;
     return j;

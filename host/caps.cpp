@@ -30,7 +30,8 @@ std::string_view cap_name(Cap c) {
 
 Privileges current_privileges(const SysRoots& roots) {
   Privileges p;
-  p.uid0 = ::geteuid() == 0;
+  p.euid = ::geteuid();
+  p.uid0 = p.euid == 0;
   __user_cap_header_struct head{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
   if (::syscall(SYS_capget, &head, data) == 0)
@@ -166,6 +167,7 @@ Verdict check(Feature f, const Privileges& p) {
   for (Cap c : first.caps)
     if (!p.has(c)) v.missing.push_back(c);
   v.needs = way_text(v.missing, first.uid0 && !p.uid0);
+  v.partial = row.partial && (!first.uid0 || p.uid0);
   for (size_t i = 1; i < known.size(); ++i) v.needs += ", or " + way_text(known[i]->caps, known[i]->uid0);
   if (row.paranoid_at_most)
     v.needs += ", or kernel.perf_event_paranoid <= " + std::to_string(*row.paranoid_at_most) + " (it is " +
@@ -177,8 +179,7 @@ std::string describe_held(const Privileges& p) {
   std::string caps;
   for (Cap c : table_caps())
     if (p.knows(c) && p.has(c)) caps += (caps.empty() ? "" : " ") + std::string(cap_name(c));
-  return std::string(p.uid0 ? "uid 0" : "not uid 0") + ", " +
-         (caps.empty() ? "no capability keel uses" : caps);
+  return "uid " + std::to_string(p.euid) + ", " + (caps.empty() ? "no capability keel uses" : caps);
 }
 
 }  // namespace keel

@@ -25,7 +25,8 @@ std::string_view cap_name(Cap c);  // "CAP_BPF"
 
 // The calling process's privileges, as the kernel checks them.
 struct Privileges {
-  bool uid0 = false;            // effective uid 0: the owner of the kernel's files
+  bool uid0 = false;  // effective uid 0: the owner of the kernel's files
+  uint32_t euid = 0;
   uint64_t effective = 0;       // effective capabilities, bit N for capability N
   unsigned last_cap = 40;       // the highest capability this kernel knows (CAP_BPF: 5.8+)
   int perf_event_paranoid = 2;  // at <= 0 CPU-wide counters need no capability
@@ -71,12 +72,13 @@ std::vector<Cap> table_caps();
 
 struct Verdict {
   bool held = false;
+  bool partial = false;      // not held, but a partial feature works in part (it has the uid it needs)
   std::vector<Cap> missing;  // of the first way the kernel knows: the capabilities not held
   std::string needs;         // held: empty; else "CAP_PERFMON, or CAP_SYS_ADMIN"
 };
 Verdict check(Feature f, const Privileges& p);
 
-// "uid 0, CAP_BPF CAP_PERFMON" for the table's capabilities that `p` holds ("uid 1000, none").
+// "uid 0, CAP_PERFMON CAP_BPF": the table's capabilities that `p` holds.
 std::string describe_held(const Privileges& p);
 
 }  // namespace keel

@@ -14,6 +14,7 @@ namespace {
 Privileges with(std::initializer_list<Cap> caps, bool uid0 = true, unsigned last_cap = 40, int paranoid = 2) {
   Privileges p;
   p.uid0 = uid0;
+  p.euid = uid0 ? 0 : 65534;
   p.last_cap = last_cap;
   p.perf_event_paranoid = paranoid;
   for (Cap c : caps) p.effective |= uint64_t{1} << static_cast<unsigned>(c);
@@ -74,14 +75,17 @@ TEST(Caps, RootMovesNeedSysNiceBesidesUidZero) {
   auto v = check(Feature::root_moves, with({Cap::bpf, Cap::perfmon}));
   EXPECT_FALSE(v.held);
   EXPECT_EQ(v.needs, "CAP_SYS_NICE");
-  EXPECT_TRUE(privilege_row(Feature::root_moves).partial);
-  EXPECT_EQ(check(Feature::root_moves, with({}, false)).needs, "uid 0 and CAP_SYS_NICE");
+  EXPECT_TRUE(v.partial) << "processes holding no capability keel lacks still move";
+  auto nobody = check(Feature::root_moves, with({}, false));
+  EXPECT_EQ(nobody.needs, "uid 0 and CAP_SYS_NICE");
+  EXPECT_FALSE(nobody.partial) << "cgroup.procs refuses another user's process to any uid but 0";
+  EXPECT_FALSE(check(Feature::bpf_stats, with({})).partial);
   EXPECT_TRUE(check(Feature::root_moves, with({Cap::sys_nice})).held);
 }
 
 TEST(Caps, DescribeNamesTheHeldCapabilitiesTheTableUses) {
   EXPECT_EQ(describe_held(with({Cap::bpf, Cap::perfmon})), "uid 0, CAP_PERFMON CAP_BPF");
-  EXPECT_EQ(describe_held(with({}, false)), "not uid 0, no capability keel uses");
+  EXPECT_EQ(describe_held(with({}, false)), "uid 65534, no capability keel uses");
   EXPECT_EQ(describe_held(with({Cap::bpf, Cap::perfmon}, true, 37)), "uid 0, no capability keel uses");
 }
 
