@@ -76,6 +76,12 @@ KernelFeatures probe_features(const SysRoots& roots) {
     f.sw_events = true;
   else
     f.sw_events_error = r.error().message();
+  if (int fd = bpf_enable_stats(BPF_STATS_RUN_TIME); fd >= 0) {
+    f.bpf_stats = true;
+    ::close(fd);  // stats stay on only while a descriptor is open
+  } else {
+    f.bpf_stats_error = Error{errno, "", "bpf(BPF_ENABLE_STATS)"}.message();
+  }
   return f;
 }
 

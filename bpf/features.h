@@ -27,6 +27,8 @@ struct KernelFeatures {
   std::string hw_pmu_error;  // why not (ENOENT on VMs without a virtual PMU)
   bool sw_events = false;    // a software task-clock counter opens (stand-in for tests)
   std::string sw_events_error;
+  bool bpf_stats = false;  // BPF_ENABLE_STATS turns run-time stats on (then off again at once)
+  std::string bpf_stats_error;
 };
 
 KernelFeatures probe_features(const SysRoots& roots);

@@ -1,11 +1,10 @@
-#include <unistd.h>
-
 #include <cstdio>
 
 #include "actuators/sched_features.h"
 #include "bpf/features.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "host/caps.h"
 #include "host/cgroup.h"
 #include "host/json.h"
 #include "host/resctrl_info.h"
@@ -15,6 +14,37 @@ namespace keel::cli {
 namespace {
 
 std::string yes_no(bool ok, const std::string& why_not) { return ok ? "yes" : "no (" + why_not + ")"; }
+
+// A feature keel uses, as this process could use it here: its privilege (host/caps.h's table) and
+// what the kernel offers for it.
+struct FeatureState {
+  const FeatureRow* row;
+  Verdict privilege;
+  std::string kernel_lacks;  // why the kernel does not offer it ("" where it does)
+
+  bool available() const { return privilege.held && kernel_lacks.empty(); }
+  // "yes", "no (needs CAP_SYS_ADMIN: ...)", "partial (needs CAP_SYS_NICE: ...)", "no (no hardware PMU)".
+  std::string text() const {
+    if (available()) return "yes";
+    std::string why;
+    if (!privilege.held) why = "needs " + privilege.needs + ": " + std::string(row->without);
+    if (!kernel_lacks.empty()) why += (why.empty() ? "" : "; ") + kernel_lacks;
+    return std::string(privilege.partial && kernel_lacks.empty() ? "partial" : "no") + " (" + why + ")";
+  }
+  Json json() const {
+    Json j = {{"available", available()}, {"privilege", privilege.held}};
+    if (!privilege.held) {
+      Json missing = Json::array();
+      for (Cap c : privilege.missing) missing.push_back(std::string(cap_name(c)));
+      j["needs"] = privilege.needs;
+      j["missing"] = std::move(missing);
+      j["without"] = std::string(row->without);
+      if (privilege.partial) j["partial"] = true;
+    }
+    if (!kernel_lacks.empty()) j["kernel"] = kernel_lacks;
+    return j;
+  }
+};
 
 }  // namespace
 
@@ -47,6 +77,46 @@ int cmd_probe(const std::vector<std::string>& argv) {
     steal_text =
         std::string(steal->state == act::FeatureState::on ? "on" : "off") + " (" + steal->file.str() + ")";
 
+  // Each feature: its privilege, and the kernel's part (found above by trying).
+  const Privileges privs = current_privileges(roots);
+  std::vector<FeatureState> features;
+  for (const FeatureRow& row : privilege_table()) {
+    FeatureState st{&row, check(row.feature, privs), ""};
+    switch (row.feature) {
+      case Feature::bpf_sensing:
+        // Without the privilege the loads fail for that alone (the lines above say EPERM).
+        if (st.privilege.held && !f.tp_btf && !f.raw_tp)
+          st.kernel_lacks = "neither tp_btf nor raw_tp programs load";
+        break;
+      case Feature::hw_counters:
+        if (!f.hw_pmu) st.kernel_lacks = "no hardware PMU: " + f.hw_pmu_error;
+        break;
+      case Feature::bpf_stats:
+        // Tried only with the privilege: without it the kernel's answer says nothing of the kernel.
+        if (st.privilege.held && !f.bpf_stats) st.kernel_lacks = f.bpf_stats_error;
+        break;
+      case Feature::cgroup_knobs:
+      case Feature::root_moves:
+        if (!layout) st.kernel_lacks = "cgroups: " + layout.error().message();
+        break;
+      case Feature::resctrl:
+        if (!resctrl)
+          st.kernel_lacks = resctrl.error().message();
+        else if (!resctrl->has_value())
+          st.kernel_lacks = "not mounted at " + roots.resctrl.string();
+        break;
+      case Feature::steal_task:
+        if (!steal)
+          st.kernel_lacks = steal.error().message();
+        else if (steal->state == act::FeatureState::unsupported)
+          st.kernel_lacks = steal->why;
+        break;
+      case Feature::irq_affinity:
+        break;
+    }
+    features.push_back(std::move(st));
+  }
+
   if (args->has("json")) {
     Json j = {{"btf", f.btf},
               {"tp_btf", f.tp_btf},
@@ -65,11 +135,18 @@ int cmd_probe(const std::vector<std::string>& argv) {
                       : steal->state == act::FeatureState::unsupported ? "unsupported"
                       : steal->state == act::FeatureState::on          ? "on"
                                                                        : "off";
+    Json caps = Json::object();
+    for (Cap c : table_caps()) caps[std::string(cap_name(c))] = privs.knows(c) && privs.has(c);
+    j["privileges"] = {{"uid0", privs.uid0},
+                       {"capabilities", std::move(caps)},
+                       {"perf_event_paranoid", privs.perf_event_paranoid}};
+    Json fs = Json::object();
+    for (const auto& st : features) fs[std::string(st.row->id)] = st.json();
+    j["features"] = std::move(fs);
     std::puts(json_text(j).c_str());
     return kExitOk;
   }
 
-  bool root = ::geteuid() == 0;
   std::printf("kernel BTF          %s\n", f.btf ? "yes" : "no");
   std::printf("tp_btf programs     %s\n", yes_no(f.tp_btf, f.tp_btf_error).c_str());
   std::printf("raw_tp programs     %s\n", yes_no(f.raw_tp, f.raw_tp_error).c_str());
@@ -84,8 +161,9 @@ int cmd_probe(const std::vector<std::string>& argv) {
   }
   std::printf("resctrl             %s\n", resctrl_text.c_str());
   std::printf("steal_task          %s\n", steal_text.c_str());
-  if (!root)
-    std::printf("note: not root; BPF loads need CAP_BPF/CAP_PERFMON, so 'no' above may only mean that\n");
+  std::printf("privileges          %s\n", describe_held(privs).c_str());
+  for (const auto& st : features)
+    std::printf("  %-25s %s\n", std::string(st.row->label).c_str(), st.text().c_str());
   return kExitOk;
 }
 

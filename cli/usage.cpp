@@ -28,7 +28,9 @@ constexpr CommandUsage kCommands[] = {
      "validate a config; errors print as FILE:LINE:COL: message (exit 2)"},
     {"topology", "[--synthetic SPEC] [--json]", "the host (or an hwloc synthetic host) as keel sees it"},
     {"workloads", "[--config FILE] [--json]", "discovered cgroups, their ids and the workload each matches"},
-    {"probe", "[--json]", "what this kernel offers keel: BTF, tp_btf/raw_tp, PMU, cgroups, resctrl"},
+    {"probe", "[--json]",
+     "what this kernel offers keel (BTF, tp_btf/raw_tp, PMU, cgroups, resctrl) and, per feature, what "
+     "privilege keel lacks for it"},
     {"top", "[--interval S] [--count N] [--json] [--config FILE] [--bpf-stats sampled|always|off]",
      "live per-cgroup (or per-workload) run-queue latency, migrations, CPU (root)"},
     {"restore", "[--state DIR] [--config FILE] [--root DIR] [--json]",

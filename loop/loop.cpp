@@ -13,6 +13,7 @@
 #include "actuators/sched_features.h"
 #include "actuators/session.h"
 #include "controller/trace.h"
+#include "host/caps.h"
 #include "host/json.h"
 #include "host/log.h"
 #include "host/resctrl_info.h"
@@ -356,6 +357,37 @@ void Loop::tick(uint64_t n) {
 
 // ---- keel run ----
 
+namespace {
+
+// "BPF run-time stats: needs CAP_SYS_ADMIN, which keel does not have: keel's own BPF cost is not measured"
+std::string unprivileged(Feature f, const Verdict& v) {
+  const FeatureRow& row = privilege_row(f);
+  return std::string(row.label) + ": needs " + v.needs +
+         ", which keel does not have: " + std::string(row.without);
+}
+
+// As drop_missing, for privileges (host/caps.h): the mechanisms the config enables that keel lacks the
+// privilege for are turned off, and BPF run-time stats (`stats`, where given), each with a line.
+void drop_unprivileged(config::Config& cfg, const Privileges& p, bpf::BpfStats* stats,
+                       const std::function<void(const std::string&)>& say) {
+  for (auto [f, on] : {std::pair{Feature::resctrl, &cfg.actuators.resctrl},
+                       std::pair{Feature::steal_task, &cfg.actuators.steal_task},
+                       std::pair{Feature::irq_affinity, &cfg.actuators.irq_affinity}})
+    if (auto v = check(f, p); *on && !v.held) {
+      say("run: " + unprivileged(f, v));
+      *on = false;
+    }
+  if (cfg.actuators.isolate_unmanaged && cfg.actuators.isolate_root_tasks)
+    if (auto v = check(Feature::root_moves, p); !v.held) say("run: " + unprivileged(Feature::root_moves, v));
+  if (stats != nullptr && *stats != bpf::BpfStats::off)
+    if (auto v = check(Feature::bpf_stats, p); !v.held) {
+      say("run: " + unprivileged(Feature::bpf_stats, v));
+      *stats = bpf::BpfStats::off;
+    }
+}
+
+}  // namespace
+
 int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
   constexpr int kOk = 0, kFailure = 1;
   // Before any thread starts: stop signals become events.
@@ -385,6 +417,9 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
     return kFailure;
   }
   drop_missing(cfg, roots, notice);
+  const Privileges privs = current_privileges(roots);
+  bpf::BpfStats stats = o.stats;
+  drop_unprivileged(cfg, privs, &stats, notice);
   config::Spec spec = config::compile(cfg, topo->online());
   // keel on the reserved CPUs when the config has them, before any thread starts (the metrics server's
   // inherit it); within the affinity it was started with (a unit's CPUAffinity=, a taskset).
@@ -434,6 +469,10 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
       return kFailure;
     }
   }
+  if (auto v = check(Feature::cgroup_knobs, privs); !observe && !v.held) {
+    log_error("run: " + unprivileged(Feature::cgroup_knobs, v) + " (keel has " + describe_held(privs) + ")");
+    return kFailure;
+  }
   // The session first: a journal a crashed keel left behind is restored before anything is sensed.
   auto session = act::Session::start(roots, state, observe ? act::Mode::observe : act::Mode::enforce);
   if (!session) {
@@ -453,7 +492,11 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
       return kFailure;
     }
   }
-  auto opened = Sensing::open(spec, roots, *topo, o.stats);  // raises the open-files limit first
+  if (auto v = check(Feature::bpf_sensing, privs); !v.held) {
+    log_error("run: " + unprivileged(Feature::bpf_sensing, v) + " (keel has " + describe_held(privs) + ")");
+    return kFailure;
+  }
+  auto opened = Sensing::open(spec, roots, *topo, stats);  // raises the open-files limit first
   if (!opened) {
     log_error("run: " + opened.error().message());
     return kFailure;
@@ -517,11 +560,12 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
                    !o.metrics_listen && next->daemon.metrics_listen != cfg.daemon.metrics_listen);
       restart_only("daemon.hierarchy", next->daemon.hierarchy != cfg.daemon.hierarchy);
       drop_missing(*next, roots, notice);
+      drop_unprivileged(*next, privs, nullptr, notice);
       config::Spec next_spec = config::compile(*next, topo->online());
       restart_only("daemon.mode", next_spec.mode != spec.mode);
       next_spec.mode = spec.mode;
       next_spec.hierarchy = spec.hierarchy;
-      auto s = Sensing::open(next_spec, roots, *topo, o.stats);
+      auto s = Sensing::open(next_spec, roots, *topo, stats);
       if (!s) {
         log_error("reload: " + s.error().message() + ": the running config stays");
       } else {
