@@ -43,12 +43,14 @@ Result<std::optional<uint64_t>> whole(const Json& o, const char* k, uint64_t lo,
   return v;
 }
 
-// A finite number in [lo, hi].
+// A finite number in [lo, hi] (hi infinite: no upper bound).
 Result<std::optional<double>> real(const Json& o, const char* k, double lo, double hi) {
   auto it = o.find(k);
   if (it == o.end() || it->is_null()) return std::nullopt;
   const double v = it->is_number() ? it->get<double>() : std::nan("");
-  if (!(v >= lo && v <= hi)) {  // NaN included
+  // JSON text cannot hold one (the parser refuses 1e400), a Json built in code can.
+  if (it->is_number() && !std::isfinite(v)) return fail(std::string(k) + ": not a finite number");
+  if (!(v >= lo && v <= hi)) {  // NaN (not a number) included
     char range[64];
     if (std::isinf(hi))
       std::snprintf(range, sizeof range, "a number from %g up", lo);
@@ -99,8 +101,8 @@ Result<Snapshot> parse_json_line(std::string_view line) {
   Json doc;
   try {
     doc = Json::parse(line);
-  } catch (const Json::parse_error& e) {
-    return fail("trace line: " + std::string(e.what()));  // names the byte where it breaks
+  } catch (const Json::exception& e) {  // a parse_error names the byte; 1e400 is an out_of_range
+    return fail("trace line: " + std::string(e.what()));
   }
   if (!doc.is_object()) return fail("trace line: not an object");
   Snapshot s;

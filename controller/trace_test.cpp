@@ -123,6 +123,8 @@ TEST(Trace, NumbersOutOfRangeAndRepeatedInstancesAreErrorsNamingTheField) {
            {line(ok_top, ",\"rq_waits\":1e300"), who + "rq_waits: 1e+300 is not a whole number"},
            {line(ok_top, ",\"rq_waits\":-3"), who + "rq_waits: -3 is not a whole number"},
            {line(ok_top, ",\"rq_p99_us\":-500"), who + "rq_p99_us: -500 is not a number from 0 up"},
+           {line(ok_top, ",\"rq_p99_us\":1e400"),
+            "trace line: [json.exception.out_of_range.406] number overflow parsing '1e400'"},
            {line(ok_top, ",\"rq_p50_us\":\"x\""), who + "rq_p50_us: \"x\" is not a number from 0 up"},
            {line(ok_top, ",\"cpu_usage\":1e308"), who + "cpu_usage: 1e+308 is not a number from 0 to 8192"},
            {line(ok_top, ",\"mpki\":-3"), who + "mpki: -3 is not a number from 0 up"},
