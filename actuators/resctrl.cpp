@@ -66,6 +66,8 @@ unsigned long long highest_bits(unsigned long long mask, unsigned n) {
 }
 unsigned ways(unsigned long long mask) { return static_cast<unsigned>(std::popcount(mask)); }
 
+constexpr size_t kNameMax = 255;  // NAME_MAX: a directory name's bytes
+
 bool valid_group_name(std::string_view n) {
   return !n.empty() && n != "." && n != ".." && n != "info" && n != "mon_groups" && n != "mon_data" &&
          n.find_first_of("/\n") == std::string_view::npos;
@@ -570,6 +572,35 @@ Result<TaskSync> sync_group_tasks(KnobWriter& w, const std::string& group, const
     if (*r) out.removed.push_back(t);
   }
   return out;
+}
+
+std::string resctrl_group_name(std::string_view instance) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string name = "keel-";
+  for (unsigned char c : instance) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+        c == '-') {
+      name += static_cast<char>(c);
+    } else if (c == '/') {
+      name += '+';
+    } else {
+      name += '%';
+      name += kHex[c >> 4];
+      name += kHex[c & 0xf];
+    }
+  }
+  if (name.size() <= kNameMax) return name;
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a, fixed: the name must be the same in every run
+  for (unsigned char c : instance) hash = (hash ^ c) * 1099511628211ull;
+  size_t keep = kNameMax - 17;
+  if (name[keep - 1] == '%')
+    keep -= 1;  // never half an escape
+  else if (name[keep - 2] == '%')
+    keep -= 2;
+  name.resize(keep);
+  name += '~';
+  for (int shift = 60; shift >= 0; shift -= 4) name += kHex[(hash >> shift) & 0xf];
+  return name;
 }
 
 }  // namespace keel::act

@@ -77,6 +77,14 @@ class Resctrl {
 // The tasks sync alone (it needs no info/): `group` is a directory under the writer's resctrl root.
 Result<TaskSync> sync_group_tasks(KnobWriter& w, const std::string& group, const std::vector<int>& tids);
 
+// The resctrl group of a workload instance: "redis" -> "keel-redis", "batch/job-1" ->
+// "keel-batch+job-1". One directory name of at most NAME_MAX (255) bytes, and different instances
+// never share one: letters, digits, '.', '_' and '-' stay, '/' becomes '+' and every other byte %XX,
+// so the name reads back to the instance; one that would be longer keeps its first 233 bytes and ends
+// in '~' and the 16 hex digits of a 64-bit FNV-1a hash of the whole instance ('~' is never otherwise
+// in a name, so only two long instances with the same start and hash could meet).
+std::string resctrl_group_name(std::string_view instance);
+
 // Pure helpers (exposed for tests).
 struct SchemataLine {
   std::string resource;                                   // "L3", "L3CODE", "MB", "MBMIN", ...

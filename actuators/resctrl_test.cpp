@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -821,6 +822,68 @@ TEST_F(ResctrlTree, RestoreAfterApplyGivesEachTreeBackAndRemovesKeelsGroups) {
     fs::remove_all(t_.path() / "proc");
     fs::remove_all(t_.path() / "state");
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Group names
+
+// "a/b-c" and "a-b/c" both became keel-a-b-c: two instances in one group. The mapping is one-to-one
+// (checked over every instance of up to 5 bytes from the bytes that matter), each name one directory
+// of at most NAME_MAX bytes, and long instances that differ get different names.
+TEST(ResctrlGroupName, DistinctInstancesNeverShareAGroup) {
+  EXPECT_EQ(resctrl_group_name("redis"), "keel-redis");
+  EXPECT_EQ(resctrl_group_name("batch/job-1"), "keel-batch+job-1");
+  EXPECT_EQ(resctrl_group_name("k8s/default/web-0"), "keel-k8s+default+web-0");
+  EXPECT_NE(resctrl_group_name("a/b-c"), resctrl_group_name("a-b/c"));
+  EXPECT_EQ(resctrl_group_name("a b\n%+~"), "keel-a%20b%0A%25%2B%7E");
+
+  auto valid = [](const std::string& n) {
+    return !n.empty() && n.size() <= 255 && n.starts_with("keel-") &&
+           n.find_first_of(std::string("/\n\0", 3)) == std::string::npos;
+  };
+  const std::string alphabet("a-/+%~.\n\0\xff", 10);
+  std::map<std::string, std::string> owner;  // name -> instance
+  std::vector<std::string> level = {""};
+  for (int len = 1; len <= 5; ++len) {
+    std::vector<std::string> next;
+    for (const std::string& base : level)
+      for (char c : alphabet) next.push_back(base + c);
+    for (const std::string& inst : next) {
+      const std::string name = resctrl_group_name(inst);
+      ASSERT_TRUE(valid(name)) << name;
+      auto [it, added] = owner.emplace(name, inst);
+      ASSERT_TRUE(added) << "'" << inst << "' and '" << it->second << "' share " << name;
+    }
+    level = std::move(next);
+  }
+
+  // Long ones: cut to NAME_MAX with a hash of the whole; never half an escape before the '~'.
+  std::set<std::string> names, instances;
+  for (std::string tail : {"", "a", "b", "/", "-", "%", "\n"}) {
+    for (size_t len : {240u, 250u, 251u, 300u, 4000u}) {
+      for (const std::string& fill : {std::string("x"), std::string("/"), std::string(" ")}) {
+        std::string inst;
+        while (inst.size() < len) inst += fill;
+        inst += tail;
+        const std::string name = resctrl_group_name(inst);
+        ASSERT_TRUE(valid(name)) << name.size();
+        if (instances.insert(inst).second) {
+          EXPECT_TRUE(names.insert(name).second) << inst.size() << " " << tail;
+        }
+        if (const size_t tilde = name.find('~');
+            tilde != std::string::npos) {  // cut: '~' is escaped otherwise
+          ASSERT_EQ(tilde + 17, name.size()) << name;
+          const size_t pct = name.rfind('%');
+          if (pct != std::string::npos) {
+            EXPECT_LE(pct + 3, tilde) << name;
+          }
+        }
+      }
+    }
+  }
+  // Every name is a directory the kernel (here: a temporary directory) makes.
+  testing::TempDir t;
+  for (const std::string& n : names) ASSERT_EQ(::mkdir((t.path() / n).c_str(), 0755), 0) << n;
 }
 
 }  // namespace

@@ -285,6 +285,27 @@ TEST(Cli, CheckConfigHostDescriptionErrorsAreUsageErrors) {
   EXPECT_NE(out2.find("no resctrl info/ directory"), std::string::npos) << out2;
 }
 
+// A FIFO where check-config reads a file (the config, or a file of the --resctrl tree) is refused at
+// once; opening it without O_NONBLOCK waited for a writer forever. `timeout` turns a hang into 124.
+TEST(Cli, CheckConfigRefusesAFifoInsteadOfWaitingOnIt) {
+  testing::TempDir t;
+  testing::make_tree(t.path(), {{"rt/info/L3/min_cbm_bits", "1\n"}, {"rt/info/L3/num_closids", "16\n"}});
+  ASSERT_EQ(::mkfifo((t.path() / "rt/info/L3/cbm_mask").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((t.path() / "keel.toml").c_str(), 0600), 0);
+  auto [rc, out] =
+      run_command("timeout 20 " + keel("check-config " + src("config/keel.toml") +
+                                       " --synthetic pu:4 --resctrl " + (t.path() / "rt").string()));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find((t.path() / "rt/info/L3/cbm_mask").string() + ": not a regular file"), std::string::npos)
+      << out;
+  auto [rc2, out2] = run_command(
+      "timeout 20 " + keel("check-config " + (t.path() / "keel.toml").string() + " --synthetic pu:4"));
+  EXPECT_EQ(rc2, 2) << out2;
+  EXPECT_NE(out2.find((t.path() / "keel.toml").string() + ":1:1: cannot read: not a regular file"),
+            std::string::npos)
+      << out2;
+}
+
 TEST(Cli, DefaultConfigPassesOnThisHost) {
   auto [rc, out] = run_command(keel("check-config " + src("config/keel.toml")));
   EXPECT_EQ(rc, 0) << out;

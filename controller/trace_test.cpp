@@ -1,5 +1,6 @@
 #include "controller/trace.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "controller/plant.h"
@@ -87,6 +88,65 @@ TEST(Trace, BrokenLinesAreErrorsThatSayWhere) {
       EXPECT_NE(r.error().message().find("trace line"), std::string::npos) << r.error().message();
     }
   }
+}
+
+// A trace is anyone's file: every number is range-checked before it is converted or decided from
+// (tick 1e300 cast to an integer is undefined and printed as tick 0; a negative period, latency or
+// rate, CPU usage beyond every CPU and shares beyond the kernel's were all taken), a field that is
+// there but wrong is never taken as absent, and an instance listed twice in one tick is refused.
+TEST(Trace, NumbersOutOfRangeAndRepeatedInstancesAreErrorsNamingTheField) {
+  auto line = [](const std::string& top, const std::string& fields, const std::string& more = {}) {
+    return "{" + top +
+           ",\"workloads\":[{\"instance\":\"redis\",\"workload\":\"redis\",\"critical\":true,"
+           "\"rq_waits\":100,\"rq_p50_us\":10,\"rq_p99_us\":500,\"cpus\":\"0-1\"" +
+           fields + "}" + more + "]}";
+  };
+  const std::string ok_top = "\"tick\":5,\"period_s\":1";
+  ASSERT_TRUE(parse_json_line(line(ok_top, "")));
+  struct Case {
+    std::string text, message;
+  };
+  const std::string who = "trace line: workload \"redis\": ";
+  for (const Case& c : std::vector<Case>{
+           {line("\"tick\":1e300,\"period_s\":1", ""),
+            "trace line: tick: 1e+300 is not a whole number from 0 to 18446744073709551615"},
+           {line("\"tick\":-1,\"period_s\":1", ""), "trace line: tick: -1 is not a whole number"},
+           {line("\"tick\":1.5,\"period_s\":1", ""), "trace line: tick: 1.5 is not a whole number"},
+           {line("\"tick\":18446744073709551616,\"period_s\":1", ""),
+            "trace line: tick: 1.8446744073709552e+19"},
+           {line("\"tick\":5,\"period_s\":-1", ""),
+            "trace line: period_s: -1 is not a number from 0.01 to 3600"},
+           {line("\"tick\":5,\"period_s\":0", ""),
+            "trace line: period_s: 0 is not a number from 0.01 to 3600"},
+           {line("\"tick\":5,\"period_s\":1e300", ""), "trace line: period_s: 1e+300 is not"},
+           {line("\"tick\":5,\"period_s\":\"1\"", ""), "trace line: period_s: \"1\" is not"},
+           {line(ok_top, ",\"rq_waits\":1e300"), who + "rq_waits: 1e+300 is not a whole number"},
+           {line(ok_top, ",\"rq_waits\":-3"), who + "rq_waits: -3 is not a whole number"},
+           {line(ok_top, ",\"rq_p99_us\":-500"), who + "rq_p99_us: -500 is not a number from 0 up"},
+           {line(ok_top, ",\"rq_p99_us\":1e400"),
+            "trace line: [json.exception.out_of_range.406] number overflow parsing '1e400'"},
+           {line(ok_top, ",\"rq_p50_us\":\"x\""), who + "rq_p50_us: \"x\" is not a number from 0 up"},
+           {line(ok_top, ",\"cpu_usage\":1e308"), who + "cpu_usage: 1e+308 is not a number from 0 to 8192"},
+           {line(ok_top, ",\"mpki\":-3"), who + "mpki: -3 is not a number from 0 up"},
+           {line(ok_top, ",\"migrations_per_s\":-1e308"), who + "migrations_per_s: -1e+308 is not"},
+           {line(ok_top, ",\"throttled_per_s\":true"), who + "throttled_per_s: true is not"},
+           {line(ok_top, ",\"shares\":1e19"), who + "shares: 1e+19 is not a whole number from 2 to 262144"},
+           {line(ok_top, ",\"shares\":0"), who + "shares: 0 is not a whole number from 2 to 262144"},
+           {line(ok_top, ",\"cpus\":\"0-4000000000\""), who + "bad cpus \"0-4000000000\": CPU number"},
+           {line(ok_top, "",
+                 ",{\"instance\":\"redis\",\"workload\":\"redis\",\"critical\":true,\"rq_waits\":1,"
+                 "\"rq_p50_us\":1,\"rq_p99_us\":1,\"cpus\":\"0\"}"),
+            who + "listed twice in one tick"}}) {
+    auto r = parse_json_line(c.text);
+    ASSERT_FALSE(r) << c.text;
+    EXPECT_THAT(r.error().message(), ::testing::StartsWith(c.message)) << c.text;
+  }
+  // Null is absent where a field may be unavailable; whole floats are whole numbers.
+  auto r = parse_json_line(line("\"tick\":5.0,\"period_s\":0.5", ",\"mpki\":null,\"shares\":2048.0"));
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->tick, 5u);
+  EXPECT_FALSE(r->workloads[0].mpki);
+  EXPECT_EQ(r->workloads[0].shares, 2048u);
 }
 
 // What a live run decided, a replay of its recorded snapshots decides again, action for action, and

@@ -159,33 +159,37 @@ class DenseIds {
   std::vector<hwloc_obj_t> objs_;
 };
 
-// A PU's NUMA node: the smallest node whose cpuset holds it. CPU-less nodes (CXL, HBM) attach higher
-// in hwloc's tree with wider cpusets, so the smallest one is where the CPU really sits.
-hwloc_obj_t numa_node_of(hwloc_topology_t topo, hwloc_obj_t pu) {
-  hwloc_obj_t best = nullptr;
-  int best_weight = 0;
+// Each PU's NUMA node (by OS index): the smallest node whose cpuset holds it. CPU-less nodes (CXL,
+// HBM) attach higher in hwloc's tree with wider cpusets, so the smallest one is where the CPU really
+// sits. One pass over the nodes' cpusets, not one over the nodes per PU (4096 nodes took 30 s).
+std::map<unsigned, hwloc_obj_t> numa_nodes_of_pus(hwloc_topology_t topo) {
+  std::map<unsigned, std::pair<hwloc_obj_t, int>> best;
   for (hwloc_obj_t n = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr); n != nullptr;
        n = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, n)) {
-    if (n->cpuset == nullptr || !hwloc_bitmap_isset(n->cpuset, pu->os_index)) continue;
-    int w = hwloc_bitmap_weight(n->cpuset);
-    if (best == nullptr || w < best_weight) {
-      best = n;
-      best_weight = w;
+    if (n->cpuset == nullptr) continue;
+    const int w = hwloc_bitmap_weight(n->cpuset);
+    for (int pu = hwloc_bitmap_first(n->cpuset); pu >= 0; pu = hwloc_bitmap_next(n->cpuset, pu)) {
+      auto [it, added] = best.try_emplace(static_cast<unsigned>(pu), n, w);
+      if (!added && w < it->second.second) it->second = {n, w};
     }
   }
-  return best;
+  std::map<unsigned, hwloc_obj_t> out;
+  for (const auto& [pu, b] : best) out.emplace_hint(out.end(), pu, b.first);
+  return out;
 }
 
 }  // namespace
 
 Result<Topology> Topology::from_hwloc(hwloc_topology* topo) {
   DenseIds cores, l3s, nodes, packages;
+  const std::map<unsigned, hwloc_obj_t> node_of = numa_nodes_of_pus(topo);
   std::vector<Pu> pus;
   for (hwloc_obj_t pu = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, nullptr); pu != nullptr;
        pu = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, pu)) {
     hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, pu);
     hwloc_obj_t l3 = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_L3CACHE, pu);
-    hwloc_obj_t node = numa_node_of(topo, pu);
+    auto found = node_of.find(pu->os_index);
+    hwloc_obj_t node = found == node_of.end() ? nullptr : found->second;
     hwloc_obj_t package = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pu);
     Pu p;
     p.os = pu->os_index;
@@ -283,7 +287,15 @@ Result<Topology> Topology::detect(const SysRoots& roots) {
 namespace {
 
 // hwloc explains a bad synthetic string only on stderr, so keel checks the levels itself first; this
-// also bounds the size before hwloc, which takes minutes for hosts of tens of thousands of PUs.
+// also bounds what hwloc is asked to build, as its time grows with the PUs times the objects under
+// one parent ("pack:1 core:8192 pu:1" took 14 s, "pack:8192 pu:1" 280 s) and an explicit index
+// allocates bitmaps up to it (indexes=4294967295 took 5.7 GB): at most kMaxSyntheticChars characters,
+// kMaxSyntheticLevels levels, kMaxSyntheticArity objects per parent, CpuSet::kMaxCpu PUs, and indexes
+// below kMaxCpu. The slowest shapes allowed (8192 PUs: "pack:32 core:256 pu:1", and 8192 packages,
+// NUMA nodes and L3 domains in "group:32 pack:256 numa:1 l3:1 pu:1") take 2-3 s and 50-155 MB in
+// `keel topology` here; the shipped 256-PU example 10 ms and 5 MB.
+constexpr size_t kMaxSyntheticChars = 65536, kMaxSyntheticLevels = 16, kMaxSyntheticArity = 256;
+
 // Levels are separated by spaces (as hwloc does) except inside parentheses.
 std::vector<std::string> synthetic_levels(std::string_view spec, std::string& problem) {
   std::vector<std::string> levels;
@@ -331,8 +343,11 @@ Result<std::optional<uint64_t>> synthetic_pu_count(std::string_view spec) {
   std::string problem;
   auto levels = synthetic_levels(spec, problem);
   if (!problem.empty()) return fail(problem);
+  if (levels.size() > kMaxSyntheticLevels)
+    return fail(std::to_string(levels.size()) + " levels; keel reads at most " +
+                std::to_string(kMaxSyntheticLevels));
   std::optional<uint64_t> pus = 1;
-  std::string last_type;
+  std::string last_type, too_wide;
   bool any_level = false;
   for (size_t i = 0; i < levels.size(); ++i) {
     const std::string& level = levels[i];
@@ -352,6 +367,9 @@ Result<std::optional<uint64_t>> synthetic_pu_count(std::string_view spec) {
     uint64_t count = 0;
     if (auto bad = parse_count(count_text, count)) return fail("'" + level + "' " + *bad);
     if (memory) continue;  // memory children hang off the level above: no more PUs
+    if (count > kMaxSyntheticArity && too_wide.empty())
+      too_wide = "'" + level + "' has more than " + std::to_string(kMaxSyntheticArity) +
+                 " objects under one parent (add a level between)";
     any_level = true;
     last_type = type;
     uint64_t product = 0;
@@ -361,6 +379,8 @@ Result<std::optional<uint64_t>> synthetic_pu_count(std::string_view spec) {
       pus.reset();
   }
   if (!any_level) return fail("no levels of objects (the last level must be pu)");
+  // Said after the PU count: a spec too large in both is too large first.
+  if (pus && *pus <= CpuSet::kMaxCpu && !too_wide.empty()) return fail(too_wide);
   if (!last_type.empty()) {
     hwloc_obj_type_t parsed;
     if (hwloc_type_sscanf(last_type.c_str(), &parsed, nullptr, 0) == 0 && parsed != HWLOC_OBJ_PU)
@@ -369,11 +389,36 @@ Result<std::optional<uint64_t>> synthetic_pu_count(std::string_view spec) {
   return pus;
 }
 
+// An explicit list of indexes ("indexes=0,64,1,65") names OS indexes hwloc allocates bitmaps up to;
+// an interleaving ("indexes=2*128:1*2", "indexes=pu:core") makes a permutation, always in range.
+std::optional<std::string> bad_index(std::string_view spec) {
+  for (size_t at = spec.find("indexes="); at != std::string_view::npos; at = spec.find("indexes=", at)) {
+    at += 8;
+    const std::string_view list = spec.substr(at, spec.find_first_of(" )", at) - at);
+    if (list.find_first_not_of("0123456789,") != std::string_view::npos) continue;
+    for (size_t i = 0; i < list.size();) {
+      const size_t end = std::min(list.find(',', i), list.size());
+      const std::string_view number = list.substr(i, end - i);
+      uint64_t v = 0;
+      auto [p, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+      if (ec == std::errc::result_out_of_range || (ec == std::errc() && v >= CpuSet::kMaxCpu))
+        return "index " + std::string(number) + " in 'indexes=" + std::string(list.substr(0, 64)) +
+               (list.size() > 64 ? "..." : "") + "' is beyond the largest CPU number " +
+               std::to_string(CpuSet::kMaxCpu - 1);
+      i = end + 1;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<Topology> Topology::synthetic(std::string_view spec) {
   if (trim(spec).empty())
     return fail("empty synthetic topology; expected levels like \"pack:2 numa:2 l3:1 core:32 pu:2\"");
+  if (spec.size() > kMaxSyntheticChars)
+    return fail("synthetic topology of " + std::to_string(spec.size()) + " characters; keel reads at most " +
+                std::to_string(kMaxSyntheticChars));
   std::string text(spec);
   auto pus = synthetic_pu_count(text);
   if (!pus) return fail("bad synthetic topology \"" + text + "\": " + pus.error().what);
@@ -381,6 +426,7 @@ Result<Topology> Topology::synthetic(std::string_view spec) {
     return fail("synthetic topology \"" + text + "\" has " +
                 (*pus ? std::to_string(**pus) : std::string("more than 2^64")) +
                 " PUs; keel supports at most " + std::to_string(CpuSet::kMaxCpu));
+  if (auto bad = bad_index(text)) return fail("bad synthetic topology \"" + text + "\": " + *bad);
   auto topo = new_hwloc_topology();
   if (!topo) return std::unexpected(topo.error());
   if (hwloc_topology_set_synthetic(topo->get(), text.c_str()) != 0) {
@@ -447,10 +493,11 @@ std::string sibling_group(const CpuSet& cpus) {
 }
 
 // "32 cores 0-31, siblings (0,128) (1,129) ... (31,159)"; long lists keep their ends only.
-std::string cores_line(const Topology& topo, const std::vector<unsigned>& core_ids) {
+// `smt`: topo.smt_width(), counted once by the caller (it is a pass over every core).
+std::string cores_line(const Topology& topo, unsigned smt, const std::vector<unsigned>& core_ids) {
   constexpr size_t kHead = 8, kTail = 2;
   std::string line = plural(static_cast<unsigned>(core_ids.size()), "core ", "cores ") + id_list(core_ids);
-  if (topo.smt_width() <= 1) return line + ", 1 PU each";
+  if (smt <= 1) return line + ", 1 PU each";
   line += ", siblings";
   for (size_t i = 0; i < core_ids.size(); ++i) {
     bool elide = core_ids.size() > kHead + kTail + 2 && i >= kHead && i < core_ids.size() - kTail;
@@ -465,60 +512,80 @@ std::string cores_line(const Topology& topo, const std::vector<unsigned>& core_i
 }
 
 // "(shared with NUMA node 1 and package 1)": who else a domain's CPUs belong to, or "".
-std::string shared_note(const std::vector<unsigned>& nodes, const std::vector<unsigned>& packages) {
+std::string shared_note(const CpuSet& nodes, const CpuSet& packages) {
   std::vector<std::string> parts;
   if (!nodes.empty())
-    parts.push_back(std::string(nodes.size() == 1 ? "NUMA node " : "NUMA nodes ") + id_list(nodes));
+    parts.push_back(std::string(nodes.count() == 1 ? "NUMA node " : "NUMA nodes ") + nodes.to_list());
   if (!packages.empty())
-    parts.push_back(std::string(packages.size() == 1 ? "package " : "packages ") + id_list(packages));
+    parts.push_back(std::string(packages.count() == 1 ? "package " : "packages ") + packages.to_list());
   if (parts.empty()) return "";
   return " (shared with " + parts[0] + (parts.size() > 1 ? " and " + parts[1] : "") + ")";
 }
 
-std::vector<unsigned> other_packages(const Topology& topo, const Package& pkg, const CpuSet& cpus) {
-  std::vector<unsigned> ids;
-  for (const Package& other : topo.packages())
-    if (other.id != pkg.id && other.cpus.intersects(cpus)) ids.push_back(other.id);
-  return ids;
-}
+// Which packages, NUMA nodes and L3 domains share PUs (ids in CpuSets, for their compact lists),
+// from one pass over the PUs: thousands of domains are printed without comparing every pair.
+struct Sharing {
+  explicit Sharing(const Topology& topo)
+      : pkg_nodes(topo.packages().size()),
+        node_pkgs(topo.numa_nodes().size()),
+        l3_nodes(topo.l3_domains().size()),
+        l3_pkgs(topo.l3_domains().size()) {
+    for (const Pu& p : topo.pus()) {
+      pkg_nodes[p.package].add(p.numa);
+      node_pkgs[p.numa].add(p.package);
+      l3_nodes[p.l3].add(p.numa);
+      l3_pkgs[p.l3].add(p.package);
+      pair_l3s[{p.package, p.numa}].add(p.l3);
+    }
+  }
+  static CpuSet others(CpuSet ids, unsigned self) {
+    ids.remove(self);
+    return ids;
+  }
+  std::vector<CpuSet> pkg_nodes, node_pkgs, l3_nodes, l3_pkgs;
+  std::map<std::pair<unsigned, unsigned>, CpuSet> pair_l3s;  // (package, node) -> L3 domains
+};
 
 // Within one package: a NUMA node (or L3 domain) covering several packages, as when hwloc reports a
 // single machine-wide node, is shown under each package with that package's part only.
-void append_l3(std::string& out, const Topology& topo, const Package& pkg, const NumaNode& node,
-               const L3Domain& l3) {
+void append_l3(std::string& out, const Topology& topo, const Sharing& sh, unsigned smt, const Package& pkg,
+               const NumaNode& node, const L3Domain& l3) {
   CpuSet here = l3.cpus & node.cpus & pkg.cpus;
   out += "    L3 domain " + std::to_string(l3.id);
   if (l3.size_bytes != 0) out += " (" + bytes_text(l3.size_bytes) + ")";
   out += ": CPUs " + here.to_list();
-  std::vector<unsigned> nodes;  // e.g. Intel sub-NUMA clustering: one L3 over several nodes
-  for (const NumaNode& other : topo.numa_nodes())
-    if (other.id != node.id && other.cpus.intersects(l3.cpus)) nodes.push_back(other.id);
-  out += shared_note(nodes, other_packages(topo, pkg, l3.cpus)) + "\n";
+  // e.g. Intel sub-NUMA clustering: one L3 over several nodes
+  out +=
+      shared_note(Sharing::others(sh.l3_nodes[l3.id], node.id), Sharing::others(sh.l3_pkgs[l3.id], pkg.id)) +
+      "\n";
   std::vector<unsigned> core_ids;
   for (unsigned c : l3.cores)
     if (topo.cores()[c].numa == node.id && topo.cores()[c].package == pkg.id) core_ids.push_back(c);
-  out += "      " + cores_line(topo, core_ids) + "\n";
+  out += "      " + cores_line(topo, smt, core_ids) + "\n";
 }
 
-void append_node(std::string& out, const Topology& topo, const Package& pkg, const NumaNode& node) {
+void append_node(std::string& out, const Topology& topo, const Sharing& sh, unsigned smt, const Package& pkg,
+                 const NumaNode& node) {
   CpuSet here = node.cpus & pkg.cpus;
   out += "  NUMA node " + std::to_string(node.id);
   if (node.os_index != node.id) out += " (kernel node " + std::to_string(node.os_index) + ")";
-  out += ": CPUs " + here.to_list() + shared_note({}, other_packages(topo, pkg, node.cpus));
+  out += ": CPUs " + here.to_list() + shared_note({}, Sharing::others(sh.node_pkgs[node.id], pkg.id));
   if (node.memory_bytes != 0) out += ", " + bytes_text(node.memory_bytes) + " memory";
   out += "\n";
-  for (const L3Domain& l3 : topo.l3_domains())
-    if (l3.cpus.intersects(here)) append_l3(out, topo, pkg, node, l3);
+  for (unsigned l3 : sh.pair_l3s.at({pkg.id, node.id}).cpus())
+    append_l3(out, topo, sh, smt, pkg, node, topo.l3_domains()[l3]);
 }
 
 }  // namespace
 
 std::string format_text(const Topology& topo) {
   std::string out = summary_line(topo) + "\n";
+  const unsigned smt = topo.smt_width();
+  const Sharing sh(topo);
   for (const Package& pkg : topo.packages()) {
     out += "package " + std::to_string(pkg.id) + ": CPUs " + pkg.cpus.to_list() + "\n";
-    for (const NumaNode& node : topo.numa_nodes())
-      if (node.cpus.intersects(pkg.cpus)) append_node(out, topo, pkg, node);
+    for (unsigned node : sh.pkg_nodes[pkg.id].cpus())
+      append_node(out, topo, sh, smt, pkg, topo.numa_nodes()[node]);
   }
   return out;
 }

@@ -64,7 +64,8 @@ class Topology {
   // this sets HWLOC_FSROOT and HWLOC_COMPONENTS during the load, so call it from one thread only.
   static Result<Topology> detect(const SysRoots& roots);
   // hwloc's synthetic description, e.g. "pack:2 numa:2 l3:1 core:32 pu:2". Refused before hwloc
-  // builds it when it has more than CpuSet::kMaxCpu PUs.
+  // builds it when it has more than CpuSet::kMaxCpu PUs, more than 256 objects under one parent,
+  // more than 16 levels or 65536 characters, or an explicit index of kMaxCpu or more.
   static Result<Topology> synthetic(std::string_view spec);
   // Hand-written: every PU with its core, L3 domain, NUMA node and package. Logical ids of each kind
   // must be 0..n-1 without gaps, OS numbers unique, and a core's PUs must agree on where it sits.

@@ -164,6 +164,41 @@ TEST(TopologySynthetic, RefusesMorePusThanKeelSupportsBeforeAskingHwloc) {
   }
 }
 
+// A spec is bounded before hwloc builds it: hwloc took 14 s for 8192 cores under one package (its
+// time grows with the objects under one parent), 280 s for 8192 packages, and 5.7 GB for an explicit
+// index of 4294967295 (bitmaps up to it).
+TEST(TopologySynthetic, RefusesWhatHwlocWouldTakeSecondsOrGigabytesToBuild) {
+  const std::string huge = "pack:2 pu:2(indexes=" + std::string(70000, '0') + ")";
+  auto long_spec = Topology::synthetic(huge);
+  ASSERT_FALSE(long_spec);
+  EXPECT_EQ(long_spec.error().message(), "synthetic topology of 70021 characters; keel reads at most 65536");
+  struct Case {
+    std::string spec, problem;
+  };
+  std::string seventeen;
+  for (int i = 0; i < 16; ++i) seventeen += "group:1 ";
+  seventeen += "pu:1";
+  for (const Case& c :
+       {Case{seventeen, "17 levels; keel reads at most 16"},
+        Case{"pack:2 [numa(indexes=8192,0)] pu:2", "index 8192 in 'indexes=8192,0' is beyond"},
+        Case{"core:2 pu:2(indexes=0,1,2,99999999999999999999999)", "index 99999999999999999999999 in"},
+        Case{"pack:2 core:4 pu:1024", "'pu:1024' has more than 256 objects under one parent"},
+        Case{"pack:1 core:8192 pu:1",
+             "'core:8192' has more than 256 objects under one parent (add a level between)"},
+        Case{"pack:8192 pu:1", "'pack:8192' has more than 256 objects under one parent"},
+        Case{"core:2 pu:2(indexes=4294967295,1,2,3)",
+             "index 4294967295 in 'indexes=4294967295,1,2,3' is beyond the largest CPU number 8191"}}) {
+    auto t = Topology::synthetic(c.spec);
+    ASSERT_FALSE(t.has_value()) << c.spec;
+    EXPECT_THAT(t.error().message(), HasSubstr("bad synthetic topology \"" + c.spec + "\": ")) << c.spec;
+    EXPECT_THAT(t.error().message(), HasSubstr(c.problem)) << c.spec;
+  }
+  // Within the bounds: 256 under one parent, interleaved indexes, an explicit list.
+  EXPECT_EQ(shape("pack:2 core:256 pu:2").pus().size(), 1024u);
+  EXPECT_EQ(shape("pack:2 numa:2 l3:1 core:32 pu:2(indexes=2*128:1*2)").pus().size(), 256u);
+  EXPECT_EQ(shape("core:2 pu:2(indexes=0,8191,2,3)").pus().back().os, 8191u);
+}
+
 TEST(TopologySynthetic, CountsLevelsWithAttributesAndMemoryChildren) {
   Topology t =
       shape("(memory=8GB) pack:2 [numa(memory=1GB)] l3:1(size=32MB) core:2 pu:2(indexes=0,2,4,6,1,3,5,7)");

@@ -71,13 +71,6 @@ const std::vector<const inv::Node*>& nodes_of(const inv::Inventory& inv, const s
   return it != all.end() && it->name == instance ? it->cgroups : kNone;
 }
 
-// "batch/job-1" -> "keel-batch-job-1": a resctrl group name (one directory level).
-std::string group_name(const std::string& inst) {
-  std::string g = "keel-" + inst;
-  std::replace(g.begin(), g.end(), '/', '-');
-  return g;
-}
-
 // The cgroup at `path` of `h` if it still is the one with `id` (else it is gone, or another one came
 // under its name: not keel's to give anything back to).
 std::optional<CgroupDir> same_cgroup(const inv::Inventory& inv, const CgroupHierarchy& h,
@@ -512,7 +505,7 @@ void Reconciler::resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const
     auto d = plan.desired.find(w.instance);
     if (d == plan.desired.end() || (!d->second.l3_ways && !d->second.mba_percent)) continue;
     act::ResctrlGroupSpec spec;
-    spec.name = group_name(w.instance);
+    spec.name = act::resctrl_group_name(w.instance);
     spec.l3_ways = d->second.l3_ways;
     if (d->second.mba_percent) {
       if (resctrl_->info().mba_mbps)
