@@ -1,8 +1,10 @@
 #include "actuators/cgroup_knobs.h"
 
 #include <algorithm>
+#include <climits>
 #include <set>
 
+#include "host/cgroup.h"
 #include "host/fileio.h"
 
 namespace keel::act {
@@ -105,16 +107,28 @@ Result<CpuSet> read_list(const Cg& cg, CgroupFile f) {
   return set;
 }
 
-// Whether the cgroup at `dir` (only it, or with `deep` also any descendant) has tasks.
+// Whether the cgroup at `dir` (only it, or with `deep` also any descendant) has tasks. The subtree is
+// a tenant's to make: walked without recursion within the walk's bounds (host/cgroup.h), and one
+// beyond them counts as holding tasks (its cpuset is then never emptied).
 bool has_tasks(const CgroupHierarchy& h, const fs::path& dir, bool deep) {
-  for (CgroupFile f : {CgroupFile::procs, CgroupFile::threads}) {
-    auto s = read_file(dir / cgroup_file_name(f, h));
-    if (s && !trim(*s).empty()) return true;
+  std::vector<std::pair<fs::path, size_t>> todo{{dir, 0}};
+  size_t seen = 0;
+  while (!todo.empty()) {
+    auto [d, depth] = std::move(todo.back());
+    todo.pop_back();
+    for (CgroupFile f : {CgroupFile::procs, CgroupFile::threads}) {
+      auto s = read_file(d / cgroup_file_name(f, h));
+      if (s && !trim(*s).empty()) return true;
+    }
+    if (!deep) return false;
+    std::error_code ec;
+    for (fs::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!it->is_directory(ec)) continue;
+      if (depth + 1 > kMaxCgroupDepth || ++seen > kMaxCgroups || it->path().native().size() >= PATH_MAX)
+        return true;
+      todo.emplace_back(it->path(), depth + 1);
+    }
   }
-  if (!deep) return false;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_directory(ec) && has_tasks(h, it->path(), true)) return true;
   return false;
 }
 

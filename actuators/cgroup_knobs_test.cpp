@@ -467,6 +467,20 @@ TEST_F(CgroupV2Tree, ReportsTheCpusTheKernelGrantedAndEmptiesACgroupWithoutTasks
   EXPECT_EQ(file("kubepods/guaranteed/cpuset.cpus"), "\n");  // a newline: kernfs ignores a 0-byte write
 }
 
+// Tasks far below a cgroup (a tenant's tree, its path past PATH_MAX) keep it from being emptied: the
+// search for them is bounded (host/cgroup.h) and what lies beyond the bound counts as holding tasks
+// (the recursive search stopped at PATH_MAX and called the cgroup empty).
+TEST_F(CgroupV2Tree, TasksBelowTheWalksBoundsKeepACgroupFromBeingEmptied) {
+  ASSERT_TRUE(testing::make_deep_chain(roots_.cgroup / "kubepods/guaranteed", 45, std::string(100, 'n'),
+                                       "cgroup.procs", "4242\n"));
+  Journal j = journal();
+  KnobWriter w(roots_, Mode::enforce, &j);
+  auto empty = apply_cpusets(w, h_, {{"/kubepods/guaranteed", CpuSet(), {}}});
+  ASSERT_FALSE(empty);
+  EXPECT_NE(empty.error().message().find("has tasks"), std::string::npos) << empty.error().message();
+  EXPECT_EQ(file("kubepods/guaranteed/cpuset.cpus"), "0-7\n");
+}
+
 // A cgroup v1 host in a tree: the cpu hierarchy, and a cpuset hierarchy mounted with noprefix.
 class CgroupV1Tree : public ::testing::Test {
  protected:

@@ -167,6 +167,11 @@ Result<UnmanagedSurvey> survey_unmanaged(const SysRoots& roots, const CgroupHier
         why = "cgroups more than " + std::to_string(kMaxDepth) + " levels deep";
         break;
       }
+      // Written later by their paths: one past the walk's bound would not open (host/cgroup.h).
+      for (const std::string& k : kids)
+        if (join(path, k).size() > kMaxCgroupPath)
+          why = "a cgroup path longer than " + std::to_string(kMaxCgroupPath) + " bytes";
+      if (!why.empty()) break;
       for (auto it = kids.rbegin(); it != kids.rend(); ++it) todo.emplace_back(join(path, *it), depth + 1);
     }
     if (!why.empty())

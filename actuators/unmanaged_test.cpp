@@ -121,6 +121,12 @@ TEST_F(UnmanagedTree, HostileTreesAreBoundedAndSaidNotIsolated) {
     files.push_back({deep + "/cpuset.cpus", "0-3"});
     deep += "/d";
   }
+  // A chain of 14 levels of 255-byte names: within kMaxDepth, but its paths pass kMaxCgroupPath.
+  std::string lengthy = "sys/fs/cgroup/cpuset/long";
+  for (size_t i = 0; i <= 14; ++i) {
+    files.push_back({lengthy + "/cpuset.cpus", "0-3"});
+    lengthy += "/" + std::string(255, 'n');
+  }
   files.push_back({"sys/fs/cgroup/cpuset/wide/cpuset.cpus", "0-3"});
   for (size_t i = 0; i <= kMaxGroupCgroups; ++i)
     files.push_back({"sys/fs/cgroup/cpuset/wide/c" + std::to_string(i) + "/cpuset.cpus", "0-3"});
@@ -131,6 +137,7 @@ TEST_F(UnmanagedTree, HostileTreesAreBoundedAndSaidNotIsolated) {
   for (const auto& n : s->not_isolated) why[n.what] = n.why;
   EXPECT_NE(why["/deep"].find("levels deep"), std::string::npos) << why["/deep"];
   EXPECT_NE(why["/wide"].find("more than 1024 cgroups"), std::string::npos) << why["/wide"];
+  EXPECT_EQ(why["/long"], "a cgroup path longer than 3072 bytes");
   std::vector<std::string> tops;
   for (const auto& g : s->groups) tops.push_back(g.top);
   EXPECT_EQ(tops, (std::vector<std::string>{"/kubepods", "/system.slice", "/user.slice"}));

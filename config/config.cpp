@@ -149,6 +149,10 @@ std::string workload_label(std::string_view name, size_t index) {
 std::expected<Config, Diagnostics> load_string(std::string_view text, const std::string& file_name,
                                                const HostFacts& facts) {
   detail::Report report(file_name);
+  if (auto bad = detail::prescan(text)) {  // toml++ never sees what it could not read safely
+    report.error(bad->first, std::move(bad->second));
+    return std::unexpected(report.take_sorted());
+  }
   toml::table root;
   try {
     root = toml::parse(text, file_name);
@@ -165,7 +169,7 @@ std::expected<Config, Diagnostics> load_string(std::string_view text, const std:
 }
 
 std::expected<Config, Diagnostics> load_file(const std::filesystem::path& file, const HostFacts& facts) {
-  auto text = keel::read_file(file);
+  auto text = keel::read_file(file, detail::kMaxConfigBytes);
   if (!text) {
     const Error& e = text.error();
     std::string why = e.err != 0 ? std::strerror(e.err) : e.what;

@@ -420,6 +420,56 @@ TEST(Diagnostics, UnreadableFile) {
   EXPECT_EQ(c.error()[0].str(), missing.string() + ":1:1: cannot read: No such file or directory");
 }
 
+// toml++ 3.3 overflows the stack on a key of 50,000 dotted parts (it walks what it built
+// recursively): such input is refused with a position before toml++ sees it, and so are arrays and
+// inline tables nested too deep and a file too large.
+TEST(Diagnostics, HostileNestingIsRefusedBeforeTomlReadsIt) {
+  struct Case {
+    std::string text, where, message;
+  };
+  auto repeat = [](const std::string& s, size_t n) {
+    std::string out;
+    for (size_t i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const std::string dotted = "a dotted key of more than 16 parts";
+  const std::string nested = "arrays and inline tables nested more than 16 deep";
+  const std::vector<Case> cases = {
+      {"a" + repeat(".a", 50000) + " = 1\n", "1:32", dotted},
+      {"a" + repeat(" . a", 50000) + " = 1\n", "1:63", dotted},
+      {"\"a\"" + repeat(".'a'", 50000) + " = 1\n", "1:64", dotted},
+      {"[daemon]\n[a" + repeat(".a", 50000) + "]\n", "2:33", dotted},
+      {"[[a" + repeat(".a", 50000) + "]]\n", "1:34", dotted},
+      {"x = { y" + repeat(".b", 50000) + " = 1 }\n", "1:38", dotted},
+      {"x = [{ y = 1 }, { y" + repeat(".b", 50000) + " = 1 }]\n", "1:50", dotted},
+      {"a = " + repeat("[", 50000) + "\n", "1:21", nested},
+      {"a = " + repeat("{b = ", 50000) + "1" + repeat("}", 50000) + "\n", "1:85", nested},
+      {"a = [" + repeat("{b = [", 8) + "1" + repeat("]}", 8) + "]\n", "1:53", nested},
+      {std::string(1048577, '#'), "1:1", "the file is 1048577 bytes; a config is at most 1048576 (1 MiB)"},
+  };
+  for (const Case& c : cases) {
+    auto diags = load_bad(c.text);
+    ASSERT_EQ(diags.size(), 1u) << c.text.substr(0, 60);
+    EXPECT_EQ(diags[0].str(), "test.toml:" + c.where + ": " + c.message) << c.text.substr(0, 60);
+  }
+}
+
+// What looks like nesting inside strings, comments and values is none: the bounds count keys and
+// brackets only where TOML has them.
+TEST(Diagnostics, BoundsIgnoreStringsCommentsAndValues) {
+  const std::string brackets(100, '[');
+  const std::string dots = "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s";
+  load_ok("# " + brackets + " " + dots + "\n[daemon]  # " + brackets + "\nstate_dir = \"/" + brackets + dots +
+          "\"\n[host]\ndocker_root = '/" + brackets + dots +
+          "'\n[[workload]]\nname = \"w\"\nmatch = { cgroup = \"\"\"/" + dots +
+          "\\\"\"\"\" }\n[[workload]]\nname = \"v\"\nmatch = { cgroup = '''/" + dots + "'''' }  # ]]]]\n");
+  // A key of exactly 16 parts and 16 levels of nesting are within the bounds: toml++ reads them.
+  auto diags = load_bad("a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p = [[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]\n");
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].message,
+            "unknown key 'a' at the top level (known keys: daemon, host, workload, actuators)");
+}
+
 TEST(Diagnostics, TheIssuesSketchNeedsOneLineInlineTables) {
   // TOML 1.0 inline tables cannot span lines; the message says what to do instead.
   auto diags = load_bad(

@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,6 +40,15 @@ inline constexpr std::array<std::string_view, 7> kSelectors = {"cgroup", "system
 // "workload 'redis': " when the name is usable in a message, else "workload #2: " (1-based).
 std::string workload_label(std::string_view name, size_t index);
 bool valid_workload_name(std::string_view name);
+
+// Bounds a config keeps, checked on the text before toml++ reads it: toml++ 3.3 walks what it built
+// recursively (update_region_ends, the tables' destructors) and overflows the stack on a key of 50,000
+// dotted parts; its own limit of 256 nested arrays and inline tables does not count dotted keys.
+// A keel config needs a few of each.
+inline constexpr size_t kMaxConfigBytes = 1 << 20, kMaxKeyParts = 16, kMaxNesting = 16;
+
+// The first bound `text` breaks, as (position, message); nullopt when within them all.
+std::optional<std::pair<Pos, std::string>> prescan(std::string_view text);
 
 // TOML document -> Config. Reports syntax-level problems only: unknown keys, wrong types, missing
 // required keys, values that do not parse (durations, CPU lists, enum words). Whether a value makes

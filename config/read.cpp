@@ -443,6 +443,146 @@ std::vector<Workload> read_workloads(const toml::node& n, Pos fallback, Report& 
 
 }  // namespace
 
+// ---- Before toml++: the bounds on what it reads ----
+
+namespace {
+
+// Walks TOML text as far as nesting and keys go: strings and comments are skipped whole, and a '.'
+// counts as a key's separator only where a key is (a table header, the start of a line, after '{'
+// or ',' in an inline table), never in a value (1.5, a date).
+class Prescan {
+ public:
+  explicit Prescan(std::string_view text) : s_(text) {}
+
+  std::optional<std::pair<Pos, std::string>> run() {
+    if (s_.size() > kMaxConfigBytes)
+      return std::pair{Pos{1, 1}, "the file is " + std::to_string(s_.size()) +
+                                      " bytes; a config is at most " + std::to_string(kMaxConfigBytes) +
+                                      " (1 MiB)"};
+    while (i_ < s_.size()) {
+      const char c = s_[i_];
+      if (c == '#') {
+        while (i_ < s_.size() && s_[i_] != '\n') step();
+      } else if (c == '"' || c == '\'') {
+        string(c);
+      } else if (auto bad = punct(c)) {
+        return bad;
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  // Open frames: an array, an inline table, a table header ([a]) or an array-of-tables header ([[a]]).
+  enum Frame : char { array = 'A', table = 'T', header = 'H', header2 = 'D' };
+
+  bool in_key() const {
+    return expect_key_ || (!stack_.empty() && (stack_.back() == header || stack_.back() == header2));
+  }
+
+  std::optional<std::pair<Pos, std::string>> punct(char c) {
+    const Pos at{line_, col_};
+    switch (c) {
+      case '\n':
+        if (stack_.empty()) start_key();
+        break;
+      case '.':
+        if (in_key() && ++dots_ >= kMaxKeyParts)
+          return std::pair{at, "a dotted key of more than " + std::to_string(kMaxKeyParts) + " parts"};
+        break;
+      case '=':
+        expect_key_ = false;
+        dots_ = 0;
+        break;
+      case ',':
+        if (!stack_.empty() && stack_.back() == table) start_key();
+        dots_ = 0;
+        break;
+      case '{':
+      case '[':
+        if (c == '[' && stack_.empty() && expect_key_) {
+          const bool twice = i_ + 1 < s_.size() && s_[i_ + 1] == '[';
+          if (twice) step();
+          stack_.push_back(twice ? header2 : header);
+          dots_ = 0;
+          break;
+        }
+        if (++nesting_ > kMaxNesting)
+          return std::pair{
+              at, "arrays and inline tables nested more than " + std::to_string(kMaxNesting) + " deep"};
+        stack_.push_back(c == '{' ? table : array);
+        if (c == '{') start_key();
+        dots_ = 0;
+        break;
+      case ']':
+      case '}':
+        if (!stack_.empty()) {
+          const char f = stack_.back();
+          stack_.pop_back();
+          if (f == header2 && i_ + 1 < s_.size() && s_[i_ + 1] == ']') step();
+          if (f == array || f == table) --nesting_;
+        }
+        expect_key_ = false;
+        dots_ = 0;
+        break;
+      default:
+        break;
+    }
+    step();
+    return std::nullopt;
+  }
+
+  void start_key() {
+    expect_key_ = true;
+    dots_ = 0;
+  }
+
+  // A string from its opening quote: 'literal', "basic" (with backslash escapes), or their tripled
+  // multi-line forms, which may end with up to two more quotes.
+  void string(char q) {
+    const bool multi = i_ + 2 < s_.size() && s_[i_ + 1] == q && s_[i_ + 2] == q;
+    for (int k = 0; k < (multi ? 3 : 1); ++k) step();
+    while (i_ < s_.size()) {
+      const char c = s_[i_];
+      if (c == '\\' && q == '"') {
+        step();
+        if (i_ < s_.size()) step();
+        continue;
+      }
+      if (c == '\n' && !multi) return;  // unterminated: toml++ says so
+      if (c == q && (!multi || (i_ + 2 < s_.size() && s_[i_ + 1] == q && s_[i_ + 2] == q))) {
+        for (int k = 0; k < (multi ? 3 : 1); ++k) step();
+        for (int k = 0; multi && k < 2 && i_ < s_.size() && s_[i_] == q; ++k) step();
+        return;
+      }
+      step();
+    }
+  }
+
+  // One byte on; columns count characters (UTF-8 sequences), as toml++'s do.
+  void step() {
+    const auto b = static_cast<unsigned char>(s_[i_++]);
+    if (b == '\n') {
+      ++line_;
+      col_ = 1;
+    } else if ((b & 0xC0) != 0x80) {
+      ++col_;
+    }
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+  int line_ = 1, col_ = 1;
+  std::string stack_;   // open frames, innermost last
+  size_t nesting_ = 0;  // arrays and inline tables open
+  size_t dots_ = 0;     // separators in the key being read
+  bool expect_key_ = true;
+};
+
+}  // namespace
+
+std::optional<std::pair<Pos, std::string>> prescan(std::string_view text) { return Prescan(text).run(); }
+
 Config read_config(const toml::table& root, Report& report) {
   Section top(root, {1, 1}, "", "", "", report);
   top.reject_unknown({"daemon", "host", "workload", "actuators"});

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -326,7 +327,7 @@ bool vanished(int err) { return err == ENOENT || err == ENODEV; }
 
 // Lines of the cgroup's process list (`name`, under `dirfd`), or -errno.
 long long count_procs(int dirfd, const char* name) {
-  Fd fd(::openat(dirfd, name, O_RDONLY | O_CLOEXEC));
+  Fd fd(::openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) return -errno;
   char buf[4096];
   long long lines = 0;
@@ -342,11 +343,44 @@ long long count_procs(int dirfd, const char* name) {
   return lines + (last != '\n' ? 1 : 0);
 }
 
-// Depth-first walk over directory fds, reusing the output's storage; one path buffer for all levels.
+// "/a/b" with bytes a terminal would act on escaped, cut to its first and last 40 bytes.
+std::string shown(std::string_view path) {
+  std::string out;
+  auto put = [&](std::string_view part) {
+    for (unsigned char c : part) {
+      if (c >= 0x20 && c < 0x7f && c != '\\') {
+        out += static_cast<char>(c);
+      } else {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "\\x";
+        out += kHex[c >> 4];
+        out += kHex[c & 0xf];
+      }
+    }
+  };
+  if (path.size() <= 80) {
+    put(path);
+  } else {
+    put(path.substr(0, 40));
+    out += "...";
+    put(path.substr(path.size() - 40));
+  }
+  return out;
+}
+
+// Depth first without recursion (a tree is as deep as a tenant makes it): a cgroup waiting to be
+// visited holds its parent's directory open, so at most one directory per level is open, and no path
+// longer than one name is ever opened. The output's storage is reused.
 class Walker {
  public:
-  Walker(const CgroupHierarchy& h, std::vector<Cgroup>& out)
-      : h_(h), out_(out), procs_name_(cgroup_file_name(CgroupFile::procs, h)) {}
+  Walker(const CgroupHierarchy& h, std::vector<Cgroup>& out, CgroupSkips& skipped, size_t max_cgroups)
+      : h_(h),
+        out_(out),
+        skipped_(skipped),
+        max_(max_cgroups),
+        procs_name_(cgroup_file_name(CgroupFile::procs, h)) {
+    skipped_.max_cgroups = max_cgroups;
+  }
 
   Result<void> run() {
     Fd root(::open(h_.mount.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -354,97 +388,152 @@ class Walker {
       const int err = errno;
       return fail("cannot open cgroup hierarchy root", h_.mount.string(), err);
     }
-    auto r = visit(root.get(), /*is_root=*/true);
+    auto r = walk(std::move(root));
     out_.resize(used_);
     return r;
   }
 
  private:
-  Result<void> visit(int dirfd, bool is_root) {
-    struct stat st;
-    if (::fstat(dirfd, &st) != 0) {
+  struct Dir {
+    Fd fd;
+    std::string path;  // "" at the root, "/a/b" below
+  };
+  struct Waiting {
+    std::shared_ptr<const Dir> parent;
+    std::string name;
+  };
+
+  Result<void> walk(Fd root) {
+    if (auto r = visit(std::make_shared<Dir>(Dir{std::move(root), {}}), /*is_root=*/true); !r) return r;
+    while (!todo_.empty()) {
+      Waiting w = std::move(todo_.back());
+      todo_.pop_back();
+      std::string path = w.parent->path + "/" + w.name;
+      if (used_ >= max_) {
+        skipped_.add(CgroupSkips::too_many, path);
+        continue;
+      }
+      if (auto why = beyond_walk_bounds(path)) {
+        skipped_.add(*why, path);
+        continue;
+      }
+      Fd child(::openat(w.parent->fd.get(), w.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       const int err = errno;
-      return fail("cannot stat cgroup", where(), err);
+      w.parent.reset();  // its last waiting child closes it
+      if (child.get() < 0) {
+        if (vanished(err) || err == ENOTDIR || err == ELOOP) continue;  // gone, or not a cgroup
+        return fail("cannot open cgroup", where(path), err);
+      }
+      if (auto r = visit(std::make_shared<Dir>(Dir{std::move(child), std::move(path)}), false); !r) return r;
     }
-    long long procs = count_procs(dirfd, procs_name_.c_str());
+    return {};
+  }
+
+  Result<void> visit(std::shared_ptr<const Dir> dir, bool is_root) {
+    struct stat st;
+    if (::fstat(dir->fd.get(), &st) != 0) {
+      const int err = errno;
+      return fail("cannot stat cgroup", where(dir->path), err);
+    }
+    long long procs = count_procs(dir->fd.get(), procs_name_.c_str());
     if (procs < 0 && vanished(static_cast<int>(-procs)) && !is_root) return {};
     // Threaded v2 cgroups refuse to list processes; their domain's cgroup.procs counts them.
     if (procs == -EOPNOTSUPP) procs = 0;
-    if (procs < 0) return fail("cannot read " + procs_name_, where(), static_cast<int>(-procs));
-    emit(st.st_ino, static_cast<unsigned>(procs));
-    return visit_children(dirfd);
+    if (procs < 0) return fail("cannot read " + procs_name_, where(dir->path), static_cast<int>(-procs));
+    emit(dir->path, st.st_ino, static_cast<unsigned>(procs));
+    return list(std::move(dir));
   }
 
-  Result<void> visit_children(int dirfd) {
+  // Queues the subdirectories of `dir`, last first (they are sorted by path at the end anyway).
+  Result<void> list(std::shared_ptr<const Dir> dir) {
     alignas(struct dirent64) char buf[4096];
     for (;;) {
-      const ssize_t n = ::getdents64(dirfd, buf, sizeof buf);
+      const ssize_t n = ::getdents64(dir->fd.get(), buf, sizeof buf);
       const int err = errno;
+      if (n < 0 && err == EINTR) continue;
       if (n < 0 && vanished(err)) return {};
-      if (n < 0) return fail("cannot list cgroup", where(), err);
+      if (n < 0) return fail("cannot list cgroup", where(dir->path), err);
       if (n == 0) return {};
       for (ssize_t off = 0; off < n;) {
         const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
         off += d->d_reclen;
         const std::string_view name = d->d_name;
-        if ((d->d_type == DT_DIR || d->d_type == DT_UNKNOWN) && name != "." && name != "..") {
-          if (auto r = visit_child(dirfd, d->d_name); !r) return r;
+        if ((d->d_type != DT_DIR && d->d_type != DT_UNKNOWN) || name == "." || name == "..") continue;
+        // Past the bound no more are visited: counted, not queued (a directory may hold millions).
+        if (used_ + todo_.size() >= max_) {
+          skipped_.add(CgroupSkips::too_many, dir->path + "/" + std::string(name));
+          continue;
         }
+        todo_.push_back({dir, std::string(name)});
       }
     }
   }
 
-  Result<void> visit_child(int dirfd, const char* name) {
-    const size_t parent_len = path_.size();
-    path_ += '/';
-    path_ += name;
-    Fd child(::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    const int err = errno;
-    Result<void> r;
-    if (child.get() >= 0) {
-      r = visit(child.get(), false);
-    } else if (!vanished(err) && err != ENOTDIR && err != ELOOP) {  // ENOTDIR/ELOOP: not a cgroup
-      r = fail("cannot open cgroup", where(), err);
-    }
-    path_.resize(parent_len);
-    return r;
-  }
-
-  void emit(ino_t inode, unsigned procs) {
+  void emit(const std::string& path, ino_t inode, unsigned procs) {
     if (used_ == out_.size()) out_.emplace_back();
     Cgroup& c = out_[used_++];
-    if (path_.empty()) {
+    if (path.empty()) {
       c.path.assign("/");
     } else {
-      c.path.assign(path_);
+      c.path.assign(path);
     }
     c.id = CgroupId{h_.id, static_cast<uint64_t>(inode)};
     c.nr_procs = procs;
   }
 
-  std::string where() const {
-    return path_.empty() ? h_.mount.string() : (h_.mount / path_.substr(1)).string();
+  std::string where(const std::string& path) const {
+    return path.empty() ? h_.mount.string() : (h_.mount / path.substr(1)).string();
   }
 
   const CgroupHierarchy& h_;
   std::vector<Cgroup>& out_;
+  CgroupSkips& skipped_;
+  size_t max_;
   std::string procs_name_;
   size_t used_ = 0;
-  std::string path_;  // "" at the root, "/a/b" below
+  std::vector<Waiting> todo_;
 };
 
 }  // namespace
 
-Result<void> enumerate_cgroups(const CgroupHierarchy& hierarchy, std::vector<Cgroup>& out) {
-  auto r = Walker(hierarchy, out).run();
+std::optional<CgroupSkips::Why> beyond_walk_bounds(std::string_view path) {
+  if (path.size() > kMaxCgroupPath) return CgroupSkips::too_long;
+  if (static_cast<size_t>(std::count(path.begin(), path.end(), '/')) > kMaxCgroupDepth)
+    return CgroupSkips::too_deep;
+  return std::nullopt;
+}
+
+void CgroupSkips::add(Why why, std::string_view path) {
+  if (empty()) example = shown(path);
+  ++count[why];
+}
+
+std::string CgroupSkips::message() const {
+  if (empty()) return {};
+  std::string out;
+  auto part = [&](Why why, const std::string& text) {
+    if (count[why] == 0) return;
+    out += (out.empty() ? "" : ", ") + std::to_string(count[why]) + " " + text;
+  };
+  part(too_deep, "more than " + std::to_string(kMaxCgroupDepth) + " levels deep");
+  part(too_long, "with a path longer than " + std::to_string(kMaxCgroupPath) + " bytes");
+  part(too_many, "past the first " + std::to_string(max_cgroups) + " cgroups");
+  return "cgroups left out, each with what is below it: " + out + " (the first: " + example + ")";
+}
+
+Result<void> enumerate_cgroups(const CgroupHierarchy& hierarchy, std::vector<Cgroup>& out,
+                               CgroupSkips* skipped, size_t max_cgroups) {
+  CgroupSkips local;
+  auto r = Walker(hierarchy, out, skipped != nullptr ? *skipped : local, max_cgroups).run();
   if (!r) return r;
   std::ranges::sort(out, {}, &Cgroup::path);
   return {};
 }
 
-Result<std::vector<Cgroup>> enumerate_cgroups(const CgroupHierarchy& hierarchy) {
+Result<std::vector<Cgroup>> enumerate_cgroups(const CgroupHierarchy& hierarchy, CgroupSkips* skipped,
+                                              size_t max_cgroups) {
   std::vector<Cgroup> out;
-  auto r = enumerate_cgroups(hierarchy, out);
+  auto r = enumerate_cgroups(hierarchy, out, skipped, max_cgroups);
   if (!r) return std::unexpected(r.error());
   return out;
 }

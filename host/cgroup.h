@@ -8,6 +8,7 @@
 #include <compare>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,10 +101,38 @@ struct Cgroup {
   unsigned nr_procs = 0;  // lines of cgroup.procs
 };
 
-// Every cgroup of the hierarchy, sorted by path. Cgroups that vanish during the walk are left out.
-// The overload with `out` reuses its elements' storage, for callers that enumerate every tick.
-Result<std::vector<Cgroup>> enumerate_cgroups(const CgroupHierarchy& hierarchy);
-Result<void> enumerate_cgroups(const CgroupHierarchy& hierarchy, std::vector<Cgroup>& out);
+// Bounds on every walk of a cgroup tree: any tenant that can make cgroups can make them deep, long
+// and many. A cgroup more than kMaxCgroupDepth levels below the root, or whose path from the root is
+// longer than kMaxCgroupPath bytes (with the mount point and a file name it would pass the kernel's
+// PATH_MAX of 4096: no absolute path to its files opens), is left out with everything below it, and
+// so is every cgroup past the first kMaxCgroups (the memory controller allows 65535 in all). A walk
+// keeps at most kMaxCgroupDepth directories open and takes at most kMaxCgroups x kMaxCgroupPath bytes.
+inline constexpr size_t kMaxCgroupDepth = 64, kMaxCgroupPath = 3072, kMaxCgroups = 65536;
+
+// What a walk left out, for a warning.
+struct CgroupSkips {
+  enum Why { too_deep, too_long, too_many };
+  size_t count[3] = {0, 0, 0};       // by Why: the cgroups left out (each with its subtree, never walked)
+  std::string example;               // the first one, escaped and shortened
+  size_t max_cgroups = kMaxCgroups;  // the count bound the walk had
+  bool empty() const { return count[too_deep] + count[too_long] + count[too_many] == 0; }
+  // "cgroups left out, each with what is below it: 1 more than 64 levels deep (the first: /a/...)";
+  // "" when none.
+  std::string message() const;
+  void add(Why why, std::string_view path);
+};
+// Why a cgroup at `path` ("/a/b") is beyond the depth or length bound; nullopt when it is within.
+std::optional<CgroupSkips::Why> beyond_walk_bounds(std::string_view path);
+
+// Every cgroup of the hierarchy within the bounds above, sorted by path; `skipped` (when given) says
+// what was left out. Cgroups that vanish during the walk are left out. The overload with `out` reuses
+// its elements' storage, for callers that enumerate every tick.
+// `max_cgroups` is kMaxCgroups but in tests.
+Result<std::vector<Cgroup>> enumerate_cgroups(const CgroupHierarchy& hierarchy,
+                                              CgroupSkips* skipped = nullptr,
+                                              size_t max_cgroups = kMaxCgroups);
+Result<void> enumerate_cgroups(const CgroupHierarchy& hierarchy, std::vector<Cgroup>& out,
+                               CgroupSkips* skipped = nullptr, size_t max_cgroups = kMaxCgroups);
 
 // The path of process `pid`'s cgroup in `hierarchy`, from <proc>/<pid>/cgroup, relative to the
 // hierarchy's mount. Fails with ENOENT when the process is gone.

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -345,6 +346,97 @@ TEST(Enumerate, RemovedCgroupDisappearsWithoutError) {
   fs::remove(cpu / "c/cgroup.procs");
   ASSERT_TRUE(enumerate_cgroups(h, cgroups));
   EXPECT_THAT(paths_of(cgroups), ElementsAre("/", "/a"));
+}
+
+// A tenant that can make cgroups can make them 1100 levels deep (the old walk recursed with 8 KiB of
+// buffers per level and crashed) and with paths far past PATH_MAX: the walk goes down by one name at
+// a time without recursion, keeps kMaxCgroupDepth levels and leaves the rest out, saying so.
+TEST(EnumerateTempTree, A1100LevelTreeIsCutAtTheDepthBoundWithoutCrashing) {
+  TempDir tmp;
+  const fs::path cpu = tmp.path() / "cpu";
+  make_tree(cpu, {{"cgroup.procs", "1\n"}, {"b/cgroup.procs", ""}});
+  ASSERT_TRUE(testing::make_deep_chain(cpu, 1100, "a", "cgroup.procs"));
+  CgroupSkips skipped;
+  auto cgroups = enumerate_cgroups(tree_hierarchy(cpu), &skipped);
+  ASSERT_TRUE(cgroups) << cgroups.error().message();
+  ASSERT_EQ(cgroups->size(), 2 + kMaxCgroupDepth);  // the root, /b and /a down to level 64
+  std::string deepest;
+  for (size_t i = 0; i < kMaxCgroupDepth; ++i) deepest += "/a";
+  EXPECT_EQ(cgroups->back().path, "/b");
+  EXPECT_EQ((*cgroups)[cgroups->size() - 2].path, deepest);
+  EXPECT_EQ(skipped.count[CgroupSkips::too_deep], 1u);
+  EXPECT_EQ(skipped.count[CgroupSkips::too_long] + skipped.count[CgroupSkips::too_many], 0u);
+  EXPECT_EQ(skipped.message(),
+            "cgroups left out, each with what is below it: 1 more than 64 levels deep (the first: "
+            "/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a.../a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a)");
+}
+
+TEST(EnumerateTempTree, PathsPastPathMaxAreLeftOutAtTheLengthBound) {
+  TempDir tmp;
+  const fs::path cpu = tmp.path() / "cpu";
+  make_tree(cpu, {{"cgroup.procs", ""}});
+  const std::string name(100, 'n');  // 1100 of them: 111100 bytes of path
+  ASSERT_TRUE(testing::make_deep_chain(cpu, 1100, name, "cgroup.procs"));
+  CgroupSkips skipped;
+  auto cgroups = enumerate_cgroups(tree_hierarchy(cpu), &skipped);
+  ASSERT_TRUE(cgroups) << cgroups.error().message();
+  const size_t levels = kMaxCgroupPath / (name.size() + 1);  // 30 fit in 3072 bytes
+  ASSERT_EQ(cgroups->size(), 1 + levels);
+  EXPECT_EQ(cgroups->back().path.size(), levels * (name.size() + 1));
+  EXPECT_EQ(skipped.count[CgroupSkips::too_long], 1u);
+  EXPECT_THAT(skipped.message(), HasSubstr("1 with a path longer than 3072 bytes"));
+}
+
+// The count bound, smaller than kMaxCgroups here (65536 directories take minutes on a slow disk).
+TEST(EnumerateTempTree, CgroupsPastTheCountBoundAreLeftOut) {
+  TempDir tmp;
+  const fs::path cpu = tmp.path() / "cpu";
+  make_tree(cpu, {{"cgroup.procs", ""}, {"a/cgroup.procs", ""}});
+  // The root, /a with 100 children, and /a/0 with one more: 100 cgroups are kept.
+  for (size_t i = 0; i < 100; ++i) make_tree(cpu / "a", {{std::to_string(i) + "/cgroup.procs", ""}});
+  make_tree(cpu / "a/0", {{"x/cgroup.procs", ""}});
+  CgroupSkips skipped;
+  auto cgroups = enumerate_cgroups(tree_hierarchy(cpu), &skipped, /*max_cgroups=*/100);
+  ASSERT_TRUE(cgroups) << cgroups.error().message();
+  EXPECT_EQ(cgroups->size(), 100u);
+  EXPECT_EQ(skipped.count[CgroupSkips::too_many], 3u);
+  EXPECT_THAT(skipped.message(), HasSubstr("3 past the first 100 cgroups"));
+}
+
+TEST(EnumerateTempTree, SkippedNamesAreEscapedAndShortened) {
+  CgroupSkips s;
+  s.add(CgroupSkips::too_long, "/evil\n\x1b[2J" + std::string(100, 'x') + "/end");
+  s.add(CgroupSkips::too_deep, "/other");
+  EXPECT_EQ(s.message(),
+            "cgroups left out, each with what is below it: 1 more than 64 levels deep, 1 with a path longer "
+            "than 3072 bytes (the first: /evil\\x0a\\x1b[2J" +
+                std::string(30, 'x') + "..." + std::string(36, 'x') + "/end)");
+  EXPECT_FALSE(beyond_walk_bounds("/a/b"));
+  EXPECT_EQ(beyond_walk_bounds(std::string(kMaxCgroupPath + 1, '/')), CgroupSkips::too_long);
+}
+
+// The same on a real cgroup v1 hierarchy (root only): 1100 levels under the cpu controller.
+TEST(EnumeratePriv, ARealV1TreeOf1100LevelsIsCutAtTheDepthBound) {
+  KEEL_REQUIRE_ROOT();
+  auto layout = discover(SysRoots::host());
+  ASSERT_TRUE(layout) << layout.error().message();
+  const CgroupHierarchy* cpu = layout->v1_with("cpu");
+  if (cpu == nullptr) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy on this host";
+  const std::string top = "keel-test-deep-" + std::to_string(::getpid());
+  ASSERT_TRUE(testing::make_deep_chain(cpu->mount, 1, top));
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() { EXPECT_TRUE(testing::remove_deep(dir)) << dir; }
+  } cleanup{cpu->mount / top};
+  ASSERT_TRUE(testing::make_deep_chain(cpu->mount / top, 1099, "a"));
+  CgroupSkips skipped;
+  auto cgroups = enumerate_cgroups(*cpu, &skipped);
+  ASSERT_TRUE(cgroups) << cgroups.error().message();
+  size_t mine = 0;
+  for (const Cgroup& c : *cgroups) mine += c.path.starts_with("/" + top) ? 1 : 0;
+  EXPECT_EQ(mine, kMaxCgroupDepth);
+  EXPECT_GE(skipped.count[CgroupSkips::too_deep], 1u);
+  EXPECT_THAT(skipped.message(), HasSubstr("more than 64 levels deep (the first: /" + top + "/a/a/"));
 }
 
 TEST(Enumerate, MissingRootIsAnError) {

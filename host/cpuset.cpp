@@ -16,7 +16,8 @@ std::string at(std::string_view text, size_t pos) {
 
 CpuSet CpuSet::range(unsigned first, unsigned last) {
   CpuSet s;
-  for (unsigned c = first; c <= last; ++c) s.add(c);
+  // Never past kMaxCpu: `last` = UINT_MAX would otherwise wrap around and loop forever.
+  for (unsigned c = first; c <= last && c < kMaxCpu; ++c) s.add(c);
   return s;
 }
 

@@ -16,7 +16,7 @@ class CpuSet {
   static constexpr unsigned kMaxCpu = 8192;  // CONFIG_NR_CPUS upper bound on any kernel keel targets
 
   CpuSet() = default;
-  static CpuSet range(unsigned first, unsigned last);  // inclusive
+  static CpuSet range(unsigned first, unsigned last);  // inclusive, cut at kMaxCpu
 
   // "0-3,8,10-11", "0-1023:2/256" (kernel group form), "" = empty. Whitespace/newline around is ignored.
   static Result<CpuSet> parse_list(std::string_view text);

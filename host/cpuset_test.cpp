@@ -1,5 +1,6 @@
 #include "host/cpuset.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -44,6 +45,23 @@ TEST(CpuSetList, RejectsGarbageWithPosition) {
     ASSERT_FALSE(r) << c.in;
     EXPECT_EQ(r.error().what, c.msg);
   }
+}
+
+// Lists and masks come from tenants' cgroups and the user: a huge CPU number is an error before any
+// set is allocated (a list like 0-4000000000 would take half a gigabyte).
+TEST(CpuSetList, HugeNumbersAreRefusedBeforeAnythingIsAllocated) {
+  for (const char* in : {"0-4000000000", "0-4294967295", "4294967295", "4294967296", "0-8192",
+                         "0-18446744073709551616", "0-8191:1/4294967295"}) {
+    auto r = CpuSet::parse_list(in);
+    ASSERT_FALSE(r) << in;
+    EXPECT_THAT(r.error().what, ::testing::HasSubstr("is out of range (max 8191)")) << in;
+  }
+  EXPECT_EQ(CpuSet::parse_list("0-8191")->count(), 8192u);
+  auto m = CpuSet::parse_mask("1" + std::string(2048, '0'));  // bit 8192
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().what, "mask has bits beyond CPU 8191");
+  // range() stops at kMaxCpu instead of wrapping around UINT_MAX forever.
+  EXPECT_EQ(CpuSet::range(8190, UINT32_MAX).to_list(), "8190-8191");
 }
 
 TEST(CpuSetMask, ParsesPlainAndCommaWordForms) {

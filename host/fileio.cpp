@@ -10,24 +10,62 @@
 
 namespace keel {
 
-Result<std::string> read_file(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail_errno("cannot open", path.string());
+namespace {
+
+// Opens `path` without blocking (a FIFO's open would wait for a writer) and reads it whole: a regular
+// file of at most `max` bytes. `owner`: also root's or keel's own user's, and (its size known ahead)
+// not larger than `max` before a byte is read.
+Result<std::string> read_regular(const std::filesystem::path& path, size_t max, bool nofollow, bool owner) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0)));
+  if (!fd.valid()) {
+    if (nofollow && errno == ELOOP)
+      return fail("a symbolic link (it must be the file itself)", path.string());
+    return fail_errno("cannot open", path.string());
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return fail_errno("cannot stat", path.string());
+  if (!S_ISREG(st.st_mode)) return fail("not a regular file", path.string());
+  if (owner && st.st_uid != 0 && st.st_uid != ::geteuid())
+    return fail("owned by uid " + std::to_string(st.st_uid) + ", not root", path.string());
+  if (st.st_size > static_cast<off_t>(max))
+    return fail(
+        std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max) + " such a file holds",
+        path.string());
+  // Kernel files say size 0 and are read until they end; one byte past `max` tells a larger one.
   std::string out;
   char buf[8192];
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      return fail("cannot read", path.string(), e);
-    }
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail_errno("cannot read", path.string());
     if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max)
+      return fail("grew past " + std::to_string(max) + " bytes", path.string());
     out.append(buf, static_cast<size_t>(n));
   }
-  ::close(fd);
   return out;
+}
+
+std::string first_line(std::string all) {
+  auto nl = all.find('\n');
+  if (nl != std::string::npos) all.resize(nl);
+  return std::string(trim(all));
+}
+
+}  // namespace
+
+Result<std::string> read_file(const std::filesystem::path& path, size_t max) {
+  return read_regular(path, max, /*nofollow=*/false, /*owner=*/false);
+}
+
+Result<std::string> read_file_nofollow(const std::filesystem::path& path, size_t max) {
+  return read_regular(path, max, /*nofollow=*/true, /*owner=*/false);
+}
+
+Result<std::string> read_line_nofollow(const std::filesystem::path& path) {
+  auto all = read_file_nofollow(path, kMaxLineFileBytes);
+  if (!all) return std::unexpected(all.error());
+  return first_line(std::move(*all));
 }
 
 std::string_view trim(std::string_view s) {
@@ -39,11 +77,9 @@ std::string_view trim(std::string_view s) {
 }
 
 Result<std::string> read_line(const std::filesystem::path& path) {
-  auto all = read_file(path);
+  auto all = read_file(path, kMaxLineFileBytes);
   if (!all) return std::unexpected(all.error());
-  auto nl = all->find('\n');
-  if (nl != std::string::npos) all->resize(nl);
-  return std::string(trim(*all));
+  return first_line(std::move(*all));
 }
 
 Result<long long> read_int(const std::filesystem::path& path) {
@@ -72,31 +108,7 @@ Result<void> write_file(const std::filesystem::path& path, std::string_view valu
 }
 
 Result<std::string> read_owned_file(const std::filesystem::path& path, size_t max) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ELOOP) return fail(path.string() + ": a symbolic link (it must be the file itself)");
-    return fail_errno("cannot open", path.string());
-  }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return fail_errno("cannot stat", path.string());
-  if (!S_ISREG(st.st_mode)) return fail(path.string() + ": not a regular file");
-  if (st.st_uid != 0 && st.st_uid != ::geteuid())
-    return fail(path.string() + ": owned by uid " + std::to_string(st.st_uid) + ", not root");
-  if (st.st_size > static_cast<off_t>(max))
-    return fail(path.string() + ": " + std::to_string(st.st_size) + " bytes, more than the " +
-                std::to_string(max) + " such a file holds");
-  std::string text(max + 1, '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail_errno("cannot read", path.string());
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  if (got > max) return fail(path.string() + ": grew past " + std::to_string(max) + " bytes");
-  text.resize(got);
-  return text;
+  return read_regular(path, max, /*nofollow=*/true, /*owner=*/true);
 }
 
 std::vector<std::string_view> split_blanks(std::string_view s) {

@@ -10,10 +10,22 @@
 
 namespace keel {
 
-Result<std::string> read_file(const std::filesystem::path& path);
+// Bounds on what one read takes: any file (a cgroup.procs of every pid of a 4M-pid host is 32 MiB),
+// and a single-value file (read_line, read_int).
+inline constexpr size_t kMaxFileBytes = 64 << 20, kMaxLineFileBytes = 64 << 10;
+
+// The whole file. Opened without blocking: it must be a regular file (kernel pseudo-files are, of
+// size 0), so a FIFO or a device put in a file's place is refused, never waited on; more than `max`
+// bytes is an error.
+Result<std::string> read_file(const std::filesystem::path& path, size_t max = kMaxFileBytes);
 // The first line without its newline (kernel single-value files).
 Result<std::string> read_line(const std::filesystem::path& path);
 Result<long long> read_int(const std::filesystem::path& path);
+// A file under a directory a user named (a copy of resctrl's info/, a tree for another host): as
+// read_file, and a symbolic link is refused too.
+Result<std::string> read_file_nofollow(const std::filesystem::path& path, size_t max);
+// Its first line, as read_line.
+Result<std::string> read_line_nofollow(const std::filesystem::path& path);
 // One write(2) of the whole value, as kernel files expect; no O_CREAT.
 Result<void> write_file(const std::filesystem::path& path, std::string_view value);
 

@@ -1,11 +1,29 @@
 #include "host/fileio.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <chrono>
+#include <future>
+
+#include "host/fd.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
 namespace {
+
+// Runs `read`; if it is still blocked (on the FIFO at `fifo`) after 10 s, fails and lets it go by
+// opening the FIFO's other end, so a regression fails instead of hanging the suite.
+template <class F>
+auto without_hanging_on(const std::filesystem::path& fifo, F read) {
+  auto done = std::async(std::launch::async, read);
+  if (done.wait_for(std::chrono::seconds(10)) == std::future_status::timeout) {
+    ADD_FAILURE() << "blocked on the FIFO " << fifo;
+    Fd w(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+  }
+  return done.get();
+}
 
 TEST(FileIo, ReadsLinesAndIntegers) {
   testing::TempDir t;
@@ -36,6 +54,62 @@ TEST(FileIo, WritesWholeValue) {
   testing::make_tree(t.path(), {{"knob", "old\n"}});
   ASSERT_TRUE(write_file(t.path() / "knob", "0-3"));
   EXPECT_EQ(testing::slurp(t.path() / "knob"), "0-3");
+}
+
+// Every reader refuses what is not a regular file without waiting on it: a FIFO's open would block
+// until a writer came. Kernel pseudo-files are regular files of size 0 and read whole.
+TEST(FileIo, AFifoIsRefusedNotWaitedOn) {
+  testing::TempDir t;
+  const auto fifo = t.path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto a = without_hanging_on(fifo, [&] { return read_file(fifo); });
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().message(), fifo.string() + ": not a regular file");
+  auto b = without_hanging_on(fifo, [&] { return read_int(fifo); });
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().message(), fifo.string() + ": not a regular file");
+  auto c = without_hanging_on(fifo, [&] { return read_file_nofollow(fifo, 100); });
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message(), fifo.string() + ": not a regular file");
+  auto d = read_file(t.path());
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().message(), t.path().string() + ": not a regular file");
+  auto proc = read_file("/proc/self/status");  // size 0 in stat, read whole
+  ASSERT_TRUE(proc) << proc.error().message();
+  EXPECT_NE(proc->find("Cpus_allowed_list:"), std::string::npos);
+}
+
+TEST(FileIo, ReadsAreBounded) {
+  testing::TempDir t;
+  testing::make_tree(t.path(), {{"big", std::string(5000, 'x')}});
+  EXPECT_EQ(read_file(t.path() / "big", 5000).value().size(), 5000u);
+  auto r = read_file(t.path() / "big", 4999);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(),
+            (t.path() / "big").string() + ": 5000 bytes, more than the 4999 such a file holds");
+  // A single-value file is at most kMaxLineFileBytes.
+  testing::make_tree(t.path(), {{"line", std::string(kMaxLineFileBytes + 1, '1')}});
+  EXPECT_FALSE(read_line(t.path() / "line"));
+  EXPECT_FALSE(read_int(t.path() / "line"));
+  // A kernel file says size 0: the bound holds while reading (/proc/self/mountinfo is never empty).
+  auto m = read_file("/proc/self/mountinfo", 10);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().message(), "/proc/self/mountinfo: grew past 10 bytes");
+}
+
+// read_file follows a link (a Kubernetes ConfigMap's config file is one); read_file_nofollow, for
+// files under a directory a user names, does not.
+TEST(FileIo, NofollowRefusesALink) {
+  testing::TempDir t;
+  testing::make_tree(t.path(), {{"real", "7ff\n"}});
+  std::filesystem::create_symlink(t.path() / "real", t.path() / "link");
+  EXPECT_EQ(read_file(t.path() / "link").value(), "7ff\n");
+  EXPECT_EQ(read_file_nofollow(t.path() / "real", 100).value(), "7ff\n");
+  auto r = read_file_nofollow(t.path() / "link", 100);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(),
+            (t.path() / "link").string() + ": a symbolic link (it must be the file itself)");
+  EXPECT_FALSE(read_line_nofollow(t.path() / "link"));
 }
 
 }  // namespace

@@ -11,29 +11,43 @@ namespace keel {
 
 namespace {
 
+// info/ files are read without following a link or blocking: `--resctrl DIR` may name any tree.
 Result<unsigned long long> read_hex(const std::filesystem::path& p) {
-  auto line = read_line(p);
+  auto line = read_line_nofollow(p);
   if (!line) return std::unexpected(line.error());
   unsigned long long v = 0;
   auto [end, ec] = std::from_chars(line->data(), line->data() + line->size(), v, 16);
+  if (ec == std::errc::result_out_of_range)
+    return fail("hex mask wider than 64 bits: '" + *line + "'", p.string());
   if (ec != std::errc() || end != line->data() + line->size() || line->empty())
     return fail("not a hex mask: '" + *line + "'", p.string());
   return v;
 }
 
-Result<unsigned> read_uint(const std::filesystem::path& p) {
-  auto v = read_int(p);
-  if (!v) return std::unexpected(v.error());
-  if (*v < 0) return fail("negative value " + std::to_string(*v), p.string());
-  return static_cast<unsigned>(*v);
+// A decimal number of at most `max`: a value the kernel cannot have is an error, never wrapped.
+Result<unsigned> read_uint(const std::filesystem::path& p, unsigned max) {
+  auto line = read_line_nofollow(p);
+  if (!line) return std::unexpected(line.error());
+  unsigned long long v = 0;
+  auto [end, ec] = std::from_chars(line->data(), line->data() + line->size(), v);
+  if (line->empty() || (ec != std::errc() && ec != std::errc::result_out_of_range) ||
+      end != line->data() + line->size())
+    return fail("not a number: '" + *line + "'", p.string());
+  if (ec == std::errc::result_out_of_range || v > max)
+    return fail("value " + *line + " is out of range (at most " + std::to_string(max) + ")", p.string());
+  return static_cast<unsigned>(v);
 }
+
+// Ranges of what the kernel shows: cache masks are at most 64 bits wide (so min_cbm_bits <= 64),
+// CLOSIDs (x86) and PARTIDs (MPAM, 16 bits) at most 65536, bandwidths are percent.
+constexpr unsigned kMaxCbmBits = 64, kMaxClosids = 65536, kMaxPercent = 100;
 
 Result<void> read_l3(const std::filesystem::path& dir, ResctrlInfo& info) {
   auto mask = read_hex(dir / "cbm_mask");
   if (!mask) return std::unexpected(mask.error());
-  auto min_bits = read_uint(dir / "min_cbm_bits");
+  auto min_bits = read_uint(dir / "min_cbm_bits", kMaxCbmBits);
   if (!min_bits) return std::unexpected(min_bits.error());
-  auto closids = read_uint(dir / "num_closids");
+  auto closids = read_uint(dir / "num_closids", kMaxClosids);
   if (!closids) return std::unexpected(closids.error());
   info.l3 = true;
   info.cbm_mask = *mask;
@@ -48,7 +62,7 @@ Result<void> read_l3(const std::filesystem::path& dir, ResctrlInfo& info) {
     info.shareable_bits = *sb;
   }
   if (std::filesystem::exists(dir / "sparse_masks", ec)) {
-    auto sm = read_uint(dir / "sparse_masks");
+    auto sm = read_uint(dir / "sparse_masks", 1);
     if (!sm) return std::unexpected(sm.error());
     info.sparse_masks = *sm != 0;
   }
@@ -130,16 +144,16 @@ Result<std::optional<ResctrlInfo>> read_resctrl_info(const std::filesystem::path
     info.cdp = true;
   }
   if (std::filesystem::is_directory(info_dir / "MB", ec)) {
-    auto min_bw = read_uint(info_dir / "MB/min_bandwidth");
+    auto min_bw = read_uint(info_dir / "MB/min_bandwidth", kMaxPercent);
     if (!min_bw) return std::unexpected(min_bw.error());
-    auto gran = read_uint(info_dir / "MB/bandwidth_gran");
+    auto gran = read_uint(info_dir / "MB/bandwidth_gran", kMaxPercent);
     if (!gran) return std::unexpected(gran.error());
     info.mb = true;
     info.min_bandwidth = *min_bw;
     info.bandwidth_gran = *gran;
     // Groups need a CLOSID in every resource: the kernel offers the smallest count.
     if (std::filesystem::exists(info_dir / "MB/num_closids", ec)) {
-      auto closids = read_uint(info_dir / "MB/num_closids");
+      auto closids = read_uint(info_dir / "MB/num_closids", kMaxClosids);
       if (!closids) return std::unexpected(closids.error());
       info.num_closids = info.l3 ? std::min(info.num_closids, *closids) : *closids;
     }

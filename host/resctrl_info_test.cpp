@@ -1,12 +1,31 @@
 // resctrl info/ against temporary trees with the kernel's exact file formats (no resctrl here).
 #include "host/resctrl_info.h"
 
+#include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <chrono>
+#include <future>
+
+#include "host/fd.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
 namespace {
+
+// Runs `read`; if it is still blocked (on the FIFO at `fifo`) after 10 s, fails and lets it go by
+// opening the FIFO's other end, so a regression fails instead of hanging the suite.
+template <class F>
+auto without_hanging_on(const std::filesystem::path& fifo, F read) {
+  auto done = std::async(std::launch::async, read);
+  if (done.wait_for(std::chrono::seconds(10)) == std::future_status::timeout) {
+    ADD_FAILURE() << "blocked on the FIFO " << fifo;
+    Fd w(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+  }
+  return done.get();
+}
 
 TEST(ResctrlInfoTempTree, IntelRdtElevenWays) {
   testing::TempDir t;
@@ -107,6 +126,67 @@ TEST(ResctrlInfoTempTree, GarbageIsAnErrorWithPath) {
   auto r = read_resctrl_info(t.path());
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message(), (t.path() / "info/L3/cbm_mask").string() + ": not a hex mask: 'xyz'");
+}
+
+// A value the kernel cannot show is an error naming the file, never wrapped into range:
+// 4294967304 is 2^32 + 8, which a cast to unsigned read as 8.
+TEST(ResctrlInfoTempTree, NumbersOutOfRangeAreErrorsNamingTheFile) {
+  struct Case {
+    std::string file, value, message;
+  };
+  const std::vector<Case> cases = {
+      {"info/L3/min_cbm_bits", "4294967304", "value 4294967304 is out of range (at most 64)"},
+      {"info/L3/min_cbm_bits", "99999999999999999999999", "value 99999999999999999999999 is out of range"},
+      {"info/L3/min_cbm_bits", "-1", "not a number: '-1'"},
+      {"info/L3/num_closids", "4294967312", "value 4294967312 is out of range (at most 65536)"},
+      {"info/L3/sparse_masks", "2", "value 2 is out of range (at most 1)"},
+      {"info/L3/cbm_mask", "1ffffffffffffffff", "hex mask wider than 64 bits"},
+      {"info/MB/min_bandwidth", "4294967306", "value 4294967306 is out of range (at most 100)"},
+      {"info/MB/bandwidth_gran", "101", "value 101 is out of range (at most 100)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file + " = " + c.value);
+    testing::TempDir t;
+    std::vector<std::pair<std::string, std::string>> files = {
+        {"info/L3/cbm_mask", "7ff\n"},     {"info/L3/min_cbm_bits", "1\n"},
+        {"info/L3/num_closids", "16\n"},   {"info/L3/sparse_masks", "0\n"},
+        {"info/MB/min_bandwidth", "10\n"}, {"info/MB/bandwidth_gran", "10\n"},
+        {"info/MB/num_closids", "8\n"}};
+    for (auto& [f, v] : files)
+      if (f == c.file) v = c.value + "\n";
+    testing::make_tree(t.path(), files);
+    auto r = read_resctrl_info(t.path());
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().path, (t.path() / c.file).string());
+    EXPECT_THAT(r.error().message(), ::testing::HasSubstr(c.message));
+  }
+}
+
+// `keel check-config --resctrl DIR` reads a tree anyone may have made: a FIFO in a file's place is
+// refused at once (an open without O_NONBLOCK would wait for a writer forever), and so is a link.
+TEST(ResctrlInfoTempTree, FifoOrLinkInPlaceOfAFileIsRefusedWithoutBlocking) {
+  for (std::string file : {"info/L3/cbm_mask", "info/L3/num_closids", "info/MB/min_bandwidth"}) {
+    for (bool fifo : {true, false}) {
+      SCOPED_TRACE(file + (fifo ? " as a FIFO" : " as a link"));
+      testing::TempDir t;
+      testing::make_tree(t.path(), {{"info/L3/cbm_mask", "7ff\n"},
+                                    {"info/L3/min_cbm_bits", "1\n"},
+                                    {"info/L3/num_closids", "16\n"},
+                                    {"info/MB/min_bandwidth", "10\n"},
+                                    {"info/MB/bandwidth_gran", "10\n"},
+                                    {"elsewhere", "7ff\n"}});
+      std::filesystem::remove(t.path() / file);
+      if (fifo)
+        ASSERT_EQ(::mkfifo((t.path() / file).c_str(), 0600), 0);
+      else
+        std::filesystem::create_symlink(t.path() / "elsewhere", t.path() / file);
+      auto r = without_hanging_on(t.path() / file, [&] { return read_resctrl_info(t.path()); });
+      ASSERT_FALSE(r);
+      EXPECT_EQ(r.error().message(), (t.path() / file).string() + (fifo ? ": not a regular file"
+                                                                        : ": a symbolic link (it must be "
+                                                                          "the file itself)"));
+    }
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "host/log.h"
 #include "inventory/workloads.h"
 
 namespace keel::inv {
@@ -111,6 +112,7 @@ Result<Inventory> Inventory::open(const config::Spec& spec, const SysRoots& root
   inv.root_ = inv.add(nullptr, std::move(*root));
   if (auto r = inv.relist(inv.root_, /*deep=*/true); !r) return std::unexpected(r.error());
   inv.removed_.clear();
+  inv.say_skipped();
   return inv;
 }
 
@@ -134,6 +136,28 @@ bool Inventory::due(uint64_t last, CgroupId id, bool idle) const {
 }
 
 // ---- The tree ----
+
+bool Inventory::admit(const std::string& path) {
+  if (auto why = beyond_walk_bounds(path)) {
+    skipped_.add(*why, path);
+    return false;
+  }
+  if (nodes_.size() >= options_.max_cgroups) {
+    skipped_.add(CgroupSkips::too_many, path);
+    return false;
+  }
+  return true;
+}
+
+// Once per change of what is left out (its kinds, the first one), not every re-listing.
+void Inventory::say_skipped() {
+  std::string key;
+  for (size_t n : skipped_.count) key += n > 0 ? '1' : '0';
+  key += skipped_.example;
+  if (key == skipped_said_) return;
+  skipped_said_ = key;
+  if (!skipped_.empty()) logging::line(logging::Level::warning, "inventory: " + skipped_.message());
+}
 
 Node* Inventory::add(Node* parent, CgroupDir dir) {
   const CgroupId id = dir.id();
@@ -202,6 +226,10 @@ void Inventory::remove(Node* top) {
 Result<void> Inventory::relist(Node* top, bool deep) {
   std::vector<CgroupId> todo{top->dir.id()};  // ids: a node listed later may be gone by then
   const CgroupId top_id = top->dir.id();
+  if (top == root_ && deep) {
+    skipped_ = CgroupSkips{};  // counted again over the whole tree
+    skipped_.max_cgroups = options_.max_cgroups;
+  }
   while (!todo.empty()) {
     auto found = nodes_.find(todo.back());
     todo.pop_back();
@@ -220,12 +248,14 @@ Result<void> Inventory::relist(Node* top, bool deep) {
       if (!listed.contains(leaf_of(c->dir.path()))) gone.push_back(c);
     for (Node* c : gone) remove(c);
     for (const auto& e : *entries) {
-      auto known = by_path_.find(child_path(n->dir.path(), e.name));
+      const std::string path = child_path(n->dir.path(), e.name);
+      auto known = by_path_.find(path);
       if (known != by_path_.end() && known->second->dir.id().inode == e.inode) {
         if (deep) todo.push_back(known->second->dir.id());
         continue;
       }
       if (known != by_path_.end()) remove(known->second);  // made again under its name
+      if (!admit(path)) continue;
       auto child = n->dir.child(e.name);
       if (!child) {  // gone since the listing, or not to be held
         if (child.error().err == EMFILE || child.error().err == ENFILE) ++unheld_;
@@ -263,6 +293,7 @@ bool Inventory::drain_events() {
         if (known != by_path_.end()) remove(known->second);
         continue;
       }
+      if (known == by_path_.end() && !admit(path)) continue;
       auto child = parent->dir.child(ev->name);  // IN_CREATE, IN_MOVED_TO
       if (!child) {
         if (child.error().err == EMFILE || child.error().err == ENFILE) ++unheld_;
@@ -288,6 +319,7 @@ Result<void> Inventory::refresh_tree() {
     }
     synced_ = tick_;
   }
+  say_skipped();
   return {};
 }
 

@@ -74,10 +74,11 @@ struct IdHash {
 class Inventory {
  public:
   struct Options {
-    unsigned refresh_ticks = 8;  // rarely changing facts are looked up again this often
-    unsigned idle_ticks = 32;    // and of a cgroup whose tasks have not run, this often
-    unsigned resync_ticks = 64;  // the whole tree re-listed this often, even with inotify
-    bool inotify = true;         // false: re-list every directory every tick (tests; the fallback)
+    unsigned refresh_ticks = 8;        // rarely changing facts are looked up again this often
+    unsigned idle_ticks = 32;          // and of a cgroup whose tasks have not run, this often
+    unsigned resync_ticks = 64;        // the whole tree re-listed this often, even with inotify
+    bool inotify = true;               // false: re-list every directory every tick (tests; the fallback)
+    size_t max_cgroups = kMaxCgroups;  // the walk's count bound (host/cgroup.h; smaller in tests)
   };
   // The hierarchy that defines the spec's workloads, walked once. `spec` must outlive the inventory.
   static Result<Inventory> open(const config::Spec& spec, const SysRoots& roots, Options options);
@@ -115,6 +116,9 @@ class Inventory {
   const std::string& watching() const { return watching_; }
   // Cgroups that could not be held (out of file descriptors: RLIMIT_NOFILE), since open.
   size_t unheld() const { return unheld_; }
+  // Cgroups left out as beyond the walk's bounds (too deep, too long a path, too many: host/cgroup.h),
+  // counted since the last whole re-listing. A warning is logged when what is left out changes.
+  const CgroupSkips& skipped() const { return skipped_; }
   // Directories listed since open (what keeping the tree costs: an unchanged tree lists none).
   size_t listings() const { return listings_; }
 
@@ -149,6 +153,8 @@ class Inventory {
  private:
   Inventory() = default;
   Node* add(Node* parent, CgroupDir dir);
+  bool admit(const std::string& path);  // within the walk's bounds, else counted as skipped
+  void say_skipped();
   void remove(Node* n);
   Result<void> relist(Node* n, bool deep);
   void watch(Node* n);
@@ -182,6 +188,8 @@ class Inventory {
   uint64_t tick_ = 0;
   uint64_t synced_ = 0;  // the tick of the last whole re-listing
   size_t unheld_ = 0;
+  CgroupSkips skipped_;
+  std::string skipped_said_;  // what the last warning was about
   bool tree_changed_ = true;  // cgroups came or went since the instances were built
   size_t listings_ = 0;
 };

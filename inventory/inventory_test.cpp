@@ -368,5 +368,63 @@ TEST(InventoryTempTree, TasksThatStopRunningAreLookedForAtOnce) {
   EXPECT_EQ(found, expected);
 }
 
+// A tenant's 1100-level tree with paths far past PATH_MAX: keel run's inventory keeps what is within
+// the walk's bounds (host/cgroup.h) and matches it (a glob over a 100 KiB path recursed once per byte
+// and overflowed the stack), both when found at open and when made later (inotify).
+constexpr const char* kEverythingUnderSvc = R"(
+[[workload]]
+name = "svc"
+match = { cgroup = "/svc/**", each = true }
+)";
+
+TEST(InventoryTempTree, A1100LevelTreeIsCutAtTheBoundsAndMatchedWithoutCrashing) {
+  for (bool inotify : {false, true}) {
+    SCOPED_TRACE(inotify ? "made after open (inotify)" : "there at open");
+    TempDir tmp;
+    const SysRoots roots = v1_host(tmp);
+    const fs::path svc = tmp.path() / "sys/fs/cgroup/cpu/svc";
+    const std::string name(100, 'n');
+    if (!inotify) {
+      ASSERT_TRUE(testing::make_deep_chain(svc, 1100, name, "cgroup.procs"));
+    }
+    const config::Spec spec = spec_of(kEverythingUnderSvc);
+    auto inv = Inventory::open(spec, roots, {.inotify = inotify});
+    ASSERT_TRUE(inv) << inv.error().message();
+    if (inotify) {
+      ASSERT_EQ(inv->watching(), "inotify");
+      ASSERT_TRUE(testing::make_deep_chain(svc, 1100, name, "cgroup.procs"));
+    }
+    ASSERT_TRUE(inv->refresh_tree());
+    inv->match({});
+    // /, /svc, /svc/{redis,web,idle} and the chain while its path fits 3072 bytes (29 levels below /svc).
+    const size_t levels = (kMaxCgroupPath - 4) / (name.size() + 1);
+    EXPECT_EQ(inv->cgroups(), 5 + levels);
+    size_t longest = 0;
+    inv->for_each_cgroup([&](const Node& n) { longest = std::max(longest, n.dir.path().size()); });
+    EXPECT_EQ(longest, 4 + levels * (name.size() + 1));
+    EXPECT_EQ(inv->skipped().count[CgroupSkips::too_long], 1u);
+    EXPECT_THAT(inv->skipped().message(), ::testing::HasSubstr("1 with a path longer than 3072 bytes"));
+    EXPECT_THAT(names(*inv), ::testing::Contains("svc/" + name + "*"));
+  }
+}
+
+TEST(InventoryTempTree, CgroupsPastTheCountBoundAreLeftOutAndComeInWhenThereIsRoom) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  for (int i = 0; i < 10; ++i)
+    make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/many/" + std::to_string(i) + "/cgroup.procs", ""}});
+  const config::Spec spec = spec_of(kEachWithTasks);
+  // 5 cgroups of v1_host, /many and 10 below it: 16, of which 12 are kept.
+  auto inv = Inventory::open(spec, roots, {.resync_ticks = 1, .inotify = false, .max_cgroups = 12});
+  ASSERT_TRUE(inv) << inv.error().message();
+  EXPECT_EQ(inv->cgroups(), 12u);
+  EXPECT_EQ(inv->skipped().count[CgroupSkips::too_many], 4u);
+  EXPECT_THAT(inv->skipped().message(), ::testing::HasSubstr("4 past the first 12 cgroups"));
+  for (int i = 0; i < 10; ++i) fs::remove_all(tmp.path() / "sys/fs/cgroup/cpu/many" / std::to_string(i));
+  ASSERT_TRUE(inv->refresh_tree());
+  EXPECT_EQ(inv->cgroups(), 6u);
+  EXPECT_TRUE(inv->skipped().empty());
+}
+
 }  // namespace
 }  // namespace keel::inv

@@ -468,9 +468,10 @@ Result<WorkloadReport> discover_workloads(const std::vector<config::Workload>& w
   if (!layout) return std::unexpected(layout.error());
   auto hierarchy = choose_hierarchy(*layout, choice);
   if (!hierarchy) return std::unexpected(hierarchy.error());
-  auto cgroups = enumerate_cgroups(*hierarchy);
+  CgroupSkips skipped;
+  auto cgroups = enumerate_cgroups(*hierarchy, &skipped);
   if (!cgroups) return std::unexpected(cgroups.error());
-  WorkloadReport report{layout->mode, *hierarchy, {}};
+  WorkloadReport report{layout->mode, *hierarchy, {}, std::move(skipped)};
   report.matches = match_workloads(workloads, *hierarchy, *cgroups, roots);
   return report;
 }
@@ -534,6 +535,7 @@ std::string format_workloads_text(const WorkloadReport& report) {
          r.platform.empty() ? "-" : r.platform, hit ? to_string(r.selector) : "");
   }
   out += "\n" + count_of(rows.size(), "cgroup", "cgroups") + ", " + std::to_string(matched) + " matched\n";
+  if (!report.skipped.empty()) out += "warning: " + report.skipped.message() + "\n";
   for (const WorkloadSummary& w : report.matches.workloads) {
     out += "workload " + w.name + ": ";
     if (w.cgroups > 0) {
@@ -576,6 +578,7 @@ std::string format_workloads_json(const WorkloadReport& report) {
                          {"procs", w.procs},
                          {"note", w.note.empty() ? Json(nullptr) : Json(w.note)}});
   j["workloads"] = std::move(workloads);
+  j["skipped"] = report.skipped.empty() ? Json(nullptr) : Json(report.skipped.message());
   return json_text(j);
 }
 

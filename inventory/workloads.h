@@ -120,6 +120,7 @@ struct WorkloadReport {
   CgroupMode mode = CgroupMode::v1;
   CgroupHierarchy hierarchy;  // the chosen one
   WorkloadMatches matches;
+  CgroupSkips skipped;  // cgroups beyond the walk's bounds, left out (host/cgroup.h)
 };
 
 // discover + choose_hierarchy + enumerate_cgroups + match_workloads.

@@ -606,8 +606,31 @@ TEST(FormatWorkloads, Json) {
           R"(,"procs":2,"workload":"redis","instance":"redis/redis","selector":"cgroup","platform":null})"));
   EXPECT_THAT(json,
               HasSubstr(R"("procs":0,"workload":null,"instance":null,"selector":null,"platform":null})"));
-  EXPECT_THAT(json, HasSubstr(R"("workloads":[{"name":"redis","cgroups":1,"procs":2,"note":null}]})"));
+  EXPECT_THAT(
+      json, HasSubstr(R"("workloads":[{"name":"redis","cgroups":1,"procs":2,"note":null}],"skipped":null})"));
   EXPECT_THAT(json, Not(HasSubstr("\n")));
+}
+
+// keel workloads on a tenant's 1100-level tree (it crashed: the walk recursed with 8 KiB per level):
+// the tree is cut at the depth bound, and the table and the JSON say what was left out.
+TEST(FormatWorkloads, ATreeDeeperThanTheBoundIsCutAndSaidSo) {
+  TempDir tmp;
+  const SysRoots roots = hybrid_host(tmp);
+  ASSERT_TRUE(testing::make_deep_chain(roots.cgroup / "cpu/batch", 1100, "a", "cgroup.procs"));
+  std::vector<config::Workload> ws = {workload("batch", each(by_cgroup("/batch/**")))};
+  auto report = discover_workloads(ws, config::Hierarchy::automatic, roots);
+  ASSERT_TRUE(report) << report.error().message();
+  EXPECT_EQ(report->matches.cgroups.size(), 3 + kMaxCgroupDepth - 1);  // /, /redis, /batch/a... to level 64
+  EXPECT_EQ(report->skipped.count[CgroupSkips::too_deep], 1u);
+  EXPECT_THAT(
+      format_workloads_text(*report),
+      HasSubstr("matched\nwarning: cgroups left out, each with what is below it: 1 more than 64 levels deep "
+                "(the first: /batch/a/a/a/a"));
+  EXPECT_THAT(
+      format_workloads_json(*report),
+      HasSubstr(R"("skipped":"cgroups left out, each with what is below it: 1 more than 64 levels deep)"));
+  EXPECT_THAT(format_workloads_json(*discover_workloads(ws, config::Hierarchy::cpuset, roots)),
+              HasSubstr(R"("skipped":null)"));
 }
 
 }  // namespace

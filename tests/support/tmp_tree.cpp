@@ -1,5 +1,7 @@
 #include "tests/support/tmp_tree.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -28,6 +30,84 @@ TempDir::TempDir(const std::filesystem::path& base) {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+  if (ec) remove_deep(path_);  // deeper than PATH_MAX
+}
+
+bool make_deep_chain(const std::filesystem::path& root, size_t levels, const std::string& name,
+                     const std::string& file, const std::string& deepest) {
+  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  for (size_t i = 0; i < levels; ++i) {
+    int next = -1;
+    if (::mkdirat(fd, name.c_str(), 0755) == 0 || errno == EEXIST)
+      next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    ::close(fd);
+    if (next < 0) return false;
+    fd = next;
+    if (!file.empty()) {
+      int f = ::openat(fd, file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (f < 0) {
+        ::close(fd);
+        return false;
+      }
+      const bool ok = i + 1 < levels || deepest.empty() ||
+                      ::write(f, deepest.data(), deepest.size()) == static_cast<ssize_t>(deepest.size());
+      ::close(f);
+      if (!ok) {
+        ::close(fd);
+        return false;
+      }
+    }
+  }
+  ::close(fd);
+  return true;
+}
+
+bool remove_deep(const std::filesystem::path& dir) {
+  // Goes down to a directory without subdirectories, empties and removes it, goes back up through
+  // "..", and again: one directory open at a time, whatever the depth.
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;
+  std::vector<std::string> names;  // from `dir` down to where fd is
+  for (;;) {
+    DIR* d = ::fdopendir(::dup(fd));
+    if (d == nullptr) break;
+    std::string sub;
+    std::vector<std::string> files;
+    while (dirent* e = ::readdir(d)) {
+      std::string_view n = e->d_name;
+      if (n == "." || n == "..") continue;
+      struct stat st;
+      if (::fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (S_ISDIR(st.st_mode)) {
+        sub = e->d_name;
+        break;
+      }
+      files.emplace_back(n);
+    }
+    ::closedir(d);
+    if (!sub.empty()) {
+      int next = ::openat(fd, sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (next < 0) break;
+      ::close(fd);
+      fd = next;
+      names.push_back(sub);
+      continue;
+    }
+    for (const auto& f : files) (void)::unlinkat(fd, f.c_str(), 0);  // cgroupfs: EPERM, harmless
+    if (names.empty()) {
+      ::close(fd);
+      return ::rmdir(dir.c_str()) == 0;
+    }
+    int up = ::openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::close(fd);
+    if (up < 0) return false;
+    fd = up;
+    if (::unlinkat(fd, names.back().c_str(), AT_REMOVEDIR) != 0) break;
+    names.pop_back();
+  }
+  ::close(fd);
+  return false;
 }
 
 void make_tree(const std::filesystem::path& root,

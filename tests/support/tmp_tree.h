@@ -33,6 +33,16 @@ class TempDir {
 void make_tree(const std::filesystem::path& root,
                const std::vector<std::pair<std::string, std::string>>& files);
 
+// A chain of `levels` directories named `name`, each inside the previous one, under `root` (made with
+// mkdirat through directory descriptors, so the chain may be deeper than PATH_MAX), with an empty
+// file `file` in each when it is not empty (a cgroup's cgroup.procs), the deepest one's holding
+// `deepest`. Returns false on a failure.
+bool make_deep_chain(const std::filesystem::path& root, size_t levels, const std::string& name,
+                     const std::string& file = {}, const std::string& deepest = {});
+// Removes `dir` and everything in it however deep (one name per call, never a long path). On a
+// cgroup filesystem it removes only directories (the kernel removes a cgroup's files with it).
+bool remove_deep(const std::filesystem::path& dir);
+
 std::string slurp(const std::filesystem::path& file);
 // The inode of `file` (0 when it cannot be stat'ed): whether a file was replaced or changed in place.
 uint64_t inode_of(const std::filesystem::path& file);
