@@ -129,17 +129,7 @@ struct Want {
   unsigned long long tolerance = 0;
 };
 
-std::string format_line(const Want& w) {
-  std::string s = w.resource + ":";
-  for (size_t i = 0; i < w.values.size(); ++i) {
-    const auto& [id, v] = w.values[i];
-    if (i > 0) s += ';';
-    s += std::to_string(id);
-    s += '=';
-    s += is_cache_mask(w.resource) ? hex(v) : std::to_string(v);
-  }
-  return s;
-}
+std::string format_line(const Want& w) { return format_schemata_line(w.resource, w.values); }
 
 bool in_place(const Schemata& cur, const Want& w) {
   const SchemataLine* line = find_line(cur.lines, w.resource);
@@ -420,6 +410,18 @@ Result<unsigned long long> schemata_value(std::string_view resource, std::string
     return fail(std::string(resource) + " value '" + std::string(text) + "' is not a " +
                 (base == 16 ? "hex mask" : "number"));
   return v;
+}
+
+std::string format_schemata_line(std::string_view resource, const Masks& values) {
+  std::string s = std::string(resource) + ":";
+  for (size_t i = 0; i < values.size(); ++i) {
+    const auto& [id, v] = values[i];
+    if (i > 0) s += ';';
+    s += std::to_string(id);
+    s += '=';
+    s += is_cache_mask(resource) ? hex(v) : std::to_string(v);
+  }
+  return s;
 }
 
 Result<void> validate_cbm(const ResctrlInfo& info, unsigned long long mask) {

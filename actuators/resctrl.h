@@ -94,6 +94,10 @@ struct SchemataLine {
 Result<std::vector<SchemataLine>> parse_schemata(std::string_view text);
 // A value of `resource` as a number: hex for cache masks (L2/L3, CODE/DATA), decimal otherwise.
 Result<unsigned long long> schemata_value(std::string_view resource, std::string_view text);
+// One line as keel writes it, without its newline: "L3:0=7f0;1=7f0" (the numbers as schemata_value
+// reads them back).
+std::string format_schemata_line(std::string_view resource,
+                                 const std::vector<std::pair<unsigned, unsigned long long>>& values);
 // A mask the kernel accepts: non-empty, within cbm_mask, contiguous unless sparse_masks, at least
 // min_cbm_bits ways.
 Result<void> validate_cbm(const ResctrlInfo& info, unsigned long long mask);

@@ -324,6 +324,16 @@ TEST(ResctrlSchemata, MbPercentRoundsToMinPlusStepsLikeTheKernel) {
   EXPECT_EQ(round_mb(odd, 99).value(), 100u);
 }
 
+TEST(ResctrlSchemata, LinesAsWrittenParseBackToTheSameNumbers) {
+  EXPECT_EQ(format_schemata_line("L3", {{0, 0x7f0}, {1, 0xf}}), "L3:0=7f0;1=f");
+  EXPECT_EQ(format_schemata_line("MB", {{1, 50}, {3, 100}}), "MB:1=50;3=100");
+  EXPECT_EQ(format_schemata_line("L3PRI", {{0, 10}}), "L3PRI:0=10");  // a priority is decimal
+  auto back = parse_schemata(format_schemata_line("L3CODE", {{0, 0xfffffff}, {2, 0x3}}) + "\n");
+  ASSERT_TRUE(back && back->size() == 1u);
+  EXPECT_EQ((*back)[0].domains[1].first, 2u);
+  EXPECT_EQ(schemata_value("L3CODE", (*back)[0].domains[0].second).value(), 0xfffffffu);
+}
+
 // ---- Intel RDT -------------------------------------------------------------------------------------
 
 TEST_F(ResctrlTree, NotMountedIsNoResctrlAndNoError) {
