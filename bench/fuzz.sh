@@ -13,6 +13,7 @@ mapfile -t all < <(cd fuzz/corpus && ls)
 harnesses=("$@")
 [[ ${#harnesses[@]} -eq 0 ]] && harnesses=("${all[@]}")
 work=$(mktemp -d /tmp/keel-fuzz-bench.XXXXXX)
+export LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"  # hwloc's own leak
 trap 'rm -rf "$work"' EXIT
 
 printf '| harness | execs | seconds | execs/s | corpus (seeds -> grown) | features | findings |\n'

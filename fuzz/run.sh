@@ -5,6 +5,7 @@
 set -euo pipefail
 bin=$1 corpus=$2 seconds=$3
 artifacts=$(dirname "$bin")/artifacts/$(basename "$bin")/
+export LSAN_OPTIONS="suppressions=$(dirname "$0")/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 mkdir -p "$artifacts"
 common=(-artifact_prefix="$artifacts" -rss_limit_mb=2048 -timeout=10 -malloc_limit_mb=1024 -print_final_stats=1)
 if [[ $seconds -eq 0 ]]; then

@@ -360,8 +360,11 @@ Result<std::optional<uint64_t>> synthetic_pu_count(std::string_view spec) {
     size_t colon = head.find(':');
     std::string type = colon == std::string::npos ? (memory ? head : "") : head.substr(0, colon);
     std::string count_text = colon == std::string::npos ? (memory ? "1" : head) : head.substr(colon + 1);
+    // hwloc also reads bare counts ("2 2 4"), but rejects them mixed with typed levels, and its
+    // error path leaks where a memory level was built: keel takes typed levels only.
+    if (type.empty()) return fail("'" + level + "' has no type: write TYPE:COUNT (pack:2, core:4, pu:2)");
     hwloc_obj_type_t parsed;
-    if (!type.empty() && hwloc_type_sscanf(type.c_str(), &parsed, nullptr, 0) != 0)
+    if (hwloc_type_sscanf(type.c_str(), &parsed, nullptr, 0) != 0)
       return fail("unknown level type '" + type + "' in '" + level +
                   "' (known: pack, numa, l3, l2, core, pu, group, ...)");
     uint64_t count = 0;

@@ -124,7 +124,8 @@ TEST(TopologySynthetic, BadSpecsNameTheSpecAndTheProblem) {
                         Case{"pack:x pu:1", "'pack:x' does not give a number of objects"},
                         Case{"pack:2 core:2", "the last level must be pu, not 'core'"},
                         Case{"pack:2 pu:2(indexes=0,1", "unbalanced parentheses"},
-                        Case{"pack:2(colour=red) pu:2", "hwloc rejected it"}}) {
+                        Case{"pack:2(colour=red) pu:2", "hwloc rejected it"},
+                        Case{"[numa] pu:6 4", "'4' has no type"}, Case{"2 2 pu:2", "'2' has no type"}}) {
     auto t = Topology::synthetic(c.spec);
     ASSERT_FALSE(t.has_value()) << c.spec;
     EXPECT_THAT(t.error().message(), HasSubstr(std::string("\"") + c.spec + "\"")) << c.spec;
