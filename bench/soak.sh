@@ -83,8 +83,10 @@ scrape() { curl -s "http://127.0.0.1:$port/metrics" 2>/dev/null || python3 -c "
 import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode())"; }
 value() { awk -v m="$1" '$1 == m || index($1, m "{") == 1 { print $2; exit }' <<<"$2"; }
 
-# The churn, in the background: rounds of 20 cgroups with a light task each, 3 s alive.
+# The churn, in the background: rounds of 20 cgroups with a light task each, 3 s alive. Its stderr
+# (bash's "Killed" for each task it kills) goes to a file, not into the table.
 (
+  exec 2>>"$work/churn.err"
   n=0
   while :; do
     round=()

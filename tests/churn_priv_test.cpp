@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,13 +35,28 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::slurp;
 
-size_t fds_of(pid_t p) {
-  size_t n = 0;
+// What each open descriptor of `p` names (a socket, a map, a cgroup directory), sorted.
+std::vector<std::string> fd_targets(pid_t p) {
+  std::vector<std::string> out;
   std::error_code ec;
   for (auto it = fs::directory_iterator("/proc/" + std::to_string(p) + "/fd", ec);
-       !ec && it != fs::directory_iterator(); it.increment(ec))
-    ++n;
-  return n;
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code rec;
+    auto target = fs::read_symlink(it->path(), rec);
+    out.push_back(rec ? "?" : target.string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+size_t fds_of(pid_t p) { return fd_targets(p).size(); }
+
+// Those in `now` and not in `then` (multisets), one per line.
+std::string added(const std::vector<std::string>& then, const std::vector<std::string>& now) {
+  std::vector<std::string> diff;
+  std::set_difference(now.begin(), now.end(), then.begin(), then.end(), std::back_inserter(diff));
+  std::string out;
+  for (const auto& d : diff) out += "  " + d + "\n";
+  return out;
 }
 
 // The value of an unlabelled (or first) sample of `metric` in a scrape, -1 when absent.
@@ -176,13 +192,16 @@ TEST_F(Churn, AThousandCgroupsComeAndGoAndKeelKeepsNothingOfThem) {
     up = metric(scrape(), "keel_ticks_total") >= 20;
   }
   ASSERT_TRUE(up) << slurp(log);
-  const size_t fds_before = fds_of(keel_);
+  // The parent of the unmatched cgroups is made before the baseline: it stays, and keel may hold it.
+  make(name_ + "/u");
+  std::this_thread::sleep_for(300ms);
+  const std::vector<std::string> held_before = fd_targets(keel_);
+  const size_t fds_before = held_before.size();
   const double entries_before = metric(scrape(), "keel_bpf_map_entries");
   std::printf("before: %zu fds, %.0f map entries\n", fds_before, entries_before);
 
   // 1,000 cgroups in 50 rounds of 20 alive at once (be/w*: a workload each; u/u*: matched by nothing),
   // each with a task that runs.
-  make(name_ + "/u");
   constexpr int kRounds = 50, kPerRound = 20;
   size_t fds_peak = 0;
   double entries_peak = 0;
@@ -205,12 +224,15 @@ TEST_F(Churn, AThousandCgroupsComeAndGoAndKeelKeepsNothingOfThem) {
   std::this_thread::sleep_for(14s);
   ASSERT_EQ(::waitpid(keel_, nullptr, WNOHANG), 0) << "keel exited:\n" << slurp(log);
   const std::string after = scrape();
-  const size_t fds_after = fds_of(keel_);
+  const std::vector<std::string> held_after = fd_targets(keel_);
+  const size_t fds_after = held_after.size();
   const double entries_after = metric(after, "keel_bpf_map_entries");
   std::printf("during: up to %zu fds, %.0f map entries; after: %zu fds, %.0f map entries\n", fds_peak,
               entries_peak, fds_after, entries_after);
   EXPECT_GT(fds_peak, fds_before) << "the churned cgroups were never held (the test saw nothing)";
-  EXPECT_LE(fds_after, fds_before + 2) << "directories of gone cgroups are still held";
+  EXPECT_LE(fds_after, fds_before + 2)
+      << "directories of gone cgroups are still held; new since the baseline:\n"
+      << added(held_before, held_after);
   EXPECT_GT(entries_peak, entries_before) << "the churned cgroups were never measured";
   EXPECT_LE(entries_after, entries_before + 4) << "BPF map entries of gone cgroups stay";
   // The journal holds nothing of a churned cgroup (they were put in the class, so they were there).
