@@ -1,6 +1,7 @@
 #include "actuators/cgroup_knobs.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <set>
 
@@ -318,30 +319,59 @@ Result<std::vector<CpusetGranted>> apply_cpusets(KnobWriter& w, const CgroupHier
     state[path] = *s;
     return {};
   };
+  // A held target whose cgroup was removed since the caller saw it is left out (churn, not an error),
+  // and so is a child that went while its parent was listed; the rest is applied.
+  std::set<std::string> gone;
+  auto went = [](const CpusetTarget& t) { return t.dir != nullptr && t.dir->removed(); };
+  auto vanished = [](const Error& e) { return e.err == ENOENT || e.err == ENODEV; };
   for (const auto& t : norm) {
     bool empties = t.cpus.empty() || (t.mems && t.mems->empty());
-    if (auto r = load(t.cgroup, empties, t.dir); !r) return std::unexpected(r.error());
+    if (auto r = load(t.cgroup, empties, t.dir); !r) {
+      if (!went(t)) return std::unexpected(r.error());
+      gone.insert(t.cgroup);
+      continue;
+    }
     if (h.unified) continue;  // v2 has no nesting rules (and a child may not have the controller)
-    if (auto r = load(parent_of(t.cgroup), false, nullptr); !r) return std::unexpected(r.error());
+    if (auto r = load(parent_of(t.cgroup), false, nullptr); !r) {
+      if (!went(t)) return std::unexpected(r.error());
+      gone.insert(t.cgroup);
+      continue;
+    }
     std::error_code ec;
     for (fs::directory_iterator it(cgs.at(t.cgroup).abs(), ec), end; !ec && it != end; it.increment(ec)) {
       if (!it->is_directory(ec)) continue;
-      if (auto r = load(t.cgroup + "/" + it->path().filename().string(), false, nullptr); !r)
+      if (auto r = load(t.cgroup + "/" + it->path().filename().string(), false, nullptr); !r) {
+        if (vanished(r.error()) && !fs::exists(it->path(), ec)) continue;
         return std::unexpected(r.error());
+      }
     }
   }
-  auto writes = order_cpuset_writes(state, norm, !h.unified);
+  std::vector<CpusetTarget> live;
+  for (const auto& t : norm)
+    if (!gone.contains(t.cgroup)) live.push_back(t);
+  auto writes = order_cpuset_writes(state, live, !h.unified);
   if (!writes) return std::unexpected(writes.error());
 
   // 3. The writes, then what the kernel granted.
   std::map<std::string, bool> changed;
   for (const auto& wr : *writes) {
+    if (gone.contains(wr.cgroup)) continue;
     auto r = set(w, cgs.at(wr.cgroup), wr.mems ? CgroupFile::mems : CgroupFile::cpus, list_value(wr.value));
-    if (!r) return std::unexpected(r.error());
+    if (!r) {
+      auto t = std::find_if(live.begin(), live.end(),
+                            [&](const CpusetTarget& l) { return l.cgroup == wr.cgroup; });
+      if (t == live.end() || !vanished(r.error()) || !went(*t)) return std::unexpected(r.error());
+      gone.insert(wr.cgroup);  // removed between the read and the write
+      continue;
+    }
     changed[wr.cgroup] = changed[wr.cgroup] || *r;
   }
   std::vector<CpusetGranted> out;
   for (const auto& t : norm) {
+    if (gone.contains(t.cgroup)) {
+      out.push_back({t.cgroup, false, {}, true});
+      continue;
+    }
     CpusetGranted g{t.cgroup, changed[t.cgroup], t.cpus};
     const Cg& cg = cgs.at(t.cgroup);
     if (w.mode() == Mode::enforce && cg.dir() != nullptr) {

@@ -35,11 +35,13 @@ struct CpusetGranted {
   bool changed = false;  // written (observe: would be)
   CpuSet effective;      // what the kernel granted (v2 cpuset.cpus.effective, v1 cpuset.effective_cpus);
                          // observe: the target
+  bool gone = false;     // its cgroup (held by the caller) was removed meanwhile: left out, not an error
 };
 
 // Applies every target, or writes nothing when one is invalid: CPUs or nodes outside the host's
 // (`host_cpus`, or the hierarchy root's), an empty set for a cgroup with tasks (in it or below), and
-// on v1 a child not inside its parent. v1 writes grow parents first and shrink children first.
+// on v1 a child not inside its parent. v1 writes grow parents first and shrink children first. A target
+// held open (`dir`) whose cgroup is removed before or while it is applied is left out (`gone`).
 Result<std::vector<CpusetGranted>> apply_cpusets(KnobWriter& w, const CgroupHierarchy& h,
                                                  const std::vector<CpusetTarget>& targets,
                                                  const std::optional<CpuSet>& host_cpus = std::nullopt);

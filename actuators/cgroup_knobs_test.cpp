@@ -557,6 +557,54 @@ TEST_F(CgroupV1Tree, NoprefixCpusetGetsItsParentsMemsAndSharesAreWrittenAsIs) {
   EXPECT_NE(bad.error().message().find("CPUs 4 are not on this host (0-3)"), std::string::npos);
 }
 
+// Churn: a cgroup the caller held open is removed before its cpuset is written (the inventory saw it,
+// the tenant removed it). That target is left out, said in `gone`, and the others are applied: before,
+// the whole batch failed with "cannot open: No such file or directory" and keel logged an error.
+TEST_F(CgroupV1Tree, ATargetRemovedMeanwhileIsLeftOutAndTheRestApplied) {
+  testing::make_tree(roots_.cgroup, {{"cpuset/went/cpus", "\n"},
+                                     {"cpuset/went/mems", "\n"},
+                                     {"cpuset/went/cgroup.procs", ""},
+                                     {"cpuset/went/tasks", ""}});
+  auto held_new = CgroupDir::open(cpuset_, "/new");
+  auto held_went = CgroupDir::open(cpuset_, "/went");
+  ASSERT_TRUE(held_new && held_went);
+  EXPECT_FALSE(held_went->removed());
+  fs::remove_all(roots_.cgroup / "cpuset/went");
+  EXPECT_TRUE(held_went->removed());
+  EXPECT_FALSE(held_new->removed());
+
+  Journal j = *Journal::open(t_.path() / "state", "boot");
+  KnobWriter w(roots_, Mode::enforce, &j);
+  auto cs =
+      apply_cpusets(w, cpuset_, {{"/went", L("1"), {}, &*held_went}, {"/new", L("2-3"), {}, &*held_new}});
+  ASSERT_TRUE(cs) << cs.error().message();
+  ASSERT_EQ(cs->size(), 2u);
+  EXPECT_TRUE((*cs)[0].gone);
+  EXPECT_FALSE((*cs)[0].changed);
+  EXPECT_FALSE((*cs)[1].gone);
+  EXPECT_TRUE((*cs)[1].changed);
+  EXPECT_EQ(slurp(roots_.cgroup / "cpuset/new/cpus"), "2-3");
+  for (const auto& c : w.changes()) EXPECT_EQ(c.path.str().find("went"), std::string::npos) << c.path.str();
+
+  // Not held: a target named by a path that has no cgroup is still the caller's error.
+  auto named = apply_cpusets(w, cpuset_, {{"/went", L("1"), {}}});
+  ASSERT_FALSE(named);
+  EXPECT_NE(named.error().message().find("no such cgroup"), std::string::npos) << named.error().message();
+}
+
+// A cgroup replaced by another of the same name (removed and made again) is removed for what held the
+// first one.
+TEST_F(CgroupV1Tree, ACgroupReplacedUnderItsNameCountsAsRemoved) {
+  auto held = CgroupDir::open(cpuset_, "/new");
+  ASSERT_TRUE(held);
+  fs::rename(roots_.cgroup / "cpuset/new", roots_.cgroup / "cpuset/old");
+  fs::create_directory(roots_.cgroup / "cpuset/new");
+  EXPECT_TRUE(held->removed());
+  fs::remove(roots_.cgroup / "cpuset/new");
+  fs::rename(roots_.cgroup / "cpuset/old", roots_.cgroup / "cpuset/new");
+  EXPECT_FALSE(held->removed());
+}
+
 TEST_F(CgroupV1Tree, ObserveModeAcceptsACgroupNotMadeYetAndEnforceRefusesIt) {
   auto before = snapshot(t_.path());
   KnobWriter w(roots_, Mode::observe, nullptr);

@@ -158,6 +158,13 @@ Result<CgroupDir> CgroupDir::open(const CgroupHierarchy& h, std::string path) {
   return open(std::make_shared<const CgroupHierarchy>(h), std::move(path));
 }
 
+bool CgroupDir::removed() const {
+  std::filesystem::path dir = path_ == "/" ? h_->mount : h_->mount / path_.substr(1);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return errno == ENOENT || errno == ENOTDIR;
+  return static_cast<uint64_t>(st.st_ino) != id_.inode;
+}
+
 bool CgroupDir::delegated() const {
   struct stat st;
   if (::fstat(fd_.get(), &st) == 0 && st.st_uid != 0) return true;

@@ -93,6 +93,9 @@ class CgroupDir {
   const CgroupHierarchy& hierarchy() const { return *h_; }
   const std::shared_ptr<const CgroupHierarchy>& hierarchy_ptr() const { return h_; }
   void set_path(std::string path) { path_ = std::move(path); }  // renamed (the same cgroup, moved)
+  // Whether this cgroup was removed since it was opened: its path names no cgroup now, or another one.
+  // Cgroups come and go between a read and a write; a failure on one that went is churn, not an error.
+  bool removed() const;
   // Whether this cgroup was handed to someone else to manage: its directory is not root's (systemd's
   // Delegate= and container runtimes chown the subtree they delegate), or it carries systemd's
   // trusted.delegate (or user.delegate) extended attribute. Its subtree is that party's to name.

@@ -264,7 +264,7 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
           if (!cur) {
             if (std::string why = v2_missing_controller(*n, *cs, "cpuset"); !why.empty())
               note(out, ins.name + " (" + n->dir.path() + ") has no cpuset.cpus" + why);
-            else
+            else if (!dir->removed())  // one removed since the inventory saw it is churn
               out.errors.push_back("cpus of " + ins.name + ": " + cur.error().message());
             inv.forget_held(*n);
             continue;
@@ -375,7 +375,7 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
         if (f.shares == shares_here && !inv.due(f.set_tick, id)) continue;  // set already
         auto r = act::set_cpu_weight(*w_, *dir, shares_here, mapping);
         if (!r) {
-          out.errors.push_back("weight of " + ins.name + ": " + r.error().message());
+          if (!dir->removed()) out.errors.push_back("weight of " + ins.name + ": " + r.error().message());
           continue;
         }
         if (*r) out.touched.push_back(n->dir.id());
@@ -384,8 +384,9 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
       } else if (auto f = found_weight_.find(id); f != found_weight_.end()) {
         auto r = w_->set(*dir, CgroupFile::weight, f->second.value);
         if (!r) {
-          out.errors.push_back("weight of " + ins.name + " back to " + f->second.value + ": " +
-                               r.error().message());
+          if (!dir->removed())
+            out.errors.push_back("weight of " + ins.name + " back to " + f->second.value + ": " +
+                                 r.error().message());
         } else {
           if (*r) out.touched.push_back(n->dir.id());
           found_weight_.erase(f);
@@ -400,7 +401,7 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
     }
     // Its instance is gone: put the weight back if the cgroup is still there (the same one).
     if (auto dir = same_cgroup(inv, *cpu, it->second.path, it->first))
-      if (auto r = w_->set(*dir, CgroupFile::weight, it->second.value); !r)
+      if (auto r = w_->set(*dir, CgroupFile::weight, it->second.value); !r && !dir->removed())
         out.errors.push_back("weight of " + it->second.path + ": " + r.error().message());
     it = found_weight_.erase(it);
   }
@@ -448,7 +449,8 @@ void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled
         if (auto weight = dir->read(CgroupFile::weight)) cl.weight_before = std::string(trim(*weight));
         auto r = act::set_preempt_class(*w_, *dir, cl.how, true);
         if (!r) {
-          out.errors.push_back("preemption class of " + ins.name + ": " + r.error().message());
+          if (!dir->removed())
+            out.errors.push_back("preemption class of " + ins.name + ": " + r.error().message());
           continue;
         }
         if (*r) out.touched.push_back(n->dir.id());
@@ -481,6 +483,7 @@ bool Reconciler::leave_class(const CgroupDir& dir, const Classed& c, Reconciled&
   const std::string* before = c.weight_before.empty() ? nullptr : &c.weight_before;
   auto r = act::set_preempt_class(*w_, dir, c.how, false, before);
   if (!r) {
+    if (dir.removed()) return true;  // gone meanwhile: nothing left to lift
     out.errors.push_back("preemption class of " + who + " lifted: " + r.error().message());
     return false;
   }
@@ -739,7 +742,7 @@ bool Reconciler::give_back_cpusets(
     if (set && !set->empty()) {
       targets.push_back({dir->path(), *set, std::nullopt, dir});
     } else if (set && cs.unified) {  // v2, found not set: not set again (the parent's CPUs)
-      if (auto r = w_->set(*dir, CgroupFile::cpus, ""); !r) {
+      if (auto r = w_->set(*dir, CgroupFile::cpus, ""); !r && !dir->removed()) {
         out.errors.push_back("unmanaged cgroup " + act::printable(dir->path(), 256) +
                              " given back: " + r.error().message());
         ok = false;

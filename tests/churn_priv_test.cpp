@@ -220,8 +220,11 @@ TEST_F(Churn, AThousandCgroupsComeAndGoAndKeelKeepsNothingOfThem) {
     for (auto& [rel, pid] : alive) remove(rel);
     ASSERT_EQ(::waitpid(keel_, nullptr, WNOHANG), 0) << "keel exited during the churn:\n" << slurp(log);
   }
-  // Two pruning rounds (64 ticks each) after the last cgroup went.
-  std::this_thread::sleep_for(14s);
+  // Two pruning rounds (64 ticks each) after the last cgroup went: counted in ticks, not seconds, as
+  // a slow build (ASan) ticks late.
+  const double ticks_gone = metric(scrape(), "keel_ticks_total");
+  for (int i = 0; i < 600 && metric(scrape(), "keel_ticks_total") < ticks_gone + 130; ++i)
+    std::this_thread::sleep_for(100ms);
   ASSERT_EQ(::waitpid(keel_, nullptr, WNOHANG), 0) << "keel exited:\n" << slurp(log);
   const std::string after = scrape();
   const std::vector<std::string> held_after = fd_targets(keel_);
@@ -230,9 +233,12 @@ TEST_F(Churn, AThousandCgroupsComeAndGoAndKeelKeepsNothingOfThem) {
   std::printf("during: up to %zu fds, %.0f map entries; after: %zu fds, %.0f map entries\n", fds_peak,
               entries_peak, fds_after, entries_after);
   EXPECT_GT(fds_peak, fds_before) << "the churned cgroups were never held (the test saw nothing)";
-  EXPECT_LE(fds_after, fds_before + 2)
-      << "directories of gone cgroups are still held; new since the baseline:\n"
-      << added(held_before, held_after);
+  // No descriptor names a churned cgroup. What keel opened since the baseline for the cgroups that
+  // stay (the cpusets of the workloads it escalated, a scrape's socket) is allowed, and bounded.
+  const std::string opened = added(held_before, held_after);
+  EXPECT_EQ(opened.find("/be/w"), std::string::npos) << "a gone cgroup is still held:\n" << opened;
+  EXPECT_EQ(opened.find("/u/u"), std::string::npos) << "a gone cgroup is still held:\n" << opened;
+  EXPECT_LE(fds_after, fds_before + 8) << "descriptors held since the baseline:\n" << opened;
   EXPECT_GT(entries_peak, entries_before) << "the churned cgroups were never measured";
   EXPECT_LE(entries_after, entries_before + 4) << "BPF map entries of gone cgroups stay";
   // The journal holds nothing of a churned cgroup (they were put in the class, so they were there).
@@ -247,9 +253,13 @@ TEST_F(Churn, AThousandCgroupsComeAndGoAndKeelKeepsNothingOfThem) {
   }
   std::printf("journal: %zu entries, %zu records\n", journal->entries.size(), journal->records);
   // No error line about the churn (a cgroup that went between read and write is not an error).
-  size_t errors = 0;
-  for (size_t at = text.find("error:"); at != std::string::npos; at = text.find("error:", at + 1)) ++errors;
-  EXPECT_EQ(errors, 0u) << text.substr(0, 20000);
+  std::string errors;
+  for (size_t at = text.find("error:"); at != std::string::npos; at = text.find("error:", at + 1)) {
+    size_t from = text.rfind('\n', at), to = text.find('\n', at);
+    from = from == std::string::npos ? 0 : from + 1;
+    errors += text.substr(from, to == std::string::npos ? std::string::npos : to - from + 1);
+  }
+  EXPECT_EQ(errors, "");
   // A clean stop gives everything back.
   ::kill(keel_, SIGTERM);
   int st = 0;
