@@ -43,11 +43,25 @@ run_in() {  # run_in REL CMD...: CMD in the cgroup REL of every hierarchy, in th
   pids+=($!)
 }
 cleanup() {
-  [[ -n $keel_pid ]] && kill -TERM "$keel_pid" 2>/dev/null && wait "$keel_pid" 2>/dev/null || true
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  for rel in $(cd "$cg/cpu" && find "$name" -depth -type d 2>/dev/null); do rm_cg "$rel"; done
-  "$keel" restore --state "$work/state" >/dev/null 2>&1 || true
+  exec 2>/dev/null  # bash's "Killed" notices of the tasks stopped here
+  [[ -n $keel_pid ]] && kill -TERM "$keel_pid" && wait "$keel_pid" || true
+  for p in "${pids[@]}"; do kill -KILL "$p" || true; done
+  # Every task still in the soak's cgroups (the churn's last round is not among $pids), then the
+  # cgroups of every hierarchy (a round stopped half way leaves one made in some hierarchies only).
+  for _ in 1 2 3; do
+    for c in cpu cpuacct cpuset; do
+      find "$cg/$c/$name" -name cgroup.procs -exec cat {} + | xargs -r kill -KILL || true
+    done
+    sleep 0.2
+  done
+  wait || true
+  for c in cpu cpuacct cpuset; do
+    for _ in 1 2 3 4 5; do
+      [[ -d $cg/$c/$name ]] || break
+      find "$cg/$c/$name" -depth -type d -exec rmdir {} + || sleep 0.2
+    done
+  done
+  "$keel" restore --state "$work/state" >/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT

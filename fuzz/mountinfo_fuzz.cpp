@@ -74,7 +74,8 @@ void check_resctrl_reader(std::string_view text, const std::vector<MountInfo>& m
   std::vector<std::string> opts = {"mba_MBps", "rw"};
   for (const auto& m : mounts) {
     points.push_back(m.mount_point);
-    if (!m.super_options.empty()) opts.push_back(m.super_options.front());
+    // An empty option (",," or a trailing comma) is no option: never asked for, never found.
+    if (!m.super_options.empty() && !m.super_options.front().empty()) opts.push_back(m.super_options.front());
   }
   for (const auto& point : points) {
     std::string want = std::filesystem::path(point).lexically_normal().string();
