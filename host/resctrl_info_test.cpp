@@ -10,22 +10,13 @@
 #include <future>
 
 #include "host/fd.h"
+#include "tests/support/no_hang.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
 namespace {
 
-// Runs `read`; if it is still blocked (on the FIFO at `fifo`) after 10 s, fails and lets it go by
-// opening the FIFO's other end, so a regression fails instead of hanging the suite.
-template <class F>
-auto without_hanging_on(const std::filesystem::path& fifo, F read) {
-  auto done = std::async(std::launch::async, read);
-  if (done.wait_for(std::chrono::seconds(10)) == std::future_status::timeout) {
-    ADD_FAILURE() << "blocked on the FIFO " << fifo;
-    Fd w(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
-  }
-  return done.get();
-}
+using testing::without_hanging_on;
 
 TEST(ResctrlInfoTempTree, IntelRdtElevenWays) {
   testing::TempDir t;
