@@ -1,32 +1,77 @@
 #!/usr/bin/env bash
-# keel's sensing overhead against no tracing and against libbpf-tools runqlat, in one run.
-# Interleaved rounds of (none | keel | runqlat) so drift hits all modes alike; medians; ratios to
-# the no-tracing baseline; keel's ns per BPF event from BPF run-time stats. Needs root.
-# `perf bench sched pipe` runs twice per round: free (the two tasks on either CPU, bimodal on small
-# VMs) and pinned to CPU 0 (every message is two switches on one CPU: the per-switch cost, steadier).
-# keel runs as `keel top` does by default (BPF stats sampled: off in a one-interval run); keel-stats
-# holds BPF run-time stats on throughout, which is where keel's ns/event comes from. MODES=... picks.
+# keel's sensing overhead against no tracing, against the floor of its hooks (empty programs on the
+# same attach points) and against libbpf-tools runqlat, in one run. Rounds interleave the modes so drift
+# hits all alike; medians; ratios to no tracing and to the floor; keel's ns per event above the floor.
+# Needs root.
+#
+# Columns (each mode runs all three every round):
+#   pinned: `perf bench sched pipe` with both ends on CPU 0: every round trip is two wakeups and two
+#           switches on one CPU, so its time is the per-event cost with nothing else in the way.
+#   cross:  bench/pingpong.cpp (keel_pingpong) with one end on CPU 0 and the other on CPU 1: the same
+#           traffic across CPUs (cross-CPU wakeups). Replaces the free pipe, which is bimodal on small
+#           VMs (both ends on one CPU or not, from run to run).
+#   hackbench: `hackbench -g 4 -l 200` (rt-tests): many tasks, all CPUs.
+# Modes (MODES=... picks):
+#   none        no tracing.
+#   floor       bench/floor.cpp (keel_floor): one empty program per program keel attaches, of the same
+#               type on the same tracepoint (taken from a keel started once for the purpose).
+#   keel        keel's sensors as `keel top` runs them (BPF stats sampled: off in a one-interval run).
+#   keel-stats  the same with BPF run-time stats on throughout: keel's ns per program run.
+#   runqlat     libbpf-tools runqlat (one global histogram).
+#   KEEL_BEFORE=path/to/keel adds keel-before and floor-before: another keel binary (the one before a
+#   change) and the floor of its own programs, measured in the same rounds.
+# Per event: (1/ops(mode) - 1/ops(floor)) / events per op, events per op counted once per column
+# before the rounds (the floor's program runs over one benchmark run, BPF stats on).
+# After the rounds: keel's RSS and the memory of its maps, per cgroup entry and per task.
 # Usage: bench/overhead.sh [ROUNDS] [KEEL_BINARY]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
-modes=${MODES:-none keel keel-stats runqlat}
 keel=${2:-build/cli/keel}
+before=${KEEL_BEFORE:-}
+floor_bin=build/bench/keel_floor
+pingpong=build/bench/keel_pingpong
+default_modes="none floor keel runqlat"
+[[ -n $before ]] && default_modes="none floor-before keel-before floor keel runqlat"
+modes=${MODES:-$default_modes}
+loops=${LOOPS:-100000}
 [[ $(id -u) -eq 0 ]] || { echo "needs root (loads BPF)" >&2; exit 1; }
-for t in perf hackbench runqlat bpftool; do command -v $t >/dev/null || { echo "missing $t (scripts/deps.sh)" >&2; exit 1; }; done
-[[ -x $keel ]] || { echo "build keel first: scripts/build.sh release" >&2; exit 1; }
+for t in perf hackbench runqlat bpftool taskset; do command -v $t >/dev/null || { echo "missing $t (scripts/deps.sh)" >&2; exit 1; }; done
+for b in "$keel" $floor_bin $pingpong ${before:+"$before"}; do
+  [[ -x $b ]] || { echo "missing $b: build first (scripts/build.sh release)" >&2; exit 1; }
+done
+(( $(nproc) >= 2 )) || { echo "needs 2 CPUs (the cross column)" >&2; exit 1; }
 
 tmp=$(mktemp -d)
 tracer=0
 cleanup() { [[ $tracer -ne 0 ]] && kill -INT $tracer 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 
+# The programs a keel binary attaches on this host ("switch_btf migrate_btf ..."), from bpftool while
+# it runs.
+programs_of() {
+  "$1" top --interval 3600 --count 1 >/dev/null & local pid=$!
+  sleep 1.5
+  local progs
+  progs=$(bpftool prog show 2>/dev/null | awk '/ name keel_/ {for (i=1;i<=NF;i++) if ($i=="name") print $(i+1)}' |
+    sed 's/^keel_//' | sort -u | xargs)
+  kill -INT $pid; wait $pid 2>/dev/null || true
+  [[ -n $progs ]] || { echo "$1 attached no keel_ program" >&2; exit 1; }
+  echo "$progs"
+}
+progs_keel=$(programs_of "$keel")
+[[ -n $before ]] && progs_before=$(programs_of "$before")
+
 start_tracer() {
   case $1 in
     none) tracer=0 ;;
     keel) "$keel" top --interval 3600 --count 1 >/dev/null & tracer=$! ;;  # stats sampled: first interval only
+    keel-before) "$before" top --interval 3600 --count 1 >/dev/null & tracer=$! ;;
     keel-stats) "$keel" top --bpf-stats always --interval 3600 --count 1 >/dev/null & tracer=$! ;;
+    floor) $floor_bin $progs_keel >/dev/null & tracer=$! ;;
+    floor-before) $floor_bin $progs_before >/dev/null & tracer=$! ;;
     runqlat) runqlat 3600 1 >/dev/null & tracer=$! ;;
+    *) echo "unknown mode $1" >&2; exit 2 ;;
   esac
   sleep 1.5  # attach
 }
@@ -36,32 +81,92 @@ stop_tracer() {
 keel_cost() {  # "run_time_ns run_cnt" summed over keel's programs (stats are on while keel runs)
   bpftool prog show 2>/dev/null | awk '/name keel_/ {k=1} k && /run_time_ns/ {for (i=1;i<=NF;i++) {if ($i=="run_time_ns") t+=$(i+1); if ($i=="run_cnt") c+=$(i+1)}; k=0} END {print t+0, c+0}'
 }
+pinned() { taskset -c 0 perf bench sched pipe -l "$loops" 2>/dev/null | awk '/ops\/sec/ {print $1}'; }
+cross() { $pingpong "$loops" 0 1 | awk '/ops\/sec/ {print $1}'; }
+
+# Events per benchmark operation for a program set: the floor's runs over one run of the column.
+events_per_op() {  # progs column
+  $floor_bin --stats $1 > "$tmp/count" & local pid=$!
+  sleep 1.5
+  $2 >/dev/null
+  kill -INT $pid; wait $pid 2>/dev/null || true
+  awk -v n="$loops" '/^runs/ {printf "%.3f", $2 / n}' "$tmp/count"
+}
+for col in pinned cross; do
+  echo "$(events_per_op "$progs_keel" $col)" > "$tmp/events.keel.$col"
+  [[ -n $before ]] && echo "$(events_per_op "$progs_before" $col)" > "$tmp/events.before.$col"
+done
 
 for ((r = 1; r <= rounds; r++)); do
   for mode in $modes; do
     start_tracer $mode
-    ops=$(perf bench sched pipe -l 100000 2>/dev/null | awk '/ops\/sec/ {print $1}')
-    pin=$(taskset -c 0 perf bench sched pipe -l 100000 2>/dev/null | awk '/ops\/sec/ {print $1}')
+    pin=$(pinned)
+    x=$(cross)
     hb=$(hackbench -g 4 -l 200 2>/dev/null | awk '/Time:/ {print $2}')
     [[ $mode == keel-stats ]] && keel_cost >> "$tmp/cost"
     stop_tracer
-    echo "$ops" >> "$tmp/pipe.$mode"
-    echo "$pin" >> "$tmp/pin.$mode"
+    echo "$pin" >> "$tmp/pinned.$mode"
+    echo "$x" >> "$tmp/cross.$mode"
     echo "$hb" >> "$tmp/hack.$mode"
-    echo "round $r $mode: pipe ${ops} ops/s, pinned ${pin} ops/s, hackbench ${hb} s" >&2
+    echo "round $r $mode: pinned ${pin} ops/s, cross ${x} ops/s, hackbench ${hb} s" >&2
   done
 done
 
 median() { sort -g "$1" | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-base_pipe=$(median "$tmp/pipe.none")
-base_pin=$(median "$tmp/pin.none")
-base_hack=$(median "$tmp/hack.none")
-printf '\n| mode | pipe ops/s | pipe ratio | pinned pipe ops/s | pinned ratio | hackbench s | hackbench ratio |\n|---|---|---|---|---|---|---|\n'
+has() { [[ " $modes " == *" $1 "* ]]; }
+base_pin=$(median "$tmp/pinned.none"); base_x=$(median "$tmp/cross.none"); base_hack=$(median "$tmp/hack.none")
+printf '\n| mode | pinned ops/s | pinned ratio | cross ops/s | cross ratio | hackbench s | hackbench ratio |\n|---|---|---|---|---|---|---|\n'
 for mode in $modes; do
-  p=$(median "$tmp/pipe.$mode"); q=$(median "$tmp/pin.$mode"); h=$(median "$tmp/hack.$mode")
-  awk -v m=$mode -v p="$p" -v q="$q" -v h="$h" -v bp="$base_pipe" -v bq="$base_pin" -v bh="$base_hack" \
-    'BEGIN {printf "| %s | %.0f | %.3fx | %.0f | %.3fx | %.3f | %.3fx |\n", m, p, p/bp, q, q/bq, h, bh/h}'
+  q=$(median "$tmp/pinned.$mode"); x=$(median "$tmp/cross.$mode"); h=$(median "$tmp/hack.$mode")
+  awk -v m=$mode -v q="$q" -v x="$x" -v h="$h" -v bq="$base_pin" -v bx="$base_x" -v bh="$base_hack" \
+    'BEGIN {printf "| %s | %.0f | %.3fx | %.0f | %.3fx | %.3f | %.3fx |\n", m, q, q/bq, x, x/bx, h, bh/h}'
 done
-echo "(medians of $rounds rounds; ratios: mode/none for ops/s, none/mode for hackbench seconds; higher is better)"
-[[ -s $tmp/cost ]] && awk '{t+=$1; c+=$2} END {if (c) printf "\nkeel BPF cost: %.0f ns per event over %d events (keel-stats rounds)\n", t/c, c}' "$tmp/cost"
+echo "(medians of $rounds rounds; ratios to none: mode/none for ops/s, none/mode for hackbench seconds; higher is better)"
+
+# keel against the floor of its own programs: throughput ratio and ns per event above it.
+against_floor() {  # mode floor_mode events_tag
+  has "$1" && has "$2" || return 0
+  printf '| %s | %s |' "$1" "$2"
+  for col in pinned cross; do
+    local k f e
+    k=$(median "$tmp/$col.$1"); f=$(median "$tmp/$col.$2"); e=$(cat "$tmp/events.$3.$col")
+    awk -v k="$k" -v f="$f" -v e="$e" -v n="$(median "$tmp/$col.none")" \
+      'BEGIN {printf " %.2f | %.3fx | %.0f ns | %.0f ns |", e, k/f, (1/k - 1/f) * 1e9 / e, (1/f - 1/n) * 1e9 / e}'
+  done
+  echo
+}
+printf '\n| mode | floor | pinned events/op | pinned ratio to floor | pinned above floor, per event | floor above none, per event | cross events/op | cross ratio to floor | cross above floor, per event | floor above none, per event |\n|---|---|---|---|---|---|---|---|---|---|\n'
+against_floor keel floor keel
+against_floor keel-stats floor keel
+against_floor runqlat floor keel
+[[ -n $before ]] && against_floor keel-before floor-before before
+echo "keel's programs: $progs_keel"
+[[ -n $before ]] && echo "keel-before's programs: $progs_before"
+[[ -s $tmp/cost ]] && awk '{t+=$1; c+=$2} END {if (c) printf "keel BPF cost: %.0f ns per program run over %d runs (keel-stats rounds)\n", t/c, c}' "$tmp/cost"
+
+# Memory: keel top's RSS and its maps as bpftool shows them (memlock: what the kernel charges for a
+# map; task storage is charged per task, an element header plus the value, outside the map's figure),
+# with the per-cgroup map's bytes per entry and how many entries are in use.
+memory() {  # binary label
+  "$1" top --interval 3600 --count 1 >/dev/null & local pid=$!
+  sleep 1.5
+  pinned >/dev/null
+  local ids
+  ids=$(bpftool prog show 2>/dev/null | awk '/ name keel_/ {k=1} k && /map_ids/ {for (i=1;i<=NF;i++) if ($i=="map_ids") print $(i+1); k=0}' | tr ',' '\n' | sort -un)
+  echo "$2: RSS $(awk '/VmRSS/ {printf "%.1f MiB", $2 / 1024}' /proc/$pid/status)"
+  for id in $ids; do
+    bpftool map show id "$id" 2>/dev/null | tr '\n' ' ' | awk '{
+      for (i=1;i<=NF;i++) {if ($i=="name") n=$(i+1); if ($i=="value") v=$(i+1); if ($i=="max_entries") m=$(i+1); if ($i=="memlock") b=$(i+1)}
+      t=$2; gsub("B","",b); printf "  map %-16s %-18s value %6s, %6d entries max, memlock %8.1f KiB", n, t, v, m, b/1024
+      if (n == "cg_stats") printf " (%.0f B per entry)", b/m
+      printf "\n"}'
+    if bpftool map show id "$id" | grep -q "name cg_stats"; then
+      echo "    in use: $(bpftool map dump id "$id" 2>/dev/null | grep -c '"key":' || true) cgroups"
+    fi
+  done
+  kill -INT $pid; wait $pid 2>/dev/null || true
+}
+echo
+memory "$keel" keel
+[[ -n $before ]] && memory "$before" keel-before
 echo "machine: $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
