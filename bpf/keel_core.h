@@ -24,6 +24,25 @@ struct css_set {
   struct cgroup* dfl_cgrp;
 };
 
+/* Read by bench/pieces only (bpf/pieces.bpf.c): a CPU's run queue clock, reached through a task's CFS
+ * run queue (CONFIG_FAIR_GROUP_SCHED), and the kernel's record of a task's waits (CONFIG_SCHED_INFO). */
+struct rq {
+  unsigned long long clock;
+};
+
+struct cfs_rq {
+  struct rq* rq;
+};
+
+struct sched_entity {
+  struct cfs_rq* cfs_rq;
+};
+
+struct sched_info {
+  unsigned long long run_delay;   /* total time waited on a run queue, summed at each arrival */
+  unsigned long long last_queued; /* rq clock when queued; 0 while not waiting */
+};
+
 struct thread_info {
   unsigned int cpu; /* 5.16+ (and before 5.3) with CONFIG_THREAD_INFO_IN_TASK */
 };
@@ -33,6 +52,8 @@ struct task_struct {
   int pid;
   int tgid;
   unsigned int __state;
+  struct sched_entity se;
+  struct sched_info sched_info;
   struct css_set* cgroups;
 };
 

@@ -269,13 +269,21 @@ static __always_inline void watch_slo(const struct keel_cg_key* key, __u64 now, 
 static __always_inline int on_switch(bool preempt, struct task_struct* prev, struct task_struct* next,
                                      bool btf) {
   if (n_counters) charge_counters(prev, btf);
-  /* prev goes back to the run queue when preempted or still runnable: it waits from now. */
-  __u64 now = bpf_ktime_get_ns(); /* one clock read serves prev's stamp and next's wait */
-  if (preempt || task_state(prev, btf) == 0) stamp(prev, now, btf);
+  /* The clock is read only when a stamp or a wait needs it (a read costs ~50 ns on a VM, as much as a
+   * map lookup: bench/README.md), and once for both: switches to idle, or to a task with no stamp,
+   * and from a task that sleeps, read none or one. */
+  __u64 now = 0;
+  /* prev goes back to the run queue when preempted or still runnable: it waits from now. Idle (pid 0)
+   * is always runnable and never waits. */
+  if (KREAD(btf, prev, pid) != 0 && (preempt || task_state(prev, btf) == 0)) {
+    now = bpf_ktime_get_ns();
+    stamp(prev, now, btf);
+  }
   __u32 pid = KREAD(btf, next, pid);
   if (pid == 0) return 0;
   __u64 ts = take_stamp(next, pid, btf);
   if (ts == 0) return 0;
+  if (now == 0) now = bpf_ktime_get_ns();
   __u64 delta = now > ts ? now - ts : 0;
   struct keel_cg_key key = {.hierarchy = hierarchy_id, .pad = 0, .cgroup_id = task_cgroup_id(next, btf)};
   struct keel_cg_stats* s = stats_of_key(&key);
