@@ -114,24 +114,31 @@ done
 
 median() { sort -g "$1" | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 has() { [[ " $modes " == *" $1 "* ]]; }
-base_pin=$(median "$tmp/pinned.none"); base_x=$(median "$tmp/cross.none"); base_hack=$(median "$tmp/hack.none")
+# Paired: one value per round from two modes' values of that round (drift between rounds cancels), then
+# the median over rounds. pair FILE_A FILE_B AWK_EXPR (a, b: the round's two values).
+pair() { paste "$1" "$2" | awk "{a=\$1; b=\$2; print $3}" > "$tmp/pair"; median "$tmp/pair"; }
 printf '\n| mode | pinned ops/s | pinned ratio | cross ops/s | cross ratio | hackbench s | hackbench ratio |\n|---|---|---|---|---|---|---|\n'
 for mode in $modes; do
   q=$(median "$tmp/pinned.$mode"); x=$(median "$tmp/cross.$mode"); h=$(median "$tmp/hack.$mode")
-  awk -v m=$mode -v q="$q" -v x="$x" -v h="$h" -v bq="$base_pin" -v bx="$base_x" -v bh="$base_hack" \
-    'BEGIN {printf "| %s | %.0f | %.3fx | %.0f | %.3fx | %.3f | %.3fx |\n", m, q, q/bq, x, x/bx, h, bh/h}'
+  rq=$(pair "$tmp/pinned.$mode" "$tmp/pinned.none" 'a/b')
+  rx=$(pair "$tmp/cross.$mode" "$tmp/cross.none" 'a/b')
+  rh=$(pair "$tmp/hack.$mode" "$tmp/hack.none" 'b/a')
+  printf '| %s | %.0f | %.3fx | %.0f | %.3fx | %.3f | %.3fx |\n' $mode "$q" "$rq" "$x" "$rx" "$h" "$rh"
 done
-echo "(medians of $rounds rounds; ratios to none: mode/none for ops/s, none/mode for hackbench seconds; higher is better)"
+echo "(medians of $rounds rounds; ratios to none are paired: each round's mode/none for ops/s, none/mode for hackbench seconds, then their median; higher is better)"
 
-# keel against the floor of its own programs: throughput ratio and ns per event above it.
+# keel against the floor of its own programs, paired by round: throughput ratio, and ns per event above
+# the floor ((1/ops - 1/ops_floor) / events per op).
 against_floor() {  # mode floor_mode events_tag
   has "$1" && has "$2" || return 0
   printf '| %s | %s |' "$1" "$2"
   for col in pinned cross; do
-    local k f e
-    k=$(median "$tmp/$col.$1"); f=$(median "$tmp/$col.$2"); e=$(cat "$tmp/events.$3.$col")
-    awk -v k="$k" -v f="$f" -v e="$e" -v n="$(median "$tmp/$col.none")" \
-      'BEGIN {printf " %.2f | %.3fx | %.0f ns | %.0f ns |", e, k/f, (1/k - 1/f) * 1e9 / e, (1/f - 1/n) * 1e9 / e}'
+    local e r ns fl
+    e=$(cat "$tmp/events.$3.$col")
+    r=$(pair "$tmp/$col.$1" "$tmp/$col.$2" 'a/b')
+    ns=$(pair "$tmp/$col.$1" "$tmp/$col.$2" "(1/a - 1/b) * 1e9 / $e")
+    fl=$(pair "$tmp/$col.$2" "$tmp/$col.none" "(1/a - 1/b) * 1e9 / $e")
+    printf ' %.2f | %.3fx | %.0f ns | %.0f ns |' "$e" "$r" "$ns" "$fl"
   done
   echo
 }
@@ -140,6 +147,7 @@ against_floor keel floor keel
 against_floor keel-stats floor keel
 against_floor runqlat floor keel
 [[ -n $before ]] && against_floor keel-before floor-before before
+[[ -n $before ]] && against_floor keel floor-before before
 echo "keel's programs: $progs_keel"
 [[ -n $before ]] && echo "keel-before's programs: $progs_before"
 [[ -s $tmp/cost ]] && awk '{t+=$1; c+=$2} END {if (c) printf "keel BPF cost: %.0f ns per program run over %d runs (keel-stats rounds)\n", t/c, c}' "$tmp/cost"
