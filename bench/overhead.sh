@@ -15,7 +15,7 @@
 #   none        no tracing.
 #   floor       bench/floor.cpp (keel_floor): one empty program per program keel attaches, of the same
 #               type on the same tracepoint (taken from a keel started once for the purpose).
-#   keel        keel's sensors as `keel top` runs them (BPF stats sampled: off in a one-interval run).
+#   keel        keel's sensors as `keel top` runs them, reading every second, BPF run-time stats off.
 #   keel-stats  the same with BPF run-time stats on throughout: keel's ns per program run.
 #   runqlat     libbpf-tools runqlat (one global histogram).
 #   KEEL_BEFORE=path/to/keel adds keel-before and floor-before: another keel binary (the one before a
@@ -50,7 +50,7 @@ trap cleanup EXIT
 # The programs a keel binary attaches on this host ("switch_btf migrate_btf ..."), from bpftool while
 # it runs.
 programs_of() {
-  "$1" top --interval 3600 --count 1 >/dev/null & local pid=$!
+  "$1" top --bpf-stats off --interval 1 --count 3600 >/dev/null & local pid=$!
   sleep 1.5
   local progs
   progs=$(bpftool prog show 2>/dev/null | awk '/ name keel_/ {for (i=1;i<=NF;i++) if ($i=="name") print $(i+1)}' |
@@ -65,9 +65,10 @@ progs_keel=$(programs_of "$keel")
 start_tracer() {
   case $1 in
     none) tracer=0 ;;
-    keel) "$keel" top --interval 3600 --count 1 >/dev/null & tracer=$! ;;  # stats sampled: first interval only
-    keel-before) "$before" top --interval 3600 --count 1 >/dev/null & tracer=$! ;;
-    keel-stats) "$keel" top --bpf-stats always --interval 3600 --count 1 >/dev/null & tracer=$! ;;
+    # keel reads every second as `keel run` does (hot slots are given out at reads), BPF stats off.
+    keel) "$keel" top --bpf-stats off --interval 1 --count 3600 >/dev/null & tracer=$! ;;
+    keel-before) "$before" top --bpf-stats off --interval 1 --count 3600 >/dev/null & tracer=$! ;;
+    keel-stats) "$keel" top --bpf-stats always --interval 1 --count 3600 >/dev/null & tracer=$! ;;
     floor) $floor_bin $progs_keel >/dev/null & tracer=$! ;;
     floor-before) $floor_bin $progs_before >/dev/null & tracer=$! ;;
     runqlat) runqlat 3600 1 >/dev/null & tracer=$! ;;
@@ -156,9 +157,10 @@ echo "keel's programs: $progs_keel"
 # map; task storage is charged per task, an element header plus the value, outside the map's figure),
 # with the per-cgroup map's bytes per entry and how many entries are in use.
 memory() {  # binary label
-  "$1" top --interval 3600 --count 1 >/dev/null & local pid=$!
+  "$1" top --bpf-stats off --interval 1 --count 3600 >/dev/null & local pid=$!
   sleep 1.5
   pinned >/dev/null
+  sleep 1  # a read after the benchmark
   local ids
   ids=$(bpftool prog show 2>/dev/null | awk '/ name keel_/ {k=1} k && /map_ids/ {for (i=1;i<=NF;i++) if ($i=="map_ids") print $(i+1); k=0}' | tr ',' '\n' | sort -un)
   echo "$2: RSS $(awk '/VmRSS/ {printf "%.1f MiB", $2 / 1024}' /proc/$pid/status)"

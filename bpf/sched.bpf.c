@@ -4,6 +4,13 @@
  * log-linear histogram, and migrations (all, cross-LLC, cross-NUMA). Latency is charged to the task
  * that waited (`p` at wakeup, `next` at switch), never to `current`. Counters are cumulative: user
  * space diffs two reads, so nothing is lost or counted twice between reads.
+ *
+ * Per wait the programs read the clock twice (wakeup, switch-in) and the waiting task's storage twice;
+ * the waits of a cgroup with a hot slot are counted through the slot the task caches in that storage
+ * (an array access), the others through a hash lookup. The kernel's own sched_info cannot stand in for
+ * the wakeup stamp: the run queue's clock at switch-in is behind by a microsecond or more on most
+ * switches (a wake-up that preempts skips the next clock update), so its waits read ~0 where runqlat
+ * sees 8-16 us (bench/README.md, keel_pieces).
  */
 // The kernel headers must come in this order.
 // clang-format off
@@ -34,6 +41,34 @@ struct {
   __type(value, struct keel_cg_stats);
 } cg_stats SEC(".maps");
 
+/* Hot slots (sched_shared.h): the array, and which cgroup has which slot. User space assigns and frees
+ * them; the programs only look them up. tp_btf only. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1024);
+  __type(key, __u32);
+  __type(value, struct keel_cg_hot);
+} cg_hot SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 1024);
+  __type(key, struct keel_cg_key);
+  __type(value, __u32);
+} cg_hot_of SEC(".maps");
+
+/* Bumped by user space when it gives out slots: a task that cached "no slot" looks again. */
+__u32 hot_gen = 0;
+
+/* What a tp_btf program keeps per task: its wakeup/preemption stamp, and its cgroup's hot slot as last
+ * looked up (slot + 1; 0: none as of hot_gen `gen`). */
+struct keel_task {
+  __u64 stamp;
+  __u64 cgroup_id;
+  __u32 slot;
+  __u32 gen;
+};
+
 /* Wakeup/preemption stamps. tp_btf programs keep them in task storage (no hashing, freed with the
  * task); raw_tp programs cannot use task storage and key a hash by pid. The loader creates only the
  * map its variant uses. */
@@ -41,7 +76,7 @@ struct {
   __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
   __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, int);
-  __type(value, __u64);
+  __type(value, struct keel_task);
 } task_stamps SEC(".maps");
 
 struct {
@@ -147,6 +182,45 @@ static __always_inline struct keel_cg_stats* stats_of(struct task_struct* t, boo
   return stats_of_key(&key);
 }
 
+/* The run-queue counts, as keel_cg_stats and keel_cg_hot both start. */
+struct keel_rq {
+  __u64 rq_hist[KEEL_HIST_SLOTS];
+  __u64 rq_sum_ns;
+};
+
+static __always_inline struct keel_rq* hot_slot(__u32 slot, __u64 cgroup_id) {
+  struct keel_cg_hot* h = bpf_map_lookup_elem(&cg_hot, &slot);
+  /* A slot freed or given to another cgroup since it was cached is not this cgroup's. */
+  if (!h || h->key.cgroup_id != cgroup_id) return NULL;
+  return (struct keel_rq*)h;
+}
+
+/* Where a wait of `key`'s cgroup is counted: its hot slot when it has one, found through the waiting
+ * task's cache (`task`, tp_btf; NULL for raw_tp, which has no task storage) without a hash lookup while
+ * the task stays in the cgroup; else its cg_stats entry. */
+static __always_inline struct keel_rq* rq_counts(const struct keel_cg_key* key, struct keel_task* task) {
+  if (task) {
+    __u32 gen = hot_gen;
+    if (task->cgroup_id == key->cgroup_id) {
+      if (task->slot != 0) {
+        struct keel_rq* rq = hot_slot(task->slot - 1, key->cgroup_id);
+        if (rq) return rq;
+      } else if (task->gen == gen) {
+        return (struct keel_rq*)stats_of_key(key); /* no slot, and none given out since */
+      }
+    }
+    struct keel_cg_key k = *key;
+    __u32* at = bpf_map_lookup_elem(&cg_hot_of, &k);
+    __u32 slot = at ? *at : 0;
+    struct keel_rq* rq = at ? hot_slot(slot, key->cgroup_id) : NULL;
+    task->cgroup_id = key->cgroup_id;
+    task->gen = gen;
+    task->slot = rq ? slot + 1 : 0;
+    if (rq) return rq;
+  }
+  return (struct keel_rq*)stats_of_key(key);
+}
+
 static __always_inline __u32 log2_u64(__u64 v) {
   __u32 r = 0, shift;
   shift = (v > 0xFFFFFFFFULL) << 5;
@@ -181,9 +255,9 @@ static __always_inline void stamp(struct task_struct* t, __u64 now, bool btf) {
   __u32 pid = KREAD(btf, t, pid);
   if (pid == 0) return; /* idle */
   if (btf) {
-    __u64* v = bpf_task_storage_get(&task_stamps, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    struct keel_task* v = bpf_task_storage_get(&task_stamps, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
     if (v)
-      *v = now;
+      v->stamp = now;
     else
       count_error(KEEL_ERR_STAMP_FULL);
   } else if (bpf_map_update_elem(&pid_stamps, &pid, &now, BPF_ANY) != 0) {
@@ -191,15 +265,16 @@ static __always_inline void stamp(struct task_struct* t, __u64 now, bool btf) {
   }
 }
 
-/* The stamp of `t`, consumed (0 when there is none). */
-static __always_inline __u64 take_stamp(struct task_struct* t, __u32 pid, bool btf) {
+/* The stamp of `t`, consumed (0 when there is none); `*task`: its task storage (tp_btf). */
+static __always_inline __u64 take_stamp(struct task_struct* t, __u32 pid, bool btf, struct keel_task** task) {
   __u64 ts = 0;
   if (btf) {
-    __u64* v = bpf_task_storage_get(&task_stamps, t, 0, 0);
+    struct keel_task* v = bpf_task_storage_get(&task_stamps, t, 0, 0);
     if (v) {
-      ts = *v;
-      *v = 0;
+      ts = v->stamp;
+      v->stamp = 0;
     }
+    *task = v;
   } else {
     __u64* v = bpf_map_lookup_elem(&pid_stamps, &pid);
     if (v) {
@@ -281,17 +356,18 @@ static __always_inline int on_switch(bool preempt, struct task_struct* prev, str
   }
   __u32 pid = KREAD(btf, next, pid);
   if (pid == 0) return 0;
-  __u64 ts = take_stamp(next, pid, btf);
+  struct keel_task* task = NULL;
+  __u64 ts = take_stamp(next, pid, btf, &task);
   if (ts == 0) return 0;
   if (now == 0) now = bpf_ktime_get_ns();
   __u64 delta = now > ts ? now - ts : 0;
   struct keel_cg_key key = {.hierarchy = hierarchy_id, .pad = 0, .cgroup_id = task_cgroup_id(next, btf)};
-  struct keel_cg_stats* s = stats_of_key(&key);
-  if (!s) return 0;
+  struct keel_rq* rq = rq_counts(&key, task);
+  if (!rq) return 0;
   __u32 b = hist_bucket(delta);
   /* The mask is what the verifier can follow through the compiler's register moves. */
-  __sync_fetch_and_add(&s->rq_hist[b & (KEEL_HIST_SLOTS - 1)], 1);
-  __sync_fetch_and_add(&s->rq_sum_ns, delta);
+  __sync_fetch_and_add(&rq->rq_hist[b & (KEEL_HIST_SLOTS - 1)], 1);
+  __sync_fetch_and_add(&rq->rq_sum_ns, delta);
   if (slo_watching) watch_slo(&key, now, delta);
   return 0;
 }

@@ -47,6 +47,10 @@ Result<Skeleton<keel_sched>> load(const SchedConfig& cfg, AttachKind kind) {
   for (size_t c = 0; c < std::min<size_t>(cfg.node_of_cpu.size(), KEEL_MAX_CPUS); ++c)
     skel->rodata->node_of_cpu[c] = cfg.node_of_cpu[c];
   bpf_map__set_max_entries(skel->maps.cg_stats, cfg.max_cgroups);
+  // raw_tp programs have no task storage to cache a slot in: their hot maps stay at one entry, unused.
+  const uint32_t hot = kind == AttachKind::tp_btf ? std::max(1u, cfg.hot_slots) : 1;
+  bpf_map__set_max_entries(skel->maps.cg_hot, hot);
+  bpf_map__set_max_entries(skel->maps.cg_hot_of, hot);
   bool btf = kind == AttachKind::tp_btf;
   for (bpf_program* p : {skel->progs.keel_wakeup_btf, skel->progs.keel_wakeup_new_btf,
                          skel->progs.keel_switch_btf, skel->progs.keel_migrate_btf})
@@ -64,6 +68,8 @@ Result<Skeleton<keel_sched>> load(const SchedConfig& cfg, AttachKind kind) {
     return std::unexpected(r.error());
   // What user space reads must be what the object was compiled with.
   for (auto r : {check_map_sizes(skel->maps.cg_stats, sizeof(keel_cg_key), sizeof(keel_cg_stats)),
+                 check_map_sizes(skel->maps.cg_hot, sizeof(uint32_t), sizeof(keel_cg_hot)),
+                 check_map_sizes(skel->maps.cg_hot_of, sizeof(keel_cg_key), sizeof(uint32_t)),
                  check_map_sizes(skel->maps.errors, sizeof(uint32_t), sizeof(uint64_t)),
                  check_map_sizes(skel->maps.slo_watch, sizeof(keel_cg_key), sizeof(keel_slo_watch)),
                  check_map_sizes(skel->maps.counter_events, sizeof(uint32_t), sizeof(uint32_t))})
@@ -382,17 +388,65 @@ bool counts_less(const keel_cg_stats& val, const Last& was) {
 
 }  // namespace
 
+bool SchedSensor::give_hot(const CgroupId& id, Last& l) {
+  if (hot_free_.empty() || l.hot >= 0) return false;
+  const uint32_t slot = hot_free_.back();
+  keel_cg_hot h{};
+  h.key = keel_cg_key{id.hierarchy, 0, id.inode};
+  // Keyed before it is published: a program that finds the slot finds it this cgroup's, counting from 0.
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.cg_hot), &slot, &h, BPF_ANY) != 0) return false;
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.cg_hot_of), &h.key, &slot, BPF_ANY) != 0) {
+    const keel_cg_hot zero{};
+    (void)bpf_map_update_elem(bpf_map__fd(skel_->maps.cg_hot), &slot, &zero, BPF_ANY);
+    return false;
+  }
+  hot_free_.pop_back();
+  l.hot = static_cast<int32_t>(slot);
+  return true;
+}
+
+void SchedSensor::release_hot(const CgroupId& id, Last& l) {
+  if (l.hot < 0) return;
+  const auto slot = static_cast<uint32_t>(l.hot);
+  const keel_cg_key key{id.hierarchy, 0, id.inode};
+  (void)bpf_map_delete_elem(bpf_map__fd(skel_->maps.cg_hot_of), &key);
+  // Unkeyed: a task that cached the slot sees it is not its cgroup's any more.
+  const keel_cg_hot zero{};
+  (void)bpf_map_update_elem(bpf_map__fd(skel_->maps.cg_hot), &slot, &zero, BPF_ANY);
+  hot_free_.push_back(slot);
+  l.hot = -1;
+}
+
 Result<SchedDelta> SchedSensor::read() {
   SchedDelta out;
   out.cgroups.reserve(last_out_);
   int fd = bpf_map__fd(skel_->maps.cg_stats);
+  const int hot_fd = bpf_map__fd(skel_->maps.cg_hot);
   std::vector<keel_cg_key> idle;  // entries to drop: nothing for kIdleReads reads
-  for_each_entry(fd, [&](const keel_cg_key& key, const keel_cg_stats& val) {
+  keel_cg_stats combined;         // an entry's counts plus its hot slot's
+  keel_cg_hot hot;
+  for_each_entry(fd, [&](const keel_cg_key& key, const keel_cg_stats& entry) {
     const CgroupId id{key.hierarchy, key.cgroup_id};
     // A new one: all zeros, so the delta is everything counted so far.
     auto [at, fresh] = last_.try_emplace(id);
     Last& was = at->second;
-    if (!fresh && counts_less(val, was)) was = Last{};
+    // A cgroup with a hot slot: its waits are counted there, the rest in its entry.
+    const keel_cg_stats* counts = &entry;
+    if (was.hot >= 0) {
+      const auto slot = static_cast<uint32_t>(was.hot);
+      if (bpf_map_lookup_elem(hot_fd, &slot, &hot) == 0 && hot.key.cgroup_id == key.cgroup_id) {
+        combined = entry;
+        for (size_t i = 0; i < KEEL_HIST_SLOTS; ++i) combined.rq_hist[i] += hot.rq_hist[i];
+        combined.rq_sum_ns += hot.rq_sum_ns;
+        counts = &combined;
+      }
+    }
+    const keel_cg_stats& val = *counts;
+    if (!fresh && counts_less(val, was)) {
+      const int32_t slot = was.hot;  // counted afresh; its slot stays
+      was = Last{};
+      was.hot = slot;
+    }
     was.fresh = fresh;
     CgroupSched d;
     d.id = id;
@@ -428,7 +482,27 @@ Result<SchedDelta> SchedSensor::read() {
   for (const keel_cg_key& k : idle) {
     const int r = bpf_map_delete_elem(fd, &k);
     if (r == 0) ++evicted_.idle;
-    if (r == 0 || errno == ENOENT) last_.erase(CgroupId{k.hierarchy, k.cgroup_id});
+    if (r == 0 || errno == ENOENT) {
+      const CgroupId id{k.hierarchy, k.cgroup_id};
+      release_hot(id, last_[id]);
+      last_.erase(id);
+    }
+  }
+  // The free hot slots go to the cgroups that waited in this interval and have none: critical ones
+  // first, then the most waits. A slot starts at 0, so the next delta is as without it.
+  if (!hot_free_.empty()) {
+    std::vector<std::pair<uint64_t, CgroupId>> want;
+    for (const CgroupSched& d : out.cgroups)
+      if (d.rq.count != 0 && !is_hot(d.id))
+        want.emplace_back(critical_.contains(d.id) ? UINT64_MAX : d.rq.count, d.id);
+    std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    bool gave = false;
+    for (const auto& [waits, id] : want) {
+      if (hot_free_.empty()) break;
+      gave |= give_hot(id, last_[id]);
+    }
+    // Tasks that cached "no slot" look again at their next wait.
+    if (gave) __atomic_add_fetch(&skel_->bss->hot_gen, 1, __ATOMIC_RELAXED);
   }
   last_out_ = out.cgroups.size() + 16;
   uint64_t full = sum_percpu(skel_->maps.errors, KEEL_ERR_CG_MAP_FULL);
@@ -452,7 +526,10 @@ void SchedSensor::tend(const std::function<Worth(CgroupId)>& worth, const std::v
     keel_cg_key key{id.hierarchy, 0, id.inode};
     const int r = bpf_map_delete_elem(fd, &key);
     if (r == 0) ++reason;
-    return r == 0 || errno == ENOENT;
+    const bool dropped = r == 0 || errno == ENOENT;
+    if (dropped)
+      if (auto it = last_.find(id); it != last_.end()) release_hot(id, it->second);  // the slot goes with it
+    return dropped;
   };
   struct Spare {
     Worth worth;

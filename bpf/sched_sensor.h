@@ -119,6 +119,9 @@ struct SchedConfig {
   std::vector<uint16_t> node_of_cpu;
   AttachChoice attach = AttachChoice::automatic;
   uint32_t max_cgroups = 4096;  // entries of the per-cgroup map
+  // Hot slots (bpf/sched_shared.h, tp_btf only): the busiest cgroups, critical ones first, have their
+  // waits counted through a slot each task caches, not a hash lookup per wait. 0: none.
+  uint32_t hot_slots = 1024;
   BpfStats stats = BpfStats::sampled;
   unsigned stats_every = 10;  // sampled: stats on for one read interval in this many
   // Up to KEEL_MAX_COUNTERS perf events, each read at every switch and charged to the task switched
@@ -177,6 +180,15 @@ class SchedSensor {
   // tend() keeps this many in use at most, leaving the rest for cgroups new since the read.
   size_t high_water() const { return capacity_ - capacity_ / 8; }
   bool holds(CgroupId id) const { return last_.contains(id); }  // has an entry (as of the latest read)
+  // Hot slots: how many there are, how many are given out, and whether `id` has one. After each read
+  // the cgroups that waited and have none get the free ones (critical first, then the most waits); a
+  // slot goes back with its cgroup's entry.
+  size_t hot_capacity() const { return hot_cap_; }
+  size_t hot_in_use() const { return hot_cap_ - hot_free_.size(); }
+  bool is_hot(CgroupId id) const {
+    auto it = last_.find(id);
+    return it != last_.end() && it->second.hot >= 0;
+  }
   // Run time and count of each attached program, cumulative (grows only while stats are on).
   std::vector<ProgStats> prog_stats() const;
   bool stats_enabled() const { return stats_fd_.valid(); }
@@ -192,7 +204,10 @@ class SchedSensor {
         stats_(cfg.stats),
         stats_every_(std::max(1u, cfg.stats_every)),
         capacity_(cfg.max_cgroups),
-        batch_(cfg.batch_reads) {}
+        batch_(cfg.batch_reads),
+        hot_cap_(kind == AttachKind::tp_btf ? cfg.hot_slots : 0) {
+    for (uint32_t i = hot_cap_; i > 0; --i) hot_free_.push_back(i - 1);  // slot 0 first
+  }
   void update_stats();
   void for_each_entry(int fd, const std::function<void(const keel_cg_key&, const keel_cg_stats&)>& f);
   Skeleton<keel_sched> skel_;
@@ -206,6 +221,7 @@ class SchedSensor {
     std::array<uint64_t, KEEL_MAX_COUNTERS> counters{};
     unsigned idle_reads = 0;
     bool fresh = true;  // first seen at the latest read: its cgroup may be newer than sensing's view
+    int32_t hot = -1;   // its hot slot; -1: none
   };
   struct IdHash {
     size_t operator()(const CgroupId& id) const {
@@ -213,6 +229,10 @@ class SchedSensor {
     }
   };
   std::unordered_map<CgroupId, Last, IdHash> last_;
+  // Gives `id` a free hot slot (zeroed, keyed, then published); false when none is free or a write fails.
+  bool give_hot(const CgroupId& id, Last& l);
+  // Takes `l`'s slot back (unpublished, then zeroed): what it counted since the read goes with it.
+  void release_hot(const CgroupId& id, Last& l);
   size_t last_out_ = 16;  // how many cgroups the previous read returned
   std::vector<keel_cg_key> batch_keys_;
   std::vector<keel_cg_stats> batch_vals_;
@@ -224,7 +244,9 @@ class SchedSensor {
   size_t capacity_ = 0;
   uint64_t reads_ = 0;
   bool batch_ = true;  // batch map lookups (until one fails as unknown to the kernel)
-  Fd stats_fd_;        // bpf_enable_stats(): stats stay on only while this fd is open
+  uint32_t hot_cap_ = 0;
+  std::vector<uint32_t> hot_free_;  // free hot slots, the next one to give at the back
+  Fd stats_fd_;                     // bpf_enable_stats(): stats stay on only while this fd is open
   // Totals and time when stats were turned on (or at the previous read while they stayed on).
   uint64_t win_run_ns_ = 0, win_runs_ = 0;
   std::chrono::steady_clock::time_point win_start_{};

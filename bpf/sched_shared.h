@@ -46,6 +46,17 @@ struct keel_cg_stats {
   keel_u64 counters[KEEL_MAX_COUNTERS]; /* perf counter deltas charged to the task switched out */
 };
 
+/* A hot slot: the run-queue counts of one of the cgroups user space gives a slot (the busiest, critical
+ * ones first). A task caches its cgroup's slot in its task storage, so its waits are counted through an
+ * array access instead of a hash lookup (~60 ns apart on a VM: bench/README.md). The counts start as
+ * keel_cg_stats does, so the programs update either the same way; a cgroup's run-queue counts are its
+ * cg_stats entry's plus its slot's. */
+struct keel_cg_hot {
+  keel_u64 rq_hist[KEEL_HIST_SLOTS];
+  keel_u64 rq_sum_ns;
+  struct keel_cg_key key; /* whose slot it is; cgroup_id 0: free */
+};
+
 /* The SLO watch: a critical cgroup's run-queue SLO. Waits longer than slo_ns are counted per window of
  * window_ns; the wait that makes the count reach `threshold` sends one keel_slo_event through the ring
  * buffer with a forced wakeup (once per window), so keel ticks at once instead of at the period's end. */
