@@ -33,7 +33,6 @@ floor_bin=build/bench/keel_floor
 pingpong=build/bench/keel_pingpong
 default_modes="none floor keel runqlat"
 [[ -n $before ]] && default_modes="none floor-before keel-before floor keel runqlat"
-modes=${MODES:-$default_modes}
 loops=${LOOPS:-100000}
 [[ $(id -u) -eq 0 ]] || { echo "needs root (loads BPF)" >&2; exit 1; }
 for t in perf hackbench runqlat bpftool taskset; do command -v $t >/dev/null || { echo "missing $t (scripts/deps.sh)" >&2; exit 1; }; done
@@ -60,7 +59,15 @@ programs_of() {
   echo "$progs"
 }
 progs_keel=$(programs_of "$keel")
-[[ -n $before ]] && progs_before=$(programs_of "$before")
+if [[ -n $before ]]; then
+  progs_before=$(programs_of "$before")
+  # The same programs: one floor serves both (a second one would only add its own noise).
+  [[ $progs_before == "$progs_keel" ]] && default_modes="none floor keel-before keel runqlat"
+fi
+modes=${MODES:-$default_modes}
+has() { [[ " $modes " == *" $1 "* ]]; }
+floor_before=floor-before
+has floor-before || floor_before=floor
 
 start_tracer() {
   case $1 in
@@ -114,7 +121,6 @@ for ((r = 1; r <= rounds; r++)); do
 done
 
 median() { sort -g "$1" | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-has() { [[ " $modes " == *" $1 "* ]]; }
 # Paired: one value per round from two modes' values of that round (drift between rounds cancels), then
 # the median over rounds. pair FILE_A FILE_B AWK_EXPR (a, b: the round's two values).
 pair() { paste "$1" "$2" | awk "{a=\$1; b=\$2; print $3}" > "$tmp/pair"; median "$tmp/pair"; }
@@ -147,8 +153,18 @@ printf '\n| mode | floor | pinned events/op | pinned ratio to floor | pinned abo
 against_floor keel floor keel
 against_floor keel-stats floor keel
 against_floor runqlat floor keel
-[[ -n $before ]] && against_floor keel-before floor-before before
-[[ -n $before ]] && against_floor keel floor-before before
+[[ -n $before ]] && against_floor keel-before $floor_before before
+# keel against keel-before directly, paired by round (when both attach the same programs, the same
+# events per op): the change's own effect.
+if [[ -n $before ]] && has keel && has keel-before && [[ $progs_before == "$progs_keel" ]]; then
+  printf '\n| keel against keel-before | pinned ratio | pinned ns per event | cross ratio | cross ns per event |\n|---|---|---|---|---|\n|  |'
+  for col in pinned cross; do
+    e=$(cat "$tmp/events.keel.$col")
+    printf ' %.3fx | %.0f ns |' "$(pair "$tmp/$col.keel" "$tmp/$col.keel-before" 'a/b')" \
+      "$(pair "$tmp/$col.keel" "$tmp/$col.keel-before" "(1/a - 1/b) * 1e9 / $e")"
+  done
+  echo
+fi
 echo "keel's programs: $progs_keel"
 [[ -n $before ]] && echo "keel-before's programs: $progs_before"
 [[ -s $tmp/cost ]] && awk '{t+=$1; c+=$2} END {if (c) printf "keel BPF cost: %.0f ns per program run over %d runs (keel-stats rounds)\n", t/c, c}' "$tmp/cost"

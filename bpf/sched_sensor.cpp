@@ -489,12 +489,15 @@ Result<SchedDelta> SchedSensor::read() {
     }
   }
   // The free hot slots go to the cgroups that waited in this interval and have none: critical ones
-  // first, then the most waits. A slot starts at 0, so the next delta is as without it.
+  // first, then best-effort ones, then those no workload covers (as the latest tend() saw them), each by
+  // the most waits. A slot starts at 0, so the next delta is as without it.
   if (!hot_free_.empty()) {
     std::vector<std::pair<uint64_t, CgroupId>> want;
     for (const CgroupSched& d : out.cgroups)
       if (d.rq.count != 0 && !is_hot(d.id))
-        want.emplace_back(critical_.contains(d.id) ? UINT64_MAX : d.rq.count, d.id);
+        want.emplace_back((uint64_t{critical_.contains(d.id) ? 3u : last_[d.id].rank} << 56) |
+                              std::min<uint64_t>(d.rq.count, (uint64_t{1} << 56) - 1),
+                          d.id);
     std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     bool gave = false;
     for (const auto& [waits, id] : want) {
@@ -547,6 +550,7 @@ void SchedSensor::tend(const std::function<Worth(CgroupId)>& worth, const std::v
     }
     if (w == Worth::unmatched || w == Worth::best_effort)
       spare.push_back({w, it->second.idle_reads, it->first});
+    it->second.rank = w == Worth::critical ? 3 : w == Worth::best_effort ? 2 : 1;
     ++it;
   }
   std::vector<CgroupId> missing;

@@ -181,8 +181,9 @@ class SchedSensor {
   size_t high_water() const { return capacity_ - capacity_ / 8; }
   bool holds(CgroupId id) const { return last_.contains(id); }  // has an entry (as of the latest read)
   // Hot slots: how many there are, how many are given out, and whether `id` has one. After each read
-  // the cgroups that waited and have none get the free ones (critical first, then the most waits); a
-  // slot goes back with its cgroup's entry.
+  // the cgroups that waited and have none get the free ones (critical first, then best-effort, then
+  // those no workload covers, as tend() last saw them; each by the most waits); a slot goes back with
+  // its cgroup's entry.
   size_t hot_capacity() const { return hot_cap_; }
   size_t hot_in_use() const { return hot_cap_ - hot_free_.size(); }
   bool is_hot(CgroupId id) const {
@@ -222,6 +223,7 @@ class SchedSensor {
     unsigned idle_reads = 0;
     bool fresh = true;  // first seen at the latest read: its cgroup may be newer than sensing's view
     int32_t hot = -1;   // its hot slot; -1: none
+    uint8_t rank = 1;   // who gets a free hot slot first: 3 critical, 2 best-effort, 1 other (tend())
   };
   struct IdHash {
     size_t operator()(const CgroupId& id) const {

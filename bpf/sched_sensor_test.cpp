@@ -619,10 +619,10 @@ TEST_F(CpuCgroups, MoreCountersThanSlotsIsAClearError) {
       << sensor.error().message();
 }
 
-// One hot slot, two cgroups with a 1 ms sleeper each: after the first read one has the slot, and the
-// two together count every wakeup (one through its slot, the other through the map). When the hot one
-// goes, its slot goes back at tend() and the other cgroup, still waiting, gets it at the next read and
-// still counts every wakeup.
+// One hot slot, two cgroups with a 1 ms sleeper each, and the host's own cgroups waiting too: the slot
+// goes to the critical one (a), and a and b together count every wakeup (a through its slot, b through
+// the map). When a goes, its slot goes back at tend() and b, critical now and still waiting, gets it at
+// the next read and still counts every wakeup.
 TEST_F(CpuCgroups, HotSlotsGoToCgroupsThatWaitAndCountWhatTheMapWould) {
   fs::path a = make("hot-a"), b = make("hot-b");
   auto cfg = config();
@@ -632,13 +632,15 @@ TEST_F(CpuCgroups, HotSlotsGoToCgroupsThatWaitAndCountWhatTheMapWould) {
   if (sensor->kind() != AttachKind::tp_btf) GTEST_SKIP() << "skipped: hot slots are tp_btf only";
   EXPECT_EQ(sensor->hot_capacity(), 1u);
   pid_t pa = start(false, a, 1);
-  pid_t pb = start(false, b, 1);
+  start(false, b, 1);
   const CgroupId ia{hier_.id, inode(a)}, ib{hier_.id, inode(b)};
+  auto none_gone = [](CgroupId) { return Worth::unmatched; };
+  sensor->tend(none_gone, {ia});
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_TRUE(sensor->read());
   ASSERT_EQ(sensor->hot_in_use(), 1u);
-  ASSERT_TRUE(sensor->is_hot(ia) != sensor->is_hot(ib)) << "exactly one of the two has the slot";
-  const bool a_hot = sensor->is_hot(ia);
+  ASSERT_TRUE(sensor->is_hot(ia)) << "the critical cgroup gets the one slot";
+  ASSERT_FALSE(sensor->is_hot(ib));
 
   uint64_t w0 = counter_->load();
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
@@ -649,33 +651,31 @@ TEST_F(CpuCgroups, HotSlotsGoToCgroupsThatWaitAndCountWhatTheMapWould) {
   const CgroupSched* cb = find(*both, ib);
   ASSERT_NE(ca, nullptr);
   ASSERT_NE(cb, nullptr);
-  std::printf("waits: a %llu (%s), b %llu (%s); wakeups %llu\n",
-              static_cast<unsigned long long>(ca->rq.count), a_hot ? "hot" : "map",
-              static_cast<unsigned long long>(cb->rq.count), a_hot ? "map" : "hot",
+  std::printf("waits: a %llu (hot), b %llu (map); wakeups %llu\n",
+              static_cast<unsigned long long>(ca->rq.count), static_cast<unsigned long long>(cb->rq.count),
               static_cast<unsigned long long>(w1 - w0));
   EXPECT_GT(ca->rq.count, (w1 - w0) / 4);
   EXPECT_GT(cb->rq.count, (w1 - w0) / 4);
   EXPECT_GE(ca->rq.count + cb->rq.count, (w1 - w0) * 9 / 10);
   EXPECT_LE(ca->rq.count + cb->rq.count, (w1 - w0) * 11 / 10 + 5);
 
-  // The hot one goes: its slot comes back, and the one left gets it.
-  const pid_t gone = a_hot ? pa : pb;
-  const CgroupId gone_id = a_hot ? ia : ib, left = a_hot ? ib : ia;
-  kill(gone, SIGKILL);
-  waitpid(gone, nullptr, 0);
-  pids_.erase(std::find(pids_.begin(), pids_.end(), gone));
-  sensor->tend([&](CgroupId id) { return id == gone_id ? Worth::gone : Worth::unmatched; }, {});
+  // a goes: its slot comes back, and b gets it.
+  kill(pa, SIGKILL);
+  waitpid(pa, nullptr, 0);
+  pids_.erase(std::find(pids_.begin(), pids_.end(), pa));
+  sensor->tend([&](CgroupId id) { return id == ia ? Worth::gone : Worth::unmatched; }, {ib});
   EXPECT_EQ(sensor->hot_in_use(), 0u);
-  EXPECT_FALSE(sensor->is_hot(gone_id));
+  EXPECT_FALSE(sensor->is_hot(ia));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_TRUE(sensor->read());
-  EXPECT_TRUE(sensor->is_hot(left));
+  EXPECT_TRUE(sensor->is_hot(ib));
   EXPECT_EQ(sensor->hot_in_use(), 1u);
   uint64_t w2 = counter_->load();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto alone = sensor->read();
   uint64_t w3 = counter_->load();
   ASSERT_TRUE(alone);
-  const CgroupSched* cl = find(*alone, left);
+  const CgroupSched* cl = find(*alone, ib);
   ASSERT_NE(cl, nullptr);
   EXPECT_GE(cl->rq.count, (w3 - w2) * 9 / 10);
   EXPECT_LE(cl->rq.count, (w3 - w2) * 11 / 10 + 5);
