@@ -8,9 +8,9 @@
  * Per wait the programs read the clock twice (wakeup, switch-in) and the waiting task's storage twice;
  * the waits of a cgroup with a hot slot are counted through the slot the task caches in that storage
  * (an array access), the others through a hash lookup. The kernel's own sched_info cannot stand in for
- * the wakeup stamp: the run queue's clock at switch-in is behind by a microsecond or more on most
- * switches (a wake-up that preempts skips the next clock update), so its waits read ~0 where runqlat
- * sees 8-16 us (bench/README.md, keel_pieces).
+ * the wakeup stamp: a wake-up that preempts skips the run queue clock's next update, so at that
+ * switch-in the clock still reads the wake-up's time and the wait reads ~0 where runqlat sees 8-16 us
+ * (bench/README.md, keel_pieces).
  */
 // The kernel headers must come in this order.
 // clang-format off

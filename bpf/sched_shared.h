@@ -48,7 +48,7 @@ struct keel_cg_stats {
 
 /* A hot slot: the run-queue counts of one of the cgroups user space gives a slot (the busiest, critical
  * ones first). A task caches its cgroup's slot in its task storage, so its waits are counted through an
- * array access instead of a hash lookup (~60 ns apart on a VM: bench/README.md). The counts start as
+ * array access instead of a hash lookup (~65 ns apart on a VM: bench/README.md). The counts start as
  * keel_cg_stats does, so the programs update either the same way; a cgroup's run-queue counts are its
  * cg_stats entry's plus its slot's. */
 struct keel_cg_hot {
