@@ -186,7 +186,8 @@ memory() {  # binary label
       t=$2; gsub("B","",b); printf "  map %-16s %-18s value %6s, %6d entries max, memlock %8.1f KiB", n, t, v, m, b/1024
       if (n == "cg_stats") printf " (%.0f B per entry)", b/m
       printf "\n"}'
-    if bpftool map show id "$id" | grep -q "name cg_stats"; then
+    # Not `bpftool ... | grep -q`: grep's early exit kills bpftool, which pipefail turns into false.
+    if [[ $(bpftool map show id "$id" 2>/dev/null) == *"name cg_stats"* ]]; then
       echo "    in use: $(bpftool map dump id "$id" 2>/dev/null | grep -c '"key":' || true) cgroups"
     fi
   done
