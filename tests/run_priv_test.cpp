@@ -796,7 +796,11 @@ TEST_F(RunPriv, UnderTheUnitsCapabilitiesKeelNotifiesSensesWritesAndGivesBack) {
 
 // daemon.early_ticks: with a 4 s period, noise that starts after keel's first tick makes the waker's
 // run-queue waits cross its SLO; the BPF watch wakes keel, which ticks at once (tick 2 comes early,
-// long before the period's end) and acts in it (the class off, so the ladder's first step shows).
+// long before the period's end) and acts in it or in the next early tick (the class off, so the
+// ladder's first step shows). Acting in tick 2 itself needs that tick's p99 to be severe (smoothed
+// slack below -1: a tick p99 over ~1.2 ms after a good tick 1); the crossing that wakes keel is 5 waits
+// over the SLO, and when those are short of that (a tick p99 of 541 and 845 us, 2 runs in 19), the
+// violation is the second bad tick: tick 3, woken early by the next crossing.
 TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
   testing::TempDir dir;
   fs::path cfg = write_config(dir.path(), "enforce", "[actuators]\npreempt_class = \"off\"\n", kSloUs, "4s");
@@ -819,7 +823,19 @@ TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
   text = slurp(log);
   const size_t done = text.find("tick 2 early: done");
   std::printf("%s\n", text.substr(done, text.find('\n', done) - done).c_str());
-  EXPECT_NE(text.find("tick 2 enforce act crit"), std::string::npos) << text;
+  const bool acted = wait_for(
+      [&] {
+        text = slurp(log);
+        return text.find("tick 2 enforce act crit") != std::string::npos ||
+               (text.find("tick 3 early: crit waited") != std::string::npos &&
+                text.find("tick 3 enforce act crit") != std::string::npos);
+      },
+      2s);
+  const double acted_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - noise_at).count();
+  EXPECT_TRUE(acted) << "no act in tick 2, nor in an early tick 3\n" << text;
+  std::printf("acted in tick %d, %.2f s after the noise started\n",
+              text.find("tick 2 enforce act crit") != std::string::npos ? 2 : 3, acted_s);
+  EXPECT_LT(acted_s, 3.0) << "the periodic tick 2 is due 4 s after tick 1";
   EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
 }
 
