@@ -55,7 +55,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto skel = keel::bpf::Skeleton<keel_pieces>::open(kPieces, "pieces");
-  if (!skel || (*skel)->obj == nullptr) return 1;
+  if (!skel) {
+    std::fprintf(stderr, "keel_pieces: %s\n", skel.error().message().c_str());
+    return 1;
+  }
   if (keel_pieces__load(skel->get()) != 0) {
     std::fprintf(stderr, "keel_pieces: cannot load: %s\n", keel::bpf::last_log_line().c_str());
     return 1;

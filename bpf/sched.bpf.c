@@ -187,6 +187,12 @@ struct keel_rq {
   __u64 rq_hist[KEEL_HIST_SLOTS];
   __u64 rq_sum_ns;
 };
+_Static_assert(__builtin_offsetof(struct keel_cg_stats, rq_sum_ns) ==
+                   __builtin_offsetof(struct keel_rq, rq_sum_ns),
+               "keel_cg_stats starts as keel_rq");
+_Static_assert(__builtin_offsetof(struct keel_cg_hot, rq_sum_ns) ==
+                   __builtin_offsetof(struct keel_rq, rq_sum_ns),
+               "keel_cg_hot starts as keel_rq");
 
 static __always_inline struct keel_rq* hot_slot(__u32 slot, __u64 cgroup_id) {
   struct keel_cg_hot* h = bpf_map_lookup_elem(&cg_hot, &slot);
@@ -344,8 +350,8 @@ static __always_inline void watch_slo(const struct keel_cg_key* key, __u64 now, 
 static __always_inline int on_switch(bool preempt, struct task_struct* prev, struct task_struct* next,
                                      bool btf) {
   if (n_counters) charge_counters(prev, btf);
-  /* The clock is read only when a stamp or a wait needs it (a read costs ~50 ns on a VM, as much as a
-   * map lookup: bench/README.md), and once for both: switches to idle, or to a task with no stamp,
+  /* The clock is read only when a stamp or a wait needs it (a read is the costliest piece of a wait,
+   * ~90 ns on a VM: bench/README.md), and once for both: switches to idle, or to a task with no stamp,
    * and from a task that sleeps, read none or one. */
   __u64 now = 0;
   /* prev goes back to the run queue when preempted or still runnable: it waits from now. Idle (pid 0)
