@@ -400,9 +400,10 @@ Result<bool> set_weight(KnobWriter& w, const Cg& cg, uint64_t shares, WeightMapp
     auto cur = current_value(w, cg, CgroupFile::weight);
     if (!cur) return std::unexpected(cur.error());
     if (same_value(ValueKind::weight, *cur, std::to_string(value))) return false;
-    return fail(
-        "cgroup " + cg.path + " is idle (cpu.idle=1) and the kernel refuses a weight: set cpu.idle=0 first",
-        (cg.abs() / cg.name(CgroupFile::idle)).string(), EINVAL);
+    // Named as the write it stands for (the file and the value), with the reason the kernel would give.
+    return fail("'" + std::to_string(value) + "' not written: cgroup " + cg.path +
+                    " is idle (cpu.idle=1) and the kernel refuses a weight: set cpu.idle=0 first",
+                (cg.abs() / cg.name(CgroupFile::weight)).string(), EINVAL);
   }
   return set(w, cg, CgroupFile::weight, std::to_string(value));
 }

@@ -61,9 +61,23 @@ struct Step {
   int rank;
   int depth;
   int sub = 0;  // order within a cgroup: v1 bandwidth lifts the quota, sets the period, then the quota
+  bool unset_v2 = false;  // a v2 cpuset.cpus back to not set: every_cpu_of_hierarchy where refused
 };
 
 }  // namespace
+
+Result<std::string> every_cpu_of_hierarchy(const fs::path& dir) {
+  // The root of a v2 hierarchy is the one cgroup without its own cpuset.cpus (only .effective).
+  std::error_code ec;
+  fs::path at = dir;
+  for (int up = 0; up < 4096 && fs::exists(at / "cpuset.cpus", ec) && at.has_relative_path(); ++up)
+    at = at.parent_path();
+  auto cpus = read_file(at / "cpuset.cpus.effective");
+  if (!cpus) return std::unexpected(cpus.error());
+  auto set = CpuSet::parse_list(trim(*cpus));
+  if (!set || set->empty()) return fail((at / "cpuset.cpus.effective").string() + ": no CPUs");
+  return set->to_list();
+}
 
 Result<size_t> move_procs_to_parent(const fs::path& dir) {
   const fs::path to = dir.parent_path() / "cgroup.procs";
@@ -261,7 +275,7 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
       // v2 (a cgroup.controllers file beside it): "" is "not set", the parent's CPUs, written back as is.
       const bool unset_v2 = want && want->empty() && fs::exists(p.parent_path() / "cgroup.controllers", ec);
       if (unset_v2) {
-        steps.push_back({&e, e.original, true, 3, -depth});
+        steps.push_back({&e, e.original, true, 3, -depth, 0, true});
         continue;
       }
       if (want && want->empty()) {
@@ -300,6 +314,15 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
     for (auto& [st, last_err] : pending) {
       if (done.contains(st.e)) continue;  // a late union step must not undo the restored value
       auto r = write_value(roots, st.e->path, st.value);
+      if (!r && r.error().err == ENOSPC && st.unset_v2) {
+        // The kernel keeps a populated cgroup's cpuset.cpus from being unset again: every CPU of the
+        // hierarchy gives it what its parent has, which is what not set gave it.
+        const fs::path p = st.e->path.abs(roots);
+        if (auto every = every_cpu_of_hierarchy(p.parent_path())) {
+          r = write_value(roots, st.e->path, *every);
+          if (r) rep.every_cpu.push_back(p.string() + " (" + *every + ")");
+        }
+      }
       if (r || r.error().err == ENOENT) {
         progress = true;
         if (!st.last && r) continue;

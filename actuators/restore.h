@@ -23,6 +23,10 @@ struct RestoreReport {
   size_t kept = 0;       // left as is because going back would harm: an empty cpuset for a cgroup with tasks
   // Left as another manager set it: no longer the value keel wrote ("PATH: keel wrote X, now Y").
   std::vector<std::string> changed_since;
+  // v2 cpuset.cpus found not set, of cgroups that have tasks: the kernel refuses to unset them again
+  // (ENOSPC), so each got every CPU of the hierarchy, which gives it its parent's as not set did
+  // ("PATH (0-63)"). Counted as restored.
+  std::vector<std::string> every_cpu;
   std::vector<Error> failed;  // still journaled: a later restore tries again
 };
 
@@ -38,6 +42,11 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
 RestoreReport restore_where(const SysRoots& roots, Journal& journal,
                             const std::function<bool(const JournalEntry&)>& which,
                             const DirOps& dirs = DirOps::real(), const KnobWriter::Written* wrote = nullptr);
+
+// What stands in for "not set" in the v2 cpuset.cpus of the cgroup at `dir` where the kernel refuses to
+// unset it (a populated cgroup whose cpuset.cpus is set: ENOSPC): every CPU of its hierarchy (the
+// root's cpuset.cpus.effective), with which it gets what its parent has, as when not set.
+Result<std::string> every_cpu_of_hierarchy(const std::filesystem::path& dir);
 
 // Moves every process of the cgroup at `dir` (its cgroup.procs) into its parent's cgroup.procs, so a
 // cgroup keel created can be removed. A process that exits meanwhile is no error. The number moved.

@@ -46,11 +46,17 @@ int cmd_restore(const std::vector<std::string>& argv) {
   act::remove_handover(journal->dir());
   auto rep = act::restore(roots, *journal);
   if (args->has("json")) {
-    Json failed = Json::array();
+    Json failed = Json::array(), every = Json::array();
     for (const auto& e : rep.failed) failed.push_back(e.message());
-    Json j = {{"state", state.string()},    {"entries", entries}, {"restored", rep.restored},
-              {"unchanged", rep.unchanged}, {"gone", rep.gone},   {"kept", rep.kept},
-              {"failed", std::move(failed)}};
+    for (const auto& e : rep.every_cpu) every.push_back(e);
+    Json j = {{"state", state.string()},
+              {"entries", entries},
+              {"restored", rep.restored},
+              {"unchanged", rep.unchanged},
+              {"gone", rep.gone},
+              {"kept", rep.kept},
+              {"failed", std::move(failed)},
+              {"every_cpu", std::move(every)}};
     std::printf("%s\n", json_text(j).c_str());
   } else if (entries == 0) {
     std::printf("keel restore: nothing to restore (no journal in %s)\n", state.string().c_str());
@@ -60,6 +66,11 @@ int cmd_restore(const std::vector<std::string>& argv) {
         "%zu kept (an empty cpuset would strand tasks), %zu failed\n",
         rep.restored, rep.unchanged, rep.gone, rep.kept, rep.failed.size());
   }
+  for (const auto& e : rep.every_cpu)
+    std::printf(
+        "keel restore: %s: cpuset.cpus was not set; the kernel refuses to unset it while the cgroup has "
+        "tasks, so it has every CPU, and with it its parent's, as before\n",
+        e.c_str());
   for (const auto& e : rep.failed) std::fprintf(stderr, "keel restore: %s\n", e.message().c_str());
   if (!rep.failed.empty()) {
     std::fprintf(stderr, "keel restore: the failed knobs stay journaled in %s; run keel restore again\n",

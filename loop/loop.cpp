@@ -607,6 +607,10 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
            " failed");
   for (const auto& c : back.changed_since)
     notice("restore: left " + c + ": another manager changed it after keel, its value stays");
+  for (const auto& c : back.every_cpu)
+    notice("restore: " + c +
+           ": cpuset.cpus was not set; the kernel refuses to unset it while the cgroup "
+           "has tasks, so it has every CPU, and with it its parent's, as before");
   for (const auto& e : back.failed) log_error("restore: " + e.message());
   if (!back.failed.empty()) {
     log_error("run: the failed knobs stay journaled in " + state.string() + "; run keel restore");

@@ -688,10 +688,9 @@ void Reconciler::unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, con
     if (!why.empty()) {
       // Left as found (given back, where an earlier survey had changed it).
       note(out, "not isolated: " + act::printable(g.top, 256) + ": " + why);
-      std::vector<std::pair<const CgroupDir*, const FoundUnmanaged*>> back;
+      std::vector<std::pair<const CgroupDir*, FoundUnmanaged*>> back;
       for (size_t i = 0; i < g.cgroups.size(); ++i) back.emplace_back(&g.cgroups[i], found[i]);
-      if (give_back_cpusets(*cs, back, out))
-        for (FoundUnmanaged* f : found) f->wrote.reset();
+      give_back_cpusets(*cs, back, out);  // each given back has its `wrote` reset
       continue;
     }
     if (auto r = act::apply_cpusets(*w_, *cs, want, host); !r) {
@@ -702,7 +701,7 @@ void Reconciler::unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, con
   }
   // Cgroups keel changed that are no longer unmanaged (a workload came into them) or gone.
   std::vector<CgroupDir> held_dirs;
-  std::vector<std::pair<const CgroupDir*, const FoundUnmanaged*>> back;
+  std::vector<std::pair<const CgroupDir*, FoundUnmanaged*>> back;
   std::vector<FoundUnmanaged> leaving;
   held_dirs.reserve(found_unmanaged_.size());
   leaving.reserve(found_unmanaged_.size());
@@ -723,29 +722,46 @@ void Reconciler::unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, con
   if (spec_.actuators.isolate_root_tasks) root_tasks(*survey, *cs, held, out);
 }
 
-bool Reconciler::give_back_cpusets(
-    const CgroupHierarchy& cs, const std::vector<std::pair<const CgroupDir*, const FoundUnmanaged*>>& back,
-    Reconciled& out) {
+bool Reconciler::give_back_cpusets(const CgroupHierarchy& cs,
+                                   const std::vector<std::pair<const CgroupDir*, FoundUnmanaged*>>& back,
+                                   Reconciled& out) {
   std::vector<act::CpusetTarget> targets;
+  std::vector<FoundUnmanaged*> batch;
   bool ok = true;
   for (const auto& [dir, f] : back) {
-    if (!f->wrote) continue;  // keel never wrote it: nothing to give back
+    if (!f->wrote) continue;  // keel never wrote it, or gave it back already: nothing to give back
     auto now = dir->read(CgroupFile::cpus);
     auto now_set = now ? CpuSet::parse_list(trim(*now)) : Result<CpuSet>(std::unexpected(now.error()));
     if (!now_set) continue;  // gone meanwhile
     if (*now_set != *f->wrote) {
       note(out, "unmanaged cgroup " + act::printable(dir->path(), 256) + " was changed by another writer (" +
                     now_set->to_list() + "): left as it is");
+      f->wrote.reset();
       continue;
     }
     auto set = CpuSet::parse_list(f->value);
     if (set && !set->empty()) {
       targets.push_back({dir->path(), *set, std::nullopt, dir});
+      batch.push_back(f);
     } else if (set && cs.unified) {  // v2, found not set: not set again (the parent's CPUs)
-      if (auto r = w_->set(*dir, CgroupFile::cpus, ""); !r && !dir->removed()) {
+      auto r = w_->set(*dir, CgroupFile::cpus, "");
+      if (!r && r.error().err == ENOSPC) {
+        // The kernel keeps a cgroup with tasks from unsetting its cpuset.cpus again: every CPU of
+        // the hierarchy gives it its parent's, as not set did.
+        if (auto every = act::every_cpu_of_hierarchy(cs.mount / dir->path().substr(1))) {
+          r = w_->set(*dir, CgroupFile::cpus, *every);
+          if (r)
+            note(out, "unmanaged cgroup " + act::printable(dir->path(), 256) + " given every CPU (" + *every +
+                          "): the kernel refuses to unset the cpuset.cpus of a cgroup with tasks, and with "
+                          "every CPU it has its parent's, as before");
+        }
+      }
+      if (!r && !dir->removed()) {
         out.errors.push_back("unmanaged cgroup " + act::printable(dir->path(), 256) +
                              " given back: " + r.error().message());
         ok = false;
+      } else {
+        f->wrote.reset();
       }
     }
   }
@@ -754,6 +770,7 @@ bool Reconciler::give_back_cpusets(
     out.errors.push_back("unmanaged cgroups given back: " + r.error().message());
     return false;
   }
+  for (FoundUnmanaged* f : batch) f->wrote.reset();
   return ok;
 }
 
@@ -820,9 +837,9 @@ void Reconciler::give_back_unmanaged(const inv::Inventory& inv, const CgroupHier
   unmanaged_held_ = CpuSet{};
   if (!found_unmanaged_.empty()) {
     std::vector<CgroupDir> dirs;
-    std::vector<std::pair<const CgroupDir*, const FoundUnmanaged*>> back;
+    std::vector<std::pair<const CgroupDir*, FoundUnmanaged*>> back;
     dirs.reserve(found_unmanaged_.size());
-    for (const auto& [id, f] : found_unmanaged_)
+    for (auto& [id, f] : found_unmanaged_)
       if (auto dir = same_cgroup(inv, cs, f.path, id)) {
         dirs.push_back(std::move(*dir));
         back.emplace_back(&dirs.back(), &f);

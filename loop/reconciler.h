@@ -63,10 +63,11 @@ class Reconciler {
                  Reconciled& out);
   struct FoundUnmanaged;
   void give_back_unmanaged(const inv::Inventory& inv, const CgroupHierarchy& cs, Reconciled& out);
-  // Cpusets of unmanaged cgroups keel wrote back to the text found ("" on v2: not set); one another
-  // writer changed since is left as it is. False when a write failed (tried again next tick).
+  // Cpusets of unmanaged cgroups keel wrote back to the text found ("" on v2: not set, or every CPU
+  // where the kernel refuses that); one another writer changed since is left as it is. Each given back
+  // (or left) has its `wrote` reset; false when a write failed (that one is tried again next tick).
   bool give_back_cpusets(const CgroupHierarchy& cs,
-                         const std::vector<std::pair<const CgroupDir*, const FoundUnmanaged*>>& back,
+                         const std::vector<std::pair<const CgroupDir*, FoundUnmanaged*>>& back,
                          Reconciled& out);
   void root_tasks(const act::UnmanagedSurvey& survey, const CgroupHierarchy& cs, const CpuSet& held,
                   Reconciled& out);
