@@ -15,6 +15,7 @@
 
 #include "actuators/restore.h"
 #include "host/fileio.h"
+#include "tests/support/scene.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel::act {
@@ -898,6 +899,202 @@ TEST(CgroupV1Actuators, RestoreOfQuotaAndPeriodTogetherGoesThroughNoLimit) {
   EXPECT_TRUE(rep.failed.empty()) << rep.failed.front().message();
   EXPECT_EQ(value(s.path(C) / "cpu.cfs_quota_us"), "40000");
   EXPECT_EQ(value(s.path(C) / "cpu.cfs_period_us"), "100000");
+}
+
+}  // namespace
+}  // namespace keel::act
+
+// ---- The same on cgroup v2 under systemd (the guest of scripts/vm-test.sh) ----
+// In a Delegate=yes scope of the test's own (tests/support/scene.h). On a v1 host these skip: the
+// CgroupV1Actuators tests above are their twins there.
+
+namespace keel::act {
+namespace {
+
+// Skips unless this host is cgroup v2 under systemd; else the unified hierarchy and a tree below a
+// delegated scope of the test's own.
+#define KEEL_REQUIRE_V2_TREE(tree, h)                                                              \
+  KEEL_REQUIRE_ROOT();                                                                             \
+  if (testing::host_layout() != testing::Layout::v2)                                               \
+    GTEST_SKIP() << "skipped: needs cgroup v2 under systemd (scripts/vm-test.sh boots one); this " \
+                    "host is v1: CgroupV1Actuators are the twins here";                            \
+  testing::DelegatedTree tree("keel-test-v2-" + std::to_string(::getpid()));                       \
+  ASSERT_EQ(tree.error(), "");                                                                     \
+  auto h##_layout = discover(SysRoots::host());                                                    \
+  ASSERT_TRUE(h##_layout) << h##_layout.error().message();                                         \
+  const CgroupHierarchy h = *h##_layout->unified()
+
+std::string effective(const fs::path& dir) { return value(dir / "cpuset.cpus.effective"); }
+
+// v2 takes a parent narrower than its child and a child wider than its parent (no EBUSY, no EACCES):
+// what a cgroup gets is the intersection (cpuset.cpus.effective), which apply_cpusets reports. A
+// populated leaf never ends up with nothing; restore gives every cpuset.cpus back as found.
+TEST(CgroupV2Actuators, NestedCpusetsTakeEitherOrderAndTheKernelIntersectsAndRestoreGivesThemBack) {
+  KEEL_REQUIRE_V2_TREE(tree, h);
+  CpuSet host = *CpuSet::parse_list(effective(h.mount));
+  if (host.count() < 2) GTEST_SKIP() << "skipped: needs 2 CPUs, host has " << host.to_list();
+  const std::string c0 = std::to_string(host.cpus()[0]), c1 = std::to_string(host.cpus()[1]);
+  const CpuSet s0 = L(c0), s1 = L(c1), both = L(c0 + "," + c1);
+  const std::string P = tree.path(), A = P + "/a", Lf = A + "/l", B = P + "/b";
+  for (const char* rel : {"a", "a/l", "b"}) ASSERT_TRUE(tree.make(rel)) << rel;
+  auto dir = [&](const std::string& cg) { return h.mount / cg.substr(1); };
+  for (const auto& [cg, cpus] :
+       std::vector<std::pair<std::string, CpuSet>>{{P, both}, {A, s0}, {Lf, s0}, {B, s1}})
+    ASSERT_EQ(write_errno(dir(cg) / "cpuset.cpus", cpus.to_list()), 0) << cg;
+  const pid_t task = ::fork();
+  if (task == 0) {
+    for (;;) ::pause();
+  }
+  struct Reap {
+    pid_t p;
+    ~Reap() {
+      ::kill(p, SIGKILL);
+      ::waitpid(p, nullptr, 0);
+    }
+  } reap{task};
+  ASSERT_TRUE(tree.move(task, "a/l"));
+  std::map<fs::path, std::string> before;
+  for (const auto& cg : {P, A, Lf, B})
+    for (const char* f : {"cpuset.cpus", "cpuset.mems"}) before[dir(cg) / f] = value(dir(cg) / f);
+
+  testing::TempDir state;
+  auto j = Journal::open(state.path(), read_boot_id("/proc"));
+  ASSERT_TRUE(j) << j.error().message();
+  KnobWriter w(SysRoots::host(), Mode::enforce, &*j);
+  auto cpus = [&](const std::string& cg) { return cpus_of(dir(cg)); };
+
+  // 1. The parent below a child: v2 takes it (v1 says EBUSY); the child keeps what it set and gets
+  // the intersection.
+  auto r = apply_cpusets(w, h, {{P, s1, {}}});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(cpus(P), s1);
+  EXPECT_EQ(cpus(A), s0) << "what the child set stays";
+  EXPECT_EQ(*CpuSet::parse_list(effective(dir(B))), s1);
+  // A, whose own CPUs are all outside its parent's, falls back to the parent's (cgroup-v2.rst).
+  EXPECT_EQ(*CpuSet::parse_list(effective(dir(A))), s1);
+  EXPECT_EQ(value(dir(Lf) / "cgroup.procs"), std::to_string(task)) << "the task stays where it is";
+
+  // 2. Children wider than their parent, given leaf first: taken, and clipped to the parent.
+  r = apply_cpusets(w, h, {{Lf, both, {}}, {A, both, {}}});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(cpus(Lf), both);
+  EXPECT_EQ(cpus(A), both);
+  ASSERT_EQ(r->size(), 2u);
+  for (const auto& g : *r) EXPECT_EQ(g.effective, s1) << g.cgroup << ": the kernel's intersection";
+
+  // 3. The parent grows back: the children get what they set.
+  r = apply_cpusets(w, h, {{P, both, {}}});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(*CpuSet::parse_list(effective(dir(Lf))), both);
+
+  // 4. Emptying the populated leaf is an error that writes nothing, not even the valid target.
+  const size_t journaled = j->entries().size();
+  r = apply_cpusets(w, h, {{B, s0, {}}, {Lf, CpuSet(), {}}});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("has tasks"), std::string::npos) << r.error().message();
+  EXPECT_EQ(cpus(B), s1);
+  EXPECT_EQ(j->entries().size(), journaled);
+
+  auto rep = restore(SysRoots::host(), *j);
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed[0].message();
+  for (const auto& [f, v] : before) EXPECT_EQ(value(f), v) << f;
+  EXPECT_TRUE(j->entries().empty());
+}
+
+// cpu.weight (shares mapped as systemd does: 512 -> 50), cpu.max (quota and period in one write; a
+// child may ask more than its parent: v2 clips at run time instead of refusing) and cpu.idle, whose
+// group refuses a weight (EINVAL) until it leaves the class; restore gives every file back as found.
+TEST(CgroupV2Actuators, WeightQuotaAndIdleOnTheUnifiedHierarchyAndRestoreGivesThemBack) {
+  KEEL_REQUIRE_V2_TREE(tree, h);
+  const std::string P = tree.path() + "/p", C = P + "/c";
+  ASSERT_TRUE(tree.make("p"));
+  ASSERT_TRUE(tree.make("p/c"));
+  auto dir = [&](const std::string& cg) { return h.mount / cg.substr(1); };
+  std::map<fs::path, std::string> before;
+  for (const auto& cg : {P, C})
+    for (const char* f : {"cpu.weight", "cpu.max", "cpu.idle"}) before[dir(cg) / f] = value(dir(cg) / f);
+  testing::TempDir state;
+  auto j = Journal::open(state.path(), read_boot_id("/proc"));
+  ASSERT_TRUE(j) << j.error().message();
+  KnobWriter w(SysRoots::host(), Mode::enforce, &*j);
+  auto at = [&](const std::string& cg, const char* f) { return value(dir(cg) / f); };
+
+  auto q = set_cpu_quota(w, h, P, 50ms, 100ms);
+  ASSERT_TRUE(q) << q.error().message();
+  EXPECT_EQ(at(P, "cpu.max"), "50000 100000");
+  q = set_cpu_quota(w, h, C, 100ms, 250ms);  // 0.4 CPU below a 0.5 parent, in one write
+  ASSERT_TRUE(q) << q.error().message();
+  EXPECT_EQ(at(C, "cpu.max"), "100000 250000");
+  q = set_cpu_quota(w, h, C, 90ms, 100ms);  // more than the parent's: v2 takes it (and clips at run time)
+  ASSERT_TRUE(q) << q.error().message();
+  EXPECT_EQ(at(C, "cpu.max"), "90000 100000");
+  EXPECT_FALSE(set_cpu_quota(w, h, C, 500us, 100ms)) << "below the kernel's 1 ms";
+  EXPECT_EQ(at(C, "cpu.max"), "90000 100000");
+
+  auto wt = set_cpu_weight(w, h, C, 512);
+  ASSERT_TRUE(wt) << wt.error().message();
+  EXPECT_EQ(at(C, "cpu.weight"), "50");
+  EXPECT_FALSE(set_cpu_weight(w, h, C, 1));
+  EXPECT_EQ(at(C, "cpu.weight"), "50");
+
+  auto idle = set_cpu_idle(w, h, C, true);
+  ASSERT_TRUE(idle) << idle.error().message();
+  EXPECT_EQ(at(C, "cpu.idle"), "1");
+  EXPECT_EQ(write_errno(dir(C) / "cpu.weight", "70"), EINVAL) << "the kernel refuses a weight while idle";
+  auto refused = set_cpu_weight(w, h, C, 700);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("cpu.idle=0 first"), std::string::npos)
+      << refused.error().message();
+
+  auto rep = restore(SysRoots::host(), *j);
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed[0].message();
+  for (const auto& [f, v] : before) EXPECT_EQ(value(f), v) << f;  // idle first, then the weight
+  EXPECT_TRUE(j->entries().empty());
+}
+
+// The v2 kernel refuses to unset the cpuset.cpus of a cgroup with tasks once it is set (ENOSPC; the
+// temporary trees above cannot show it): restore gives such a cgroup, found not set, every CPU of the
+// hierarchy, with which it has its parent's as before, and says so. One without tasks is unset again.
+TEST(CgroupV2Actuators, ACpusetFoundNotSetIsGivenEveryCpuWhereTheKernelRefusesToUnsetIt) {
+  KEEL_REQUIRE_V2_TREE(tree, h);
+  ASSERT_TRUE(tree.make("busy"));
+  ASSERT_TRUE(tree.make("empty"));
+  const fs::path busy = tree.dir("cpuset") / "busy", empty = tree.dir("cpuset") / "empty";
+  ASSERT_EQ(value(busy / "cpuset.cpus"), "");
+  const pid_t task = ::fork();
+  if (task == 0) {
+    for (;;) ::pause();
+  }
+  struct Reap {
+    pid_t p;
+    ~Reap() {
+      ::kill(p, SIGKILL);
+      ::waitpid(p, nullptr, 0);
+    }
+  } reap{task};
+  ASSERT_TRUE(tree.move(task, "busy"));
+  const std::string all = effective(h.mount);
+  const std::string one = std::to_string(CpuSet::parse_list(all)->cpus()[0]);
+  testing::TempDir state;
+  auto j = Journal::open(state.path(), read_boot_id("/proc"));
+  ASSERT_TRUE(j) << j.error().message();
+  {
+    KnobWriter w(SysRoots::host(), Mode::enforce, &*j);
+    ASSERT_TRUE(
+        apply_cpusets(w, h, {{tree.path() + "/busy", L(one), {}}, {tree.path() + "/empty", L(one), {}}}));
+  }
+  ASSERT_EQ(value(busy / "cpuset.cpus"), one);
+  // "\n", not "": kernfs never passes a write of 0 bytes to the cgroup, so "" would "succeed" unread.
+  EXPECT_EQ(write_errno(busy / "cpuset.cpus", "\n"), ENOSPC) << "the kernel's rule this test is about";
+  auto rep = restore(SysRoots::host(), *j);
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed[0].message();
+  EXPECT_EQ(rep.restored, 2u);
+  EXPECT_EQ(value(empty / "cpuset.cpus"), "") << "no tasks: not set again";
+  EXPECT_EQ(value(busy / "cpuset.cpus"), all) << "every CPU of the hierarchy";
+  EXPECT_EQ(effective(busy), effective(tree.dir("cpuset"))) << "what its parent has, as when not set";
+  ASSERT_EQ(rep.every_cpu.size(), 1u);
+  EXPECT_NE(rep.every_cpu[0].find((busy / "cpuset.cpus").string()), std::string::npos) << rep.every_cpu[0];
+  EXPECT_TRUE(j->entries().empty());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -609,24 +610,29 @@ TEST_F(ResctrlTree, TasksFollowTheGivenListOneTidPerWrite) {
 }
 
 // The kernel side of ESRCH, with a real tasks file: cgroup v1's takes one pid per write and refuses
-// an exited one with ESRCH, exactly as resctrl's does.
+// an exited one with ESRCH, exactly as resctrl's does. The test mounts a v1 hierarchy of its own with
+// no controller (name=...), which the kernel gives on v1 and v2 hosts alike, and removes it after.
 TEST(ResctrlTasksOnCgroupV1, AnExitedTaskIsCountedNotAnErrorAndLiveOnesMove) {
   KEEL_REQUIRE_ROOT();
-  fs::path base = SysRoots::host().cgroup / "cpu";
-  if (!fs::exists(base / "tasks")) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy at " << base;
-  fs::path root = base / ("keel-resctrl-test-" + std::to_string(::getpid()));
+  testing::TempDir mnt;
+  const std::string hierarchy = "keel_resctrl_test_" + std::to_string(::getpid());
+  if (::mount("cgroup", mnt.path().c_str(), "cgroup", 0, ("none,name=" + hierarchy).c_str()) != 0)
+    GTEST_SKIP() << "skipped: this kernel mounts no named cgroup v1 hierarchy: " << std::strerror(errno);
+  fs::path root = mnt.path() / "keel-resctrl-test";
   struct Cleanup {
-    fs::path root;
+    fs::path mnt, root;
     pid_t child = -1;
     ~Cleanup() {
       if (child > 0) {
         ::kill(child, SIGKILL);
         ::waitpid(child, nullptr, 0);
       }
+      // The child's tasks back in the mount's root before the cgroups go; then the hierarchy with them.
       ::rmdir((root / "g").c_str());
       ::rmdir(root.c_str());
+      ::umount2(mnt.c_str(), 0);
     }
-  } cleanup{root};
+  } cleanup{mnt.path(), root};
   ASSERT_EQ(::mkdir(root.c_str(), 0755), 0) << std::strerror(errno);
   ASSERT_EQ(::mkdir((root / "g").c_str(), 0755), 0) << std::strerror(errno);
   pid_t live = ::fork();

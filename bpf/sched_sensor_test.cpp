@@ -1,4 +1,5 @@
-// Real BPF, real cgroup v1, real processes (privileged): attribution, latency movement, migrations.
+// Real BPF, real cgroups (v1, or v2 under systemd), real processes (privileged): attribution, latency
+// movement, migrations.
 #include "bpf/sched_sensor.h"
 
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 
 #include "bpf/skeleton.h"
 #include "host/cgroup.h"
+#include "tests/support/scene.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel::bpf {
@@ -52,19 +54,24 @@ pid_t spawn(bool hog, std::atomic<uint64_t>* counter) {
   }
 }
 
-// Test cgroups in the real v1 cpu hierarchy, removed with their processes on destruction.
+// Test cgroups made by hand, removed with their processes on destruction: in the real v1 cpu hierarchy
+// on a v1 host, below a Delegate=yes scope of the test's own on cgroup v2 under systemd
+// (tests/support/scene.h); the sensor keys them in that hierarchy (v1 cpu, or the unified one).
 class CpuCgroups : public ::testing::Test {
  protected:
   void SetUp() override {
     KEEL_REQUIRE_ROOT();
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "skipped: needs 2 CPUs";
+    std::string why;
+    if (!testing::host_layout(&why)) GTEST_SKIP() << "skipped: " << why;
     auto layout = discover(SysRoots::host());
     ASSERT_TRUE(layout) << layout.error().message();
-    const CgroupHierarchy* cpu = layout->v1_with("cpu");
-    if (cpu == nullptr) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy on this host";
-    hier_ = *cpu;
-    base_ = hier_.mount / ("keel-sensor-test-" + std::to_string(getpid()));
-    ASSERT_TRUE(fs::create_directory(base_));
+    tree_ = std::make_unique<testing::DelegatedTree>("keel-sensor-test-" + std::to_string(getpid()));
+    ASSERT_EQ(tree_->error(), "");
+    const CgroupHierarchy* h = tree_->v2() ? layout->unified() : layout->v1_with("cpu");
+    ASSERT_NE(h, nullptr);
+    hier_ = *h;
+    base_ = tree_->dir("cpu");
     counter_ = static_cast<std::atomic<uint64_t>*>(
         mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     ASSERT_NE(counter_, MAP_FAILED);
@@ -75,19 +82,22 @@ class CpuCgroups : public ::testing::Test {
       kill(p, SIGKILL);
       waitpid(p, nullptr, 0);
     }
+    tree_.reset();  // its cgroups removed
     if (!base_.empty()) {
-      for (const auto& c : children_)
-        for (int i = 0; i < 100 && fs::exists(c) && !fs::remove(c); ++i) usleep(10000);
-      for (int i = 0; i < 100 && fs::exists(base_) && !fs::remove(base_); ++i) usleep(10000);
       EXPECT_FALSE(fs::exists(base_)) << "left behind: " << base_;
     }
     if (counter_ != nullptr && counter_ != MAP_FAILED) munmap(counter_, 4096);
   }
   fs::path make(const std::string& name) {
-    fs::path p = base_ / name;
-    fs::create_directory(p);
-    children_.push_back(p);
-    return p;
+    EXPECT_TRUE(tree_->make(name)) << name << ": " << std::strerror(errno);
+    return base_ / name;
+  }
+  // The smallest CPU weight the kernel takes (cpu.shares 2 on v1, cpu.weight 1 on v2).
+  void smallest_weight(const fs::path& cg) {
+    if (tree_->v2())
+      std::ofstream(cg / "cpu.weight") << 1 << std::flush;
+    else
+      std::ofstream(cg / "cpu.shares") << 2 << std::flush;
   }
   uint64_t inode(const fs::path& p) {
     struct stat st {};
@@ -135,9 +145,9 @@ class CpuCgroups : public ::testing::Test {
     *out = *s;
   }
 
+  std::unique_ptr<testing::DelegatedTree> tree_;
   CgroupHierarchy hier_;
   fs::path base_;
-  std::vector<fs::path> children_;
   std::vector<pid_t> pids_;
   std::atomic<uint64_t>* counter_ = nullptr;
 };
@@ -170,7 +180,7 @@ TEST(RqHistogram, BucketsAreLogLinearAndQuantilesInterpolate) {
 // cgroup, not watched, sends none; unwatched, B sends no more.
 TEST_F(CpuCgroups, AWatchedCgroupsWaitsOverItsSloWakeTheRingBuffer) {
   fs::path a = make("a"), b = make("b");
-  std::ofstream(b / "cpu.shares") << 2 << std::flush;
+  smallest_weight(b);
   auto sensor = SchedSensor::open(config());
   ASSERT_TRUE(sensor) << sensor.error().message();
   ASSERT_GE(sensor->events_fd(), 0);
@@ -210,7 +220,7 @@ TEST_F(CpuCgroups, AWatchedCgroupsWaitsOverItsSloWakeTheRingBuffer) {
 TEST_F(CpuCgroups, RunQueueLatencyIsChargedToTheWaiterAndDropsWhenItMoves) {
   fs::path a = make("a"), b = make("b");
   // The sleeper's group gets the smallest share: next to the hogs it must wait for their slices.
-  std::ofstream(b / "cpu.shares") << 2 << std::flush;
+  smallest_weight(b);
   auto sensor = SchedSensor::open(config());
   ASSERT_TRUE(sensor) << sensor.error().message();
   start(true, a, 1);
@@ -250,7 +260,10 @@ TEST_F(CpuCgroups, RunQueueLatencyIsChargedToTheWaiterAndDropsWhenItMoves) {
   EXPECT_GT(p99_shared, 1000.0);
   // p90, not p99: alone, a wake-up now and then waits out the hypervisor's steal of this vCPU (10 ms
   // seen under CI: a p99 of 10 ms for a CPU with nothing else on it), which the hogs do not cause.
-  EXPECT_GT(p90_shared, 2 * p90_alone);
+  // Under an emulator (the v2 guest under TCG) a sleeper alone waits for the emulator too: printed.
+  if (!testing::emulated_cpus()) {
+    EXPECT_GT(p90_shared, 2 * p90_alone);
+  }
 }
 
 // runqlat's log2 histogram ("lo -> hi : count") as (lo, hi, count) rows.
@@ -416,6 +429,8 @@ TEST_F(CpuCgroups, BpfRunTimeStatsCoverEveryAttachedProgram) {
   ASSERT_TRUE(sensor->stats_enabled());
   EXPECT_FALSE(sensor->cost());  // no complete interval yet
   fs::path b = make("cost");
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t woke0 = counter_->load();
   start(false, b, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto stats = sensor->prog_stats();
@@ -426,9 +441,13 @@ TEST_F(CpuCgroups, BpfRunTimeStatsCoverEveryAttachedProgram) {
     EXPECT_GT(p.run_time_ns, 0u) << p.name;
   }
   ASSERT_TRUE(sensor->read());
+  const double wakes_per_s = static_cast<double>(counter_->load() - woke0) /
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto cost = sensor->cost();
   ASSERT_TRUE(cost);
-  EXPECT_GT(cost->events_per_s, 2000.0);  // a 1 kHz sleeper: a wakeup and two switches per ms at least
+  // The sleeper (~1 kHz; less under an emulator): a wakeup and two switches per wake-up at least.
+  EXPECT_GT(cost->events_per_s, 2.7 * wakes_per_s) << wakes_per_s << " wake-ups/s";
+  EXPECT_GT(wakes_per_s, 100.0);
   EXPECT_GT(cost->ns_per_event, 0.0);
   EXPECT_LT(cost->ns_per_event, 1e6);
   EXPECT_TRUE(sensor->stats_enabled());  // always: held on
@@ -542,11 +561,6 @@ double cpu_time_not_the_tasks_ns(int cpu) {
 // page faults against the task's minflt, context switches against its voluntary + involuntary
 // switches; the fourth slot (migrations, the worker is pinned) stays near zero. A slot mix-up fails.
 TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
-  auto layout = discover(SysRoots::host());
-  ASSERT_TRUE(layout);
-  const CgroupHierarchy* acct = layout->v1_with("cpuacct");
-  if (acct == nullptr || acct->id == hier_.id)
-    GTEST_SKIP() << "skipped: needs a separate v1 cpuacct hierarchy";
   auto cfg = config();
   cfg.counters = {{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"},
                   {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, "page-faults"},
@@ -555,17 +569,22 @@ TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
   auto sensor = SchedSensor::open(cfg);
   ASSERT_TRUE(sensor) << sensor.error().message();
   fs::path cg = make("counted");
-  fs::path acct_cg = acct->mount / cg.filename();
-  ASSERT_TRUE(fs::create_directory(acct_cg));
+  // The kernel's CPU time of the cgroup: cpuacct.usage on v1 (its own hierarchy, where the tree made
+  // the cgroup too), cpu.stat's usage_usec on v2.
+  const fs::path acct_cg = tree_->dir("cpuacct") / "counted";
+  auto usage_ns = [&] {
+    if (!tree_->v2()) return std::stoull(testing::slurp(acct_cg / "cpuacct.usage"));
+    const std::string st = testing::slurp(acct_cg / "cpu.stat");
+    return std::stoull(st.substr(st.find("usage_usec ") + 11)) * 1000;
+  };
   int go[2];
   ASSERT_EQ(pipe(go), 0);
   pid_t w = spawn_worker(go[0]);
   pids_.push_back(w);
   pin(w, 1);
-  move(w, cg);
-  std::ofstream(acct_cg / "cgroup.procs") << w << std::flush;
+  ASSERT_TRUE(tree_->move(w, "counted"));
   for (int i = 0; i < 200 && stat_field(w, 3) != "S"; ++i) usleep(5000);  // blocked on the pipe
-  uint64_t usage0 = std::stoull(testing::slurp(acct_cg / "cpuacct.usage"));
+  const uint64_t usage0 = usage_ns();
   const double other0 = cpu_time_not_the_tasks_ns(1);
   uint64_t flt0 = std::stoull(stat_field(w, 10));
   uint64_t cs0 = status_field(w, "voluntary_ctxt_switches") + status_field(w, "nonvoluntary_ctxt_switches");
@@ -574,7 +593,7 @@ TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   kill(w, SIGSTOP);  // its last switch-out is charged; nothing of it runs after
   for (int i = 0; i < 200 && stat_field(w, 3) != "T"; ++i) usleep(5000);
-  double usage = static_cast<double>(std::stoull(testing::slurp(acct_cg / "cpuacct.usage")) - usage0);
+  double usage = static_cast<double>(usage_ns() - usage0);
   // On a VM the hypervisor can take CPU 1 while the worker runs: the clock counts it, cpuacct not.
   const double other = cpu_time_not_the_tasks_ns(1) - other0;
   const double clock_slack = other > 0 ? other + 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK)) : 0;
@@ -587,8 +606,6 @@ TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
   kill(w, SIGKILL);
   waitpid(w, nullptr, 0);
   pids_.erase(std::find(pids_.begin(), pids_.end(), w));
-  for (int i = 0; i < 100 && fs::exists(acct_cg) && !fs::remove(acct_cg); ++i) usleep(10000);
-  EXPECT_FALSE(fs::exists(acct_cg));
   ASSERT_TRUE(d);
   const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(cg)});
   ASSERT_NE(s, nullptr);
@@ -982,7 +999,9 @@ TEST_F(CpuCgroups, BatchAndKeyByKeyReadsSeeTheSameCgroupsAndCounts) {
     EXPECT_EQ(x->migrations, y->migrations) << cg;
   }
   EXPECT_GT(seen, 100u);  // most of them: the sleeper woke in each
-  EXPECT_EQ(by_chunk->entries(), by_key->entries());
+  // The host's other cgroups keep waking between the two reads (systemd's units on the v2 guest): a
+  // cgroup first seen then is in one map and not yet in the other.
+  EXPECT_NEAR(static_cast<double>(by_chunk->entries()), static_cast<double>(by_key->entries()), 2.0);
 }
 
 }  // namespace

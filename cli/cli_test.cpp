@@ -15,6 +15,7 @@
 #include "host/cgroup.h"
 #include "host/sys_roots.h"
 #include "tests/support/http.h"
+#include "tests/support/scene.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -29,14 +30,6 @@ using testing::run_command;
 
 std::string keel(const std::string& args) { return testing::keel_binary().string() + " " + args; }
 std::string src(const std::string& rel) { return (testing::source_dir() / rel).string(); }
-
-// The real host's v1 cpu hierarchy, found the way keel finds it; empty when there is none.
-fs::path v1_cpu_mount() {
-  auto layout = discover(SysRoots::host());
-  if (!layout) return {};
-  const CgroupHierarchy* h = layout->v1_with("cpu");
-  return h ? h->mount : fs::path{};
-}
 
 size_t count(const std::string& hay, const std::string& needle) {
   size_t n = 0;
@@ -312,14 +305,17 @@ TEST(Cli, DefaultConfigPassesOnThisHost) {
   EXPECT_NE(out.find("ok (mode observe"), std::string::npos) << out;
 }
 
-// Real cgroup v1 (privileged): a cgroup with a process is listed with its inode and its workload.
+// Real cgroups (privileged; v1, or v2 under systemd below a delegated scope of the test's own): a
+// cgroup with a process is listed with its inode and its workload.
 TEST(CliPriv, WorkloadsListsARealCgroupWithItsIdAndWorkload) {
   KEEL_REQUIRE_ROOT();
-  const fs::path cpu_root = v1_cpu_mount();
-  if (cpu_root.empty()) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy on this host";
-  const std::string name = "keel-cli-test-" + std::to_string(getpid());
-  const fs::path cg = cpu_root / name;
-  ASSERT_TRUE(fs::create_directory(cg));
+  std::string why;
+  if (!testing::host_layout(&why)) GTEST_SKIP() << "skipped: " << why;
+  testing::DelegatedTree tree("keel-cli-test-" + std::to_string(getpid()));
+  ASSERT_EQ(tree.error(), "");
+  ASSERT_TRUE(tree.make("w"));
+  const std::string name = tree.path().substr(1) + "/w";
+  const fs::path cg = tree.dir("cpu") / "w";
   struct stat st {};
   ASSERT_EQ(stat(cg.c_str(), &st), 0);
   pid_t child = fork();
@@ -330,18 +326,16 @@ TEST(CliPriv, WorkloadsListsARealCgroupWithItsIdAndWorkload) {
   std::ofstream(cg / "cgroup.procs") << child << std::flush;
 
   testing::TempDir t;
-  testing::make_tree(t.path(), {{"k.toml",
-                                 "[daemon]\nhierarchy = \"cpu\"\n[host]\nreserved_cpus = \"0\"\n"
-                                 "[[workload]]\nname = \"probe\"\nmatch = { cgroup = \"/" +
+  testing::make_tree(t.path(),
+                     {{"k.toml", std::string("[daemon]\nhierarchy = \"") + (tree.v2() ? "unified" : "cpu") +
+                                     "\"\n[host]\nreserved_cpus = \"0\"\n"
+                                     "[[workload]]\nname = \"probe\"\nmatch = { cgroup = \"/" +
                                      name + "\", has_tasks = true }\nclass = \"best-effort\"\n"}});
   auto [rc, out] = run_command(keel("workloads --json --config " + (t.path() / "k.toml").string()));
   auto [rct, text] = run_command(keel("workloads --config " + (t.path() / "k.toml").string()));
 
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
-  // The kernel empties the cgroup asynchronously after the reap; retry rmdir briefly.
-  for (int i = 0; i < 50 && !fs::remove(cg); ++i) usleep(20000);
-  EXPECT_FALSE(fs::exists(cg));
 
   ASSERT_EQ(rc, 0) << out;
   ASSERT_EQ(rct, 0) << text;
@@ -427,11 +421,13 @@ TEST(Cli, RunRefusesATakenMetricsPortBeforeTouchingAnything) {
 // own cost per BPF event.
 TEST(CliPriv, TopShowsARealCgroupWithItsWaits) {
   KEEL_REQUIRE_ROOT();
-  const fs::path cpu_root = v1_cpu_mount();
-  if (cpu_root.empty()) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy on this host";
-  const std::string name = "keel-top-test-" + std::to_string(getpid());
-  const fs::path cg = cpu_root / name;
-  ASSERT_TRUE(fs::create_directory(cg));
+  std::string why;
+  if (!testing::host_layout(&why)) GTEST_SKIP() << "skipped: " << why;
+  testing::DelegatedTree tree("keel-top-test-" + std::to_string(getpid()));
+  ASSERT_EQ(tree.error(), "");
+  ASSERT_TRUE(tree.make("w"));
+  const std::string name = tree.path().substr(1) + "/w";
+  const fs::path cg = tree.dir("cpu") / "w";
   pid_t child = fork();
   if (child == 0) {
     for (;;) {
@@ -444,8 +440,6 @@ TEST(CliPriv, TopShowsARealCgroupWithItsWaits) {
   auto [rc, out] = run_command(keel("top --json --count 3 --interval 0.5"));
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
-  for (int i = 0; i < 50 && !fs::remove(cg); ++i) usleep(20000);
-  EXPECT_FALSE(fs::exists(cg));
 
   ASSERT_EQ(rc, 0) << out;
   auto last_line = out.substr(out.rfind('{', out.rfind("\"rows\"")));

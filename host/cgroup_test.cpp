@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/scene.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -415,28 +416,37 @@ TEST(EnumerateTempTree, SkippedNamesAreEscapedAndShortened) {
   EXPECT_EQ(beyond_walk_bounds(std::string(kMaxCgroupPath + 1, '/')), CgroupSkips::too_long);
 }
 
-// The same on a real cgroup v1 hierarchy (root only): 1100 levels under the cpu controller.
-TEST(EnumeratePriv, ARealV1TreeOf1100LevelsIsCutAtTheDepthBound) {
+// The same on a real hierarchy (root only): 1100 levels under the cpu controller (v1), or in the
+// unified hierarchy below a delegated scope of the test's own (v2 under systemd).
+TEST(EnumeratePriv, ARealTreeOf1100LevelsIsCutAtTheDepthBound) {
   KEEL_REQUIRE_ROOT();
+  std::string why;
+  if (!testing::host_layout(&why)) GTEST_SKIP() << "skipped: " << why;
+  testing::DelegatedTree tree("keel-test-deep-" + std::to_string(::getpid()));
+  ASSERT_EQ(tree.error(), "");
   auto layout = discover(SysRoots::host());
   ASSERT_TRUE(layout) << layout.error().message();
-  const CgroupHierarchy* cpu = layout->v1_with("cpu");
-  if (cpu == nullptr) GTEST_SKIP() << "skipped: no cgroup v1 cpu hierarchy on this host";
-  const std::string top = "keel-test-deep-" + std::to_string(::getpid());
-  ASSERT_TRUE(testing::make_deep_chain(cpu->mount, 1, top));
+  const CgroupHierarchy* cpu = tree.v2() ? layout->unified() : layout->v1_with("cpu");
+  ASSERT_NE(cpu, nullptr);
+  const std::string top = tree.path() + "/deep";
+  ASSERT_TRUE(testing::make_deep_chain(tree.dir("cpu"), 1, "deep"));
   struct Cleanup {
     fs::path dir;
     ~Cleanup() { EXPECT_TRUE(testing::remove_deep(dir)) << dir; }
-  } cleanup{cpu->mount / top};
-  ASSERT_TRUE(testing::make_deep_chain(cpu->mount / top, 1099, "a"));
+  } cleanup{tree.dir("cpu") / "deep"};
+  ASSERT_TRUE(testing::make_deep_chain(tree.dir("cpu") / "deep", 1099, "a"));
   CgroupSkips skipped;
   auto cgroups = enumerate_cgroups(*cpu, &skipped);
   ASSERT_TRUE(cgroups) << cgroups.error().message();
   size_t mine = 0;
-  for (const Cgroup& c : *cgroups) mine += c.path.starts_with("/" + top) ? 1 : 0;
-  EXPECT_EQ(mine, kMaxCgroupDepth);
+  for (const Cgroup& c : *cgroups) mine += c.path.starts_with(top) ? 1 : 0;
+  // Levels from the root: the tree's own (1 on v1, /system.slice/X.scope/tree on v2), then deep, a, ...
+  const auto above = static_cast<size_t>(std::count(tree.path().begin(), tree.path().end(), '/'));
+  EXPECT_EQ(mine, kMaxCgroupDepth - above);
   EXPECT_GE(skipped.count[CgroupSkips::too_deep], 1u);
-  EXPECT_THAT(skipped.message(), HasSubstr("more than 64 levels deep (the first: /" + top + "/a/a/"));
+  // The example is shortened in its middle: its start and its end.
+  EXPECT_THAT(skipped.message(), HasSubstr("more than 64 levels deep (the first: " + top.substr(0, 24)));
+  EXPECT_THAT(skipped.message(), HasSubstr("/a/a/a)"));
 }
 
 TEST(Enumerate, MissingRootIsAnError) {

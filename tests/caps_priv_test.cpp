@@ -36,6 +36,7 @@
 #include "host/caps.h"
 #include "host/cgroup.h"
 #include "host/fileio.h"
+#include "tests/support/scene.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -241,13 +242,14 @@ TEST_F(CapsPriv, CpuWideCountersAreAllowedExactlyWhereTheTableSays) {
 // cgroup files are root's: uid 0 writes them with no capability, another uid only with
 // CAP_DAC_OVERRIDE. IRQ affinity the same. Each write puts back the value found (nothing changes).
 TEST_F(CapsPriv, KernelFilesAreWritableExactlyWhereTheTableSays) {
-  auto layout = discover(SysRoots::host());
-  ASSERT_TRUE(layout) << layout.error().message();
-  const CgroupHierarchy* cpu = layout->v1_with("cpu");
-  if (cpu == nullptr) GTEST_SKIP() << "skipped: needs the v1 cpu hierarchy";
-  const fs::path dir = cpu->mount / ("keel-caps-" + std::to_string(::getpid()));
-  ASSERT_TRUE(fs::create_directory(dir));
-  const std::string shares(trim(slurp(dir / "cpu.shares")));
+  std::string why;
+  if (!testing::host_layout(&why)) GTEST_SKIP() << "skipped: " << why;
+  testing::DelegatedTree tree("keel-caps-" + std::to_string(::getpid()));
+  ASSERT_EQ(tree.error(), "");
+  ASSERT_TRUE(tree.make("w"));
+  const fs::path dir = tree.dir("cpu") / "w";
+  const fs::path weight = dir / (tree.v2() ? "cpu.weight" : "cpu.shares");
+  const std::string shares(trim(slurp(weight)));
   fs::path irq_file;  // an IRQ whose affinity takes its own value back
   for (const auto& e : fs::directory_iterator("/proc/irq")) {
     const fs::path f = e.path() / "smp_affinity_list";
@@ -259,7 +261,7 @@ TEST_F(CapsPriv, KernelFilesAreWritableExactlyWhereTheTableSays) {
   const std::vector<std::vector<Cap>> sets = {{}, {Cap::bpf, Cap::perfmon}, {Cap::dac_override}};
   for (uid_t uid : {uid_t{0}, kNobody})
     for (const auto& caps : sets) {
-      expect_agrees(Feature::cgroup_knobs, uid, caps, [&] { return write_to(dir / "cpu.shares", shares); });
+      expect_agrees(Feature::cgroup_knobs, uid, caps, [&] { return write_to(weight, shares); });
       if (!irq_file.empty())
         expect_agrees(Feature::irq_affinity, uid, caps,
                       [&] { return write_to(irq_file, std::string(trim(slurp(irq_file)))); });
@@ -268,24 +270,24 @@ TEST_F(CapsPriv, KernelFilesAreWritableExactlyWhereTheTableSays) {
   std::printf(
       "not checked here: resctrl (not mounted) and debugfs's sched features (this kernel is locked "
       "down: debugfs refuses every process); the table follows the kernel source for both\n");
-  EXPECT_EQ(std::string(trim(slurp(dir / "cpu.shares"))), shares);
-  EXPECT_TRUE(fs::remove(dir));
+  EXPECT_EQ(std::string(trim(slurp(weight))), shares);
 }
 
-// Moving a process into a v1 cpuset: cgroup.procs takes another user's process from uid 0 only, and
-// the cpuset refuses one whose permitted capabilities the mover lacks unless it has CAP_SYS_NICE
-// (isolate_root_tasks moves root's processes, most of which hold every capability). A process
-// holding no capability moves without it: the feature is partial.
+// Moving a process into a cpuset (v1, or v2 with the cpuset controller): cgroup.procs takes another
+// user's process from uid 0 only, and the cpuset refuses one whose permitted capabilities the mover
+// lacks unless it has CAP_SYS_NICE (isolate_root_tasks moves root's processes, most of which hold every
+// capability). A process holding no capability moves without it: the feature is partial. The
+// processes move between two cpusets of the test's own: `home` (every CPU) and `dir` (CPU 0).
 TEST_F(CapsPriv, MovingAProcessHoldingCapabilitiesIntoACpusetNeedsSysNice) {
-  auto layout = discover(SysRoots::host());
-  ASSERT_TRUE(layout) << layout.error().message();
-  const CgroupHierarchy* cpuset = layout->v1_with("cpuset");
-  if (cpuset == nullptr) GTEST_SKIP() << "skipped: needs the v1 cpuset hierarchy";
-  const fs::path dir = cpuset->mount / ("keel-caps-" + std::to_string(::getpid()));
-  ASSERT_TRUE(fs::create_directory(dir));
-  ASSERT_TRUE(write_file(dir / "cpuset.mems", std::string(trim(slurp(cpuset->mount / "cpuset.mems")))));
+  std::string why;
+  if (!testing::host_layout(&why)) GTEST_SKIP() << "skipped: " << why;
+  testing::DelegatedTree tree("keel-caps-" + std::to_string(::getpid()));
+  ASSERT_EQ(tree.error(), "");
+  ASSERT_TRUE(tree.make("home"));
+  ASSERT_TRUE(tree.make("narrow"));
+  const fs::path home = tree.dir("cpuset") / "home", dir = tree.dir("cpuset") / "narrow";
   ASSERT_TRUE(write_file(dir / "cpuset.cpus", "0"));
-  // Two sleepers in the root cpuset: one with every capability (as root's daemons), one with none.
+  // Two sleepers at home: one with every capability (as root's daemons), one with none.
   auto sleeper = [](bool caps) {
     const pid_t p = ::fork();
     if (p == 0) {
@@ -300,10 +302,12 @@ TEST_F(CapsPriv, MovingAProcessHoldingCapabilitiesIntoACpusetNeedsSysNice) {
     return p;
   };
   const pid_t full = sleeper(true), bare = sleeper(false);
+  ASSERT_TRUE(write_file(home / "cgroup.procs", std::to_string(full)));
+  ASSERT_TRUE(write_file(home / "cgroup.procs", std::to_string(bare)));
   auto move = [&](pid_t p) {
     return [&dir, p] { return write_to(dir / "cgroup.procs", std::to_string(p)); };
   };
-  auto back = [&](pid_t p) { ASSERT_TRUE(write_file(cpuset->mount / "cgroup.procs", std::to_string(p))); };
+  auto back = [&](pid_t p) { ASSERT_TRUE(write_file(home / "cgroup.procs", std::to_string(p))); };
   for (uid_t uid : {uid_t{0}, kNobody})
     for (const auto& caps :
          std::vector<std::vector<Cap>>{unit_, {Cap::sys_nice}, {Cap::bpf, Cap::perfmon, Cap::sys_nice}}) {
@@ -319,7 +323,6 @@ TEST_F(CapsPriv, MovingAProcessHoldingCapabilitiesIntoACpusetNeedsSysNice) {
   ::kill(bare, SIGKILL);
   ::waitpid(full, nullptr, 0);
   ::waitpid(bare, nullptr, 0);
-  EXPECT_TRUE(fs::remove(dir));
 }
 
 // ---- keel probe ----

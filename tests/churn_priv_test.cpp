@@ -3,8 +3,8 @@
 // (best-effort instances of their own, which keel puts in the preemption class: their weights and
 // cpu.idle journaled) and half not. keel must keep running, and leave nothing of them behind: no held
 // directory (fds back to where they were), no BPF map entry, no journal entry. Real cgroups (v1 cpu,
-// cpuacct, cpuset), real BPF, the real binary; root. RSS and tick time over a long churn are measured
-// by bench/soak.sh, not asserted here.
+// cpuacct, cpuset; or v2 under systemd), real BPF, the real binary; root. RSS and tick time over a long churn
+// are measured by bench/soak.sh, not asserted here.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -26,6 +26,7 @@
 #include "host/cgroup.h"
 #include "host/fileio.h"
 #include "tests/support/http.h"
+#include "tests/support/scene.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -70,24 +71,24 @@ double metric(const std::string& text, const std::string& name) {
   return -1;
 }
 
+// The critical workload in a scene of its own (a directory on v1, a service on v2) and the churning
+// cgroups in a subtree made by hand (on v2 a Delegate=yes scope: tests/support/scene.h): be/noise and
+// be/w* best-effort instances, u/u* matched by nothing.
 class Churn : public ::testing::Test {
  protected:
   void SetUp() override {
     KEEL_REQUIRE_ROOT();
     if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "skipped: needs 2 CPUs";
     if (!fs::exists("/usr/bin/stress-ng")) GTEST_SKIP() << "skipped: stress-ng is not installed";
-    auto layout = discover(SysRoots::host());
-    ASSERT_TRUE(layout) << layout.error().message();
-    for (const char* c : {"cpu", "cpuacct", "cpuset"}) {
-      const CgroupHierarchy* h = layout->v1_with(c);
-      if (h == nullptr) GTEST_SKIP() << "skipped: needs the cgroup v1 " << c << " hierarchy";
-      if (std::find(mounts_.begin(), mounts_.end(), h->mount) == mounts_.end()) mounts_.push_back(h->mount);
-    }
-    cpuset_ = layout->v1_with("cpuset")->mount;
-    cpu_ = layout->v1_with("cpu")->mount;
-    name_ = "keel-churn-" + std::to_string(::getpid());
-    mems_ = std::string(trim(slurp(cpuset_ / "cpuset.mems")));
-    for (const char* d : {"", "/crit", "/be", "/be/noise"}) make(name_ + d);
+    std::string why;
+    if (!testing::host_layout(&why)) GTEST_SKIP() << "skipped: " << why;
+    const std::string name = "keel-churn-" + std::to_string(::getpid());
+    scene_ =
+        std::make_unique<testing::Scene>(name, std::vector<testing::Scene::Leaf>{{"crit", true, false, {}}});
+    ASSERT_EQ(scene_->error(), "");
+    tree_ = std::make_unique<testing::DelegatedTree>(name + "-tree");
+    ASSERT_EQ(tree_->error(), "");
+    for (const char* d : {"be", "be/noise"}) ASSERT_TRUE(make(d)) << d;
   }
   void TearDown() override {
     if (keel_ > 0) {
@@ -97,43 +98,22 @@ class Churn : public ::testing::Test {
                                  (t_.path() / "state").string());
     }
     for (pid_t p : pids_) kill_wait(p);
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) remove(*it);
+    tree_.reset();
+    scene_.reset();
   }
   static void kill_wait(pid_t p) {
     ::kill(p, SIGKILL);
     ::waitpid(p, nullptr, 0);
   }
-  // A cgroup at `rel` in every hierarchy (its cpuset given its parent's CPUs and memory nodes, which a
-  // v1 cpuset needs before it holds a task; keel may be narrowing the parent meanwhile: retried).
-  bool make(const std::string& rel) {
-    for (const auto& m : mounts_) {
-      if (::mkdir((m / rel).c_str(), 0755) != 0 && errno != EEXIST) return false;
-      if (m == cpuset_) {
-        bool ok = false;
-        for (int i = 0; i < 50 && !ok; ++i) {
-          ok = write_file(m / rel / "cpuset.mems", mems_).has_value() &&
-               write_file(m / rel / "cpuset.cpus", std::string(trim(slurp(m / rel / ".." / "cpuset.cpus"))))
-                   .has_value();
-          if (!ok) std::this_thread::sleep_for(10ms);
-        }
-        if (!ok) return false;
-      }
-    }
-    made_.push_back(rel);
-    return true;
-  }
-  void remove(const std::string& rel) {
-    for (const auto& m : mounts_)
-      for (int i = 0; i < 200 && fs::exists(m / rel) && ::rmdir((m / rel).c_str()) != 0; ++i)
-        std::this_thread::sleep_for(10ms);
-    std::erase(made_, rel);
-  }
-  // A child in `rel` of every hierarchy running `body`.
+  // A cgroup at `rel` below the tree (its cpuset given its parent's CPUs and memory nodes, which a v1
+  // cpuset needs before it holds a task; keel may be narrowing the parent meanwhile: retried).
+  bool make(const std::string& rel) { return tree_->make(rel); }
+  void remove(const std::string& rel) { tree_->remove(rel); }
+  // A child in `rel` of the tree running `body`.
   pid_t child(const std::string& rel, const std::function<void()>& body) {
     pid_t p = ::fork();
     if (p == 0) {
-      for (const auto& m : mounts_)
-        if (!write_file(m / rel / "cgroup.procs", "0")) ::_exit(3);
+      if (!tree_->move(::getpid(), rel)) ::_exit(3);
       body();
       ::_exit(0);
     }
@@ -151,10 +131,8 @@ class Churn : public ::testing::Test {
   std::string scrape() { return testing::http_get(port_, "/metrics").body; }
 
   testing::TempDir t_;
-  std::vector<fs::path> mounts_;
-  fs::path cpuset_, cpu_;
-  std::string name_, mems_;
-  std::vector<std::string> made_;
+  std::unique_ptr<testing::Scene> scene_;
+  std::unique_ptr<testing::DelegatedTree> tree_;
   std::vector<pid_t> pids_;
   pid_t keel_ = -1;
   uint16_t port_ = 0;
@@ -162,18 +140,19 @@ class Churn : public ::testing::Test {
 
 TEST_F(Churn, AThousandCgroupsComeAndGoAndKeelKeepsNothingOfThem) {
   // The critical waker and two hogs of best-effort noise beside it.
-  pids_.push_back(child(name_ + "/crit", busy_sleep));
-  pids_.push_back(child(name_ + "/be/noise", [] {
+  pids_.push_back(scene_->spawn("crit", busy_sleep));
+  ASSERT_GT(pids_.back(), 0) << scene_->error();
+  pids_.push_back(child("be/noise", [] {
     ::execl("/usr/bin/stress-ng", "stress-ng", "--cpu", "2", "--quiet", static_cast<char*>(nullptr));
   }));
   port_ = testing::free_port();
   const fs::path cfg = t_.path() / "keel.toml";
   std::ofstream(cfg) << "[daemon]\nmode = \"enforce\"\nperiod = \"100ms\"\nstate_dir = \""
-                     << (t_.path() / "state").string()
-                     << "\"\nhierarchy = \"cpu\"\nmetrics_listen = \"127.0.0.1:" << port_
-                     << "\"\n\n[[workload]]\nname = \"crit\"\nmatch = { cgroup = \"/" << name_
-                     << "/crit\" }\nclass = \"critical\"\nslo = { runqueue_p99 = \"300us\" }\n\n"
-                     << "[[workload]]\nname = \"be\"\nmatch = { cgroup = \"/" << name_
+                     << (t_.path() / "state").string() << "\"\nhierarchy = \"" << scene_->hierarchy()
+                     << "\"\nmetrics_listen = \"127.0.0.1:" << port_
+                     << "\"\n\n[[workload]]\nname = \"crit\"\nmatch = { cgroup = \"" << scene_->path("crit")
+                     << "\" }\nclass = \"critical\"\nslo = { runqueue_p99 = \"300us\" }\n\n"
+                     << "[[workload]]\nname = \"be\"\nmatch = { cgroup = \"" << tree_->path()
                      << "/be/*\", each = true }\nclass = \"best-effort\"\n";
   const fs::path log = t_.path() / "keel.log";
   keel_ = ::fork();
@@ -193,7 +172,7 @@ TEST_F(Churn, AThousandCgroupsComeAndGoAndKeelKeepsNothingOfThem) {
   }
   ASSERT_TRUE(up) << slurp(log);
   // The parent of the unmatched cgroups is made before the baseline: it stays, and keel may hold it.
-  make(name_ + "/u");
+  ASSERT_TRUE(make("u"));
   std::this_thread::sleep_for(300ms);
   const std::vector<std::string> held_before = fd_targets(keel_);
   const size_t fds_before = held_before.size();
@@ -209,7 +188,7 @@ TEST_F(Churn, AThousandCgroupsComeAndGoAndKeelKeepsNothingOfThem) {
     std::vector<std::pair<std::string, pid_t>> alive;
     for (int i = 0; i < kPerRound; ++i) {
       const int n = round * kPerRound + i;
-      const std::string rel = name_ + (i % 2 == 0 ? "/be/w" : "/u/u") + std::to_string(n);
+      const std::string rel = (i % 2 == 0 ? "be/w" : "u/u") + std::to_string(n);
       ASSERT_TRUE(make(rel)) << rel;
       alive.push_back({rel, child(rel, busy_sleep)});
     }

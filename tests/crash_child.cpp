@@ -1,8 +1,8 @@
-// A process that changes real cgroup v1 knobs through keel's actuators in an endless random
-// sequence, for the crash-safety test to SIGKILL at random points.
-// Usage: keel_crash_child STATE_DIR NAME SEED
-//   NAME: the test's cgroup, in both the v1 cpu and cpuset hierarchies, each with children a, a/leaf
-//   and b.
+// A process that changes real cgroup knobs through keel's actuators in an endless random sequence,
+// for the crash-safety test to SIGKILL at random points.
+// Usage: keel_crash_child STATE_DIR PATH SEED
+//   PATH: the test's cgroup from the hierarchy root ("/keel-crash-1"), with children a, a/leaf and b:
+//   in both the v1 cpu and cpuset hierarchies where the host has them, else in the unified one.
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -21,11 +21,17 @@ int main(int argc, char** argv) {
   }
   const SysRoots roots = SysRoots::host();
   auto layout = discover(roots);
-  if (!layout || !layout->v1_with("cpu") || !layout->v1_with("cpuset")) {
-    std::fprintf(stderr, "needs the v1 cpu and cpuset hierarchies\n");
+  if (!layout) {
+    std::fprintf(stderr, "%s\n", layout.error().message().c_str());
     return 1;
   }
-  const CgroupHierarchy cpu = *layout->v1_with("cpu"), cpuset = *layout->v1_with("cpuset");
+  const bool v1 = layout->v1_with("cpu") != nullptr && layout->v1_with("cpuset") != nullptr;
+  if (!v1 && layout->unified() == nullptr) {
+    std::fprintf(stderr, "needs the v1 cpu and cpuset hierarchies or the unified one\n");
+    return 1;
+  }
+  const CgroupHierarchy cpu = v1 ? *layout->v1_with("cpu") : *layout->unified();
+  const CgroupHierarchy cpuset = v1 ? *layout->v1_with("cpuset") : *layout->unified();
   // Not Session::start: it would restore a leftover journal, and the test wants keel restore to.
   auto journal = Journal::open(argv[1], read_boot_id(roots.proc));
   if (!journal) {
@@ -35,7 +41,7 @@ int main(int argc, char** argv) {
   KnobWriter w(roots, Mode::enforce, &*journal);
   std::fputs("ready\n", stdout);  // the test times its kill from here, not from a slow start
   std::fflush(stdout);
-  const std::string base = std::string("/") + argv[2];
+  const std::string base = argv[2];
   std::mt19937 rng(static_cast<unsigned>(std::stoul(argv[3])));
   auto pick = [&](unsigned n) { return rng() % n; };
   const CpuSet sets[] = {CpuSet::range(0, 0), CpuSet::range(1, 1), CpuSet::range(0, 1)};

@@ -26,6 +26,7 @@
 #include "actuators/writer.h"
 #include "host/cgroup.h"
 #include "host/fileio.h"
+#include "tests/support/scene.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -71,55 +72,44 @@ class Tmpfs {
   std::string why_;
 };
 
-// Real cgroups of the v1 cpu hierarchy (this machine's), removed after.
+// Real cgroups, removed after: v1 cpu and cpuset directories, or (cgroup v2 under systemd) children of a
+// Delegate=yes scope of the test's own (tests/support/scene.h). Weights are written in the layout's
+// file (cpu.shares, default 1024; cpu.weight, default 100) and scale: weight(2048) is 2048 or 200.
 class RealCgroups : public ::testing::Test {
  protected:
   void SetUp() override {
     KEEL_REQUIRE_ROOT();
+    std::string why;
+    if (!testing::host_layout(&why)) GTEST_SKIP() << "skipped: " << why;
+    if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "skipped: needs 2 CPUs";
+    tree_ = std::make_unique<testing::DelegatedTree>("keel-faults-" + std::to_string(::getpid()));
+    ASSERT_EQ(tree_->error(), "");
     auto layout = discover(SysRoots::host());
     ASSERT_TRUE(layout) << layout.error().message();
-    const CgroupHierarchy* cpu = layout->v1_with("cpu");
-    const CgroupHierarchy* cpuset = layout->v1_with("cpuset");
-    if (cpu == nullptr || cpuset == nullptr)
-      GTEST_SKIP() << "skipped: needs the v1 cpu and cpuset hierarchies";
-    if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "skipped: needs 2 CPUs";
-    cpu_h_ = *cpu;
-    cpuset_h_ = *cpuset;
-    name_ = "/keel-faults-" + std::to_string(::getpid());
-    for (const auto* h : {&cpu_h_, &cpuset_h_}) {
-      ASSERT_TRUE(fs::create_directory(h->mount / name_.substr(1)));
-      dirs_.push_back(h->mount / name_.substr(1));
-      for (const char* c : {"a", "b", "c"}) {
-        ASSERT_TRUE(fs::create_directory(h->mount / name_.substr(1) / c));
-        dirs_.insert(dirs_.begin(), h->mount / name_.substr(1) / c);
-      }
-    }
-    const std::string mems(trim(slurp(cpuset_h_.mount / "cpuset.mems")));
-    const fs::path top = cpuset_h_.mount / name_.substr(1);
-    for (const auto& d : {top, top / "a", top / "b", top / "c"}) {
-      ASSERT_TRUE(write_file(d / "cpuset.mems", mems));
-      ASSERT_TRUE(write_file(d / "cpuset.cpus", "0-1"));
-    }
+    cpu_h_ = tree_->v2() ? *layout->unified() : *layout->v1_with("cpu");
+    name_ = tree_->path();
+    for (const char* c : {"a", "b", "c"}) ASSERT_TRUE(tree_->make(c)) << c << ": " << std::strerror(errno);
   }
   void TearDown() override {
-    for (const auto& d : dirs_)
-      for (int i = 0; i < 100 && fs::exists(d) && !fs::remove(d); ++i) ::usleep(10000);
-    for (const auto& d : dirs_) EXPECT_FALSE(fs::exists(d)) << "left behind: " << d;
+    const fs::path base = tree_ ? tree_->dir("cpu") : fs::path();
+    tree_.reset();
+    if (!base.empty()) {
+      EXPECT_FALSE(fs::exists(base)) << "left behind: " << base;
+    }
   }
-  fs::path cpu(const std::string& c, const char* file) const {
-    return cpu_h_.mount / name_.substr(1) / c / file;
-  }
-  fs::path cpuset(const std::string& c) const {
-    return cpuset_h_.mount / name_.substr(1) / c / "cpuset.cpus";
+  fs::path cpu(const std::string& c, const char* file) const { return tree_->dir("cpu") / c / file; }
+  const char* weight_file() const { return tree_->v2() ? "cpu.weight" : "cpu.shares"; }
+  // A v1 shares value in this layout's weight ("2048" -> "200" on v2), as systemd maps them.
+  std::string weight(unsigned shares) const {
+    return std::to_string(tree_->v2() ? shares * 100 / 1024 : shares);
   }
   KnobPath shares_knob(const std::string& c) const {
-    return {Root::cgroup, fs::path(cpu_h_.mount.lexically_relative(SysRoots::host().cgroup)) /
-                              name_.substr(1) / c / "cpu.shares"};
+    return {Root::cgroup, cpu(c, weight_file()).lexically_relative(SysRoots::host().cgroup)};
   }
-  std::string shares(const std::string& c) const { return std::string(trim(slurp(cpu(c, "cpu.shares")))); }
-  CgroupHierarchy cpu_h_, cpuset_h_;
+  std::string shares(const std::string& c) const { return std::string(trim(slurp(cpu(c, weight_file())))); }
+  std::unique_ptr<testing::DelegatedTree> tree_;
+  CgroupHierarchy cpu_h_;
   std::string name_;
-  std::vector<fs::path> dirs_;
   testing::TempDir t_;
 };
 
@@ -135,7 +125,7 @@ TEST_F(Faults, AFullJournalFileSystemRefusesTheChangeAndKeelRestoreFinishesTheJo
     auto j = Journal::open(t_.path() / "state", act::read_boot_id(SysRoots::host().proc));
     ASSERT_TRUE(j) << j.error().message();
     KnobWriter w(SysRoots::host(), act::Mode::enforce, &*j);
-    ASSERT_TRUE(w.set(shares_knob("a"), "2048"));
+    ASSERT_TRUE(w.set(shares_knob("a"), weight(2048)));
     // Fill the file system to the last byte, then the journal's last page with records of cgroups that
     // are not there (restore counts them gone), until an append needs a page there is no room for.
     {
@@ -150,19 +140,19 @@ TEST_F(Faults, AFullJournalFileSystemRefusesTheChangeAndKeelRestoreFinishesTheJo
     }
     size_t pads = 0;
     for (; pads < 200; ++pads) {
-      JournalEntry pad{EntryKind::file, shares_knob("pad-" + std::to_string(pads)), "1024", ValueKind::weight,
-                       1};
+      JournalEntry pad{EntryKind::file, shares_knob("pad-" + std::to_string(pads)), weight(1024),
+                       ValueKind::weight, 1};
       if (!j->record(pad)) break;
     }
     ASSERT_LT(pads, 200u) << "the file system never filled";
     const size_t before = j->entries().size();
-    auto r = w.set(shares_knob("b"), "512");
+    auto r = w.set(shares_knob("b"), weight(512));
     ASSERT_FALSE(r) << "a change whose original could not be journaled was made";
     const std::string m = r.error().message();
     EXPECT_NE(m.find((t_.path() / "state/journal").string()), std::string::npos) << m;
     EXPECT_NE(m.find("No space left on device"), std::string::npos) << m;
-    EXPECT_EQ(shares("b"), "1024") << "not written";
-    EXPECT_EQ(shares("a"), "2048");
+    EXPECT_EQ(shares("b"), weight(1024)) << "not written";
+    EXPECT_EQ(shares("a"), weight(2048));
     EXPECT_EQ(j->entries().size(), before);
   }
   // The journal on disk still holds a's original and nothing torn that would be acted on.
@@ -170,10 +160,10 @@ TEST_F(Faults, AFullJournalFileSystemRefusesTheChangeAndKeelRestoreFinishesTheJo
   ASSERT_TRUE(parsed) << parsed.error().message();
   ASSERT_GE(parsed->entries.size(), 1u);
   EXPECT_EQ(parsed->entries[0].path, shares_knob("a"));
-  EXPECT_EQ(parsed->entries[0].original, "1024");
+  EXPECT_EQ(parsed->entries[0].original, weight(1024));
   auto [rc, out] = run_command(restore_cmd(t_.path() / "state"));
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_EQ(shares("a"), "1024") << out;
+  EXPECT_EQ(shares("a"), weight(1024)) << out;
   EXPECT_FALSE(fs::exists(t_.path() / "state/journal")) << out;
 }
 
@@ -213,17 +203,17 @@ TEST_F(Faults, EioOnAJournalAppendRefusesTheChangeAndTheJournalRecovers) {
     auto j = Journal::open(state, act::read_boot_id(SysRoots::host().proc));
     ASSERT_TRUE(j) << j.error().message();
     KnobWriter w(SysRoots::host(), act::Mode::enforce, &*j);
-    ASSERT_TRUE(w.set(shares_knob("a"), "2048"));
+    ASSERT_TRUE(w.set(shares_knob("a"), weight(2048)));
     std::ofstream(backing / ".faults") << "journal " << EIO << "\n";
-    auto r = w.set(shares_knob("b"), "512");
+    auto r = w.set(shares_knob("b"), weight(512));
     ASSERT_FALSE(r);
     const std::string m = r.error().message();
     EXPECT_NE(m.find((state / "journal").string()), std::string::npos) << m;
     EXPECT_NE(m.find("Input/output error"), std::string::npos) << m;
     EXPECT_TRUE(fs::exists(backing / ".faults.hits")) << "the fault was not hit";
-    EXPECT_EQ(shares("b"), "1024") << "not journaled, so not written";
+    EXPECT_EQ(shares("b"), weight(1024)) << "not journaled, so not written";
     // The next change rewrites the journal (journal.tmp, renamed over it), which goes through.
-    ASSERT_TRUE(w.set(shares_knob("c"), "256")) << "the journal did not recover";
+    ASSERT_TRUE(w.set(shares_knob("c"), weight(256))) << "the journal did not recover";
     EXPECT_EQ(j->entries().size(), 2u);
     fs::remove(backing / ".faults");
   }
@@ -232,55 +222,77 @@ TEST_F(Faults, EioOnAJournalAppendRefusesTheChangeAndTheJournalRecovers) {
   EXPECT_EQ(parsed->entries.size(), 2u);
   auto [rc, out] = run_command(restore_cmd(state));
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_EQ(shares("a"), "1024");
-  EXPECT_EQ(shares("b"), "1024");
-  EXPECT_EQ(shares("c"), "1024");
+  EXPECT_EQ(shares("a"), weight(1024));
+  EXPECT_EQ(shares("b"), weight(1024));
+  EXPECT_EQ(shares("c"), weight(1024));
 }
 
-// A cgroup write the kernel refuses in the middle of a plan: a 50% CPU quota for three siblings, where
-// another manager gave the second one a child with a larger quota meanwhile (cgroup v1 refuses a quota
-// below a child's: EINVAL). The error names the file, the value and the kernel's reason; the first and
-// third are written and journaled; `keel restore` gives every quota back and leaves the child's.
+// A cgroup write the kernel refuses in the middle of a plan. On v1: a 50% CPU quota for three siblings,
+// where another manager gave the second one a child with a larger quota meanwhile (v1 refuses a quota
+// below a child's: EINVAL). On v2 (no such rule there): a weight for three siblings, where another
+// manager put the second in the idle class meanwhile (v2 refuses cpu.weight while cpu.idle is 1:
+// EINVAL). The error names the file, the value and the kernel's reason; the first and third are written
+// and journaled; `keel restore` gives them back and leaves the other manager's value.
 TEST_F(Faults, AKernelWriteRefusedInTheMiddleOfAPlanIsNamedAndRestoreFinishesTheJob) {
   const fs::path state = t_.path() / "state";
+  const bool v2 = tree_->v2();
   const fs::path child = cpu("b", "").parent_path() / "bb";
-  ASSERT_TRUE(fs::create_directory(child));
-  struct RemoveChild {
-    fs::path dir;
-    ~RemoveChild() {
-      (void)write_file(dir / "cpu.cfs_quota_us", "-1");
-      fs::remove(dir);
+  if (!v2) {
+    ASSERT_TRUE(fs::create_directory(child));
+  }
+  struct Undo {
+    fs::path child, idle;
+    ~Undo() {
+      if (!child.empty()) {
+        (void)write_file(child / "cpu.cfs_quota_us", "-1");
+        fs::remove(child);
+      }
+      if (!idle.empty()) (void)write_file(idle, "0");
     }
-  } remove_child{child};
-  ASSERT_TRUE(write_file(child / "cpu.cfs_quota_us", "90000"));  // behind keel's back
-  auto quota = [&](const char* c) { return std::string(trim(slurp(cpu(c, "cpu.cfs_quota_us")))); };
+  } undo{v2 ? fs::path() : child, v2 ? cpu("b", "cpu.idle") : fs::path()};
+  // Behind keel's back.
+  if (v2) {
+    ASSERT_TRUE(write_file(cpu("b", "cpu.idle"), "1"));
+  } else {
+    ASSERT_TRUE(write_file(child / "cpu.cfs_quota_us", "90000"));
+  }
+  const char* file = v2 ? "cpu.weight" : "cpu.cfs_quota_us";
+  const std::string unset = v2 ? "100" : "-1", value = v2 ? "50" : "50000";
+  auto knob = [&](const char* c) { return std::string(trim(slurp(cpu(c, file)))); };
+  const std::string b_before = knob("b");
   {
     auto j = Journal::open(state, act::read_boot_id(SysRoots::host().proc));
     ASSERT_TRUE(j) << j.error().message();
     KnobWriter w(SysRoots::host(), act::Mode::enforce, &*j);
     std::vector<std::string> errors;
-    for (const char* c : {"a", "b", "c"})
-      if (auto r = act::set_cpu_quota(w, cpu_h_, name_ + "/" + c, std::chrono::microseconds(50000)); !r)
-        errors.push_back(r.error().message());
+    for (const char* c : {"a", "b", "c"}) {
+      auto r = v2 ? act::set_cpu_weight(w, cpu_h_, name_ + "/" + c, 512)
+                  : act::set_cpu_quota(w, cpu_h_, name_ + "/" + c, std::chrono::microseconds(50000));
+      if (!r) errors.push_back(r.error().message());
+    }
     ASSERT_EQ(errors.size(), 1u);
     const std::string& m = errors[0];
-    EXPECT_NE(m.find(cpu("b", "cpu.cfs_quota_us").string()), std::string::npos) << m;
-    EXPECT_NE(m.find("'50000'"), std::string::npos) << m;
+    EXPECT_NE(m.find(cpu("b", file).string()), std::string::npos) << m;
+    EXPECT_NE(m.find("'" + value + "'"), std::string::npos) << m;
     EXPECT_NE(m.find("Invalid argument"), std::string::npos) << m;
-    EXPECT_EQ(quota("a"), "50000");
-    EXPECT_EQ(quota("b"), "-1");
-    EXPECT_EQ(quota("c"), "50000");
-    const KnobPath a{Root::cgroup, cpu("a", "cpu.cfs_quota_us").lexically_relative(SysRoots::host().cgroup)};
-    const KnobPath c{Root::cgroup, cpu("c", "cpu.cfs_quota_us").lexically_relative(SysRoots::host().cgroup)};
+    EXPECT_EQ(knob("a"), value);
+    EXPECT_EQ(knob("b"), b_before);
+    EXPECT_EQ(knob("c"), value);
+    const KnobPath a{Root::cgroup, cpu("a", file).lexically_relative(SysRoots::host().cgroup)};
+    const KnobPath c{Root::cgroup, cpu("c", file).lexically_relative(SysRoots::host().cgroup)};
     EXPECT_TRUE(j->has(a));
     EXPECT_TRUE(j->has(c));
   }
   auto [rc, out] = run_command(restore_cmd(state));
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_EQ(quota("a"), "-1") << out;
-  EXPECT_EQ(quota("b"), "-1") << out;
-  EXPECT_EQ(quota("c"), "-1") << out;
-  EXPECT_EQ(trim(slurp(child / "cpu.cfs_quota_us")), "90000") << "the other manager's value stays";
+  EXPECT_EQ(knob("a"), unset) << out;
+  EXPECT_EQ(knob("b"), b_before) << out;
+  EXPECT_EQ(knob("c"), unset) << out;
+  if (v2) {
+    EXPECT_EQ(trim(slurp(cpu("b", "cpu.idle"))), "1") << "the other manager's value stays";
+  } else {
+    EXPECT_EQ(trim(slurp(child / "cpu.cfs_quota_us")), "90000") << "the other manager's value stays";
+  }
 }
 
 // A read-only state directory: enforce refuses to start, naming the directory's file and the reason

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/scene.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel::testing {
@@ -24,6 +25,12 @@ std::string Dockerd::unavailable() {
   return {};
 }
 
+bool Dockerd::systemd_driver() { return host_layout() == Layout::v2; }
+
+std::string Dockerd::container_cgroup(const std::string& id) {
+  return systemd_driver() ? "/system.slice/docker-" + id + ".scope" : "/docker/" + id;
+}
+
 std::string Dockerd::start() {
   for (const auto& h : fs::directory_iterator("/sys/fs/cgroup"))
     if (fs::exists(h.path() / "docker")) had_docker_cgroups_.push_back(h.path() / "docker");
@@ -35,8 +42,18 @@ std::string Dockerd::start() {
                       host = "unix://" + sock.string(), pid = (dir_ / "dockerd.pid").string();
     std::freopen(log.c_str(), "w", stdout);
     std::freopen(log.c_str(), "a", stderr);
-    ::execl(kDockerd, kDockerd, "--iptables=false", "--ip-masq=false", "--bridge=none", "--data-root",
-            data.c_str(), "--exec-root", exec.c_str(), "-H", host.c_str(), "--pidfile", pid.c_str(), nullptr);
+    // Its own (empty) config file, and the cgroup driver of the host's kind: systemd's where systemd
+    // manages cgroup v2 (containers become docker-ID.scope units), cgroupfs on v1.
+    const std::string config = (dir_ / "daemon.json").string();
+    std::FILE* f = std::fopen(config.c_str(), "w");
+    if (f != nullptr) {
+      std::fputs("{}\n", f);
+      std::fclose(f);
+    }
+    const char* driver = systemd_driver() ? "native.cgroupdriver=systemd" : "native.cgroupdriver=cgroupfs";
+    ::execl(kDockerd, kDockerd, "--config-file", config.c_str(), "--exec-opt", driver, "--iptables=false",
+            "--ip-masq=false", "--bridge=none", "--data-root", data.c_str(), "--exec-root", exec.c_str(),
+            "-H", host.c_str(), "--pidfile", pid.c_str(), nullptr);
     ::_exit(127);
   }
   for (int i = 0; i < 300; ++i) {

@@ -1,5 +1,6 @@
 // A docker daemon of a test's own (Debian's docker.io): no iptables, no bridge, its data and exec roots
-// and its socket in a temporary directory, the cgroupfs driver on cgroup v1. Stopping it removes what it
+// and its socket in a temporary directory, the cgroupfs driver on cgroup v1 and systemd's on cgroup v2
+// under systemd (as every systemd host runs it). Stopping it removes what it
 // leaves on the host: the cgroups it made (a /docker that was not there before) and its mounts under the
 // directory. Images come from `docker import` of a directory (no registry is reachable).
 #pragma once
@@ -18,6 +19,11 @@ class Dockerd {
   static constexpr const char* kDocker = "/usr/bin/docker";  // docker.io's client, the daemon's version
   // Why docker cannot run here ("" when it can): not root, no docker.io.
   static std::string unavailable();
+  // Whether containers get systemd's cgroup driver here (the host is cgroup v2 under systemd).
+  static bool systemd_driver();
+  // The cgroup path of container `id` (full id) from the hierarchy root: "/docker/ID" (cgroupfs driver)
+  // or "/system.slice/docker-ID.scope" (systemd's).
+  static std::string container_cgroup(const std::string& id);
 
   explicit Dockerd(std::filesystem::path dir) : dir_(std::move(dir)) {}
   Dockerd(const Dockerd&) = delete;

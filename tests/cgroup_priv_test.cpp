@@ -1,6 +1,7 @@
-// Discovery and workload matching against the host's real cgroup v1 cpu and cpuset hierarchies.
-// Needs root; creates keel-test-<pid>/{a,b} in both and removes them (and its child process) in
-// TearDown, whatever the test's outcome.
+// Discovery and workload matching against the host's real cgroups: the v1 cpu and cpuset hierarchies,
+// or the unified one under systemd (v2). Needs root; creates keel-test-<pid>/{a,b} (on v1 in both
+// hierarchies, on v2 below a Delegate=yes scope: tests/support/scene.h) and removes them (and its child
+// process) in TearDown, whatever the test's outcome.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -21,6 +23,7 @@
 #include "host/cgroup.h"
 #include "host/fileio.h"
 #include "inventory/workloads.h"
+#include "tests/support/scene.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -62,34 +65,38 @@ config::Workload glob_workload(const std::string& name, const std::string& glob)
   return w;
 }
 
-class CgroupV1Priv : public ::testing::Test {
+class CgroupPriv : public ::testing::Test {
  protected:
-  // Creates the test cgroups in the v1 cpu and cpuset hierarchies and a sleeping child in /a.
+  // Creates the test cgroups (in the v1 cpu and cpuset hierarchies, or the unified one) and a sleeping
+  // child in /a.
   void create() {
+    std::string why;
+    if (!testing::host_layout(&why)) GTEST_SKIP() << "skipped: " << why;
     auto layout = discover(roots_);
     ASSERT_TRUE(layout) << layout.error().message();
-    if (!layout->v1_with("cpu") || !layout->v1_with("cpuset"))
-      GTEST_SKIP() << "needs cgroup v1 cpu and cpuset hierarchies; this host is " << to_string(layout->mode);
-    cpu_ = *layout->v1_with("cpu");
-    cpuset_ = *layout->v1_with("cpuset");
-    for (const CgroupHierarchy* h : {&cpu_, &cpuset_})
-      for (const char* rel : {"", "/a", "/b"}) ASSERT_NO_FATAL_FAILURE(make_cgroup(*h, top_ + rel));
-    ASSERT_NO_FATAL_FAILURE(start_child());
-    for (const CgroupHierarchy* h : {&cpu_, &cpuset_}) {
-      auto moved = write_file(dir(*h, top_ + "/a") / "cgroup.procs", std::to_string(child_));
-      ASSERT_TRUE(moved) << moved.error().message();
+    tree_ = std::make_unique<testing::DelegatedTree>("keel-test-" + std::to_string(::getpid()));
+    ASSERT_EQ(tree_->error(), "");
+    top_ = tree_->path();
+    if (tree_->v2()) {
+      hierarchies_ = {*layout->unified()};
+      choices_ = {config::Hierarchy::unified};
+    } else {
+      hierarchies_ = {*layout->v1_with("cpu"), *layout->v1_with("cpuset")};
+      choices_ = {config::Hierarchy::cpu, config::Hierarchy::cpuset};
     }
+    for (const char* rel : {"a", "b"}) ASSERT_TRUE(tree_->make(rel)) << rel << ": " << std::strerror(errno);
+    ASSERT_NO_FATAL_FAILURE(start_child());
+    ASSERT_TRUE(tree_->move(child_, "a"));
   }
 
-  // Idempotent; children before parents.
+  // Idempotent.
   void cleanup() {
     if (child_ > 0) {
       ::kill(child_, SIGKILL);
       ::waitpid(child_, nullptr, 0);
       child_ = -1;
     }
-    for (auto it = created_.rbegin(); it != created_.rend(); ++it) remove_cgroup(*it);
-    created_.clear();
+    tree_.reset();
   }
 
   void TearDown() override { cleanup(); }
@@ -97,25 +104,13 @@ class CgroupV1Priv : public ::testing::Test {
   fs::path dir(const CgroupHierarchy& h, const std::string& path) const { return h.mount / path.substr(1); }
 
   SysRoots roots_ = SysRoots::host();
-  const std::string top_ = "/keel-test-" + std::to_string(::getpid());
-  CgroupHierarchy cpu_, cpuset_;
+  std::unique_ptr<testing::DelegatedTree> tree_;
+  std::string top_;
+  std::vector<CgroupHierarchy> hierarchies_;  // v1: cpu, cpuset; v2: the unified one
+  std::vector<config::Hierarchy> choices_;    // the config's names of them
   pid_t child_ = -1;
 
  private:
-  void make_cgroup(const CgroupHierarchy& h, const std::string& path) {
-    const fs::path d = dir(h, path);
-    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d << ": " << std::strerror(errno);
-    created_.push_back(d);
-    // A v1 cpuset holds no task until it has CPUs and memory nodes; take the parent's.
-    if (h.has("cpuset"))
-      for (const char* file : {"cpuset.cpus", "cpuset.mems"}) {
-        auto value = read_line(d.parent_path() / file);
-        ASSERT_TRUE(value) << value.error().message();
-        auto written = write_file(d / file, *value);
-        ASSERT_TRUE(written) << written.error().message();
-      }
-  }
-
   void start_child() {
     const pid_t parent = ::getpid();
     child_ = ::fork();
@@ -126,44 +121,45 @@ class CgroupV1Priv : public ::testing::Test {
       for (;;) ::pause();
     }
   }
-
-  // The kernel may still hold a just-reaped task's css for a moment: rmdir says EBUSY then.
-  static void remove_cgroup(const fs::path& d) {
-    for (int attempt = 0; attempt < 200; ++attempt) {
-      if (::rmdir(d.c_str()) == 0 || errno == ENOENT) return;
-      if (errno != EBUSY) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "cannot remove test cgroup " << d << ": " << std::strerror(errno);
-  }
-
-  std::vector<fs::path> created_;  // creation order: parents first
 };
 
-TEST_F(CgroupV1Priv, AutomaticChoiceIsV1CpuWithItsProcCgroupsId) {
+// auto picks the v1 cpu hierarchy (its /proc/cgroups id) on a v1 host, the unified one (id 0) where it
+// has the cpu controller.
+TEST_F(CgroupPriv, AutomaticChoiceIsTheCpuHierarchyWithItsProcCgroupsId) {
   KEEL_REQUIRE_ROOT();
   ASSERT_NO_FATAL_FAILURE(create());
   if (IsSkipped()) return;
   auto layout = discover(roots_);
   ASSERT_TRUE(layout) << layout.error().message();
-  EXPECT_NE(layout->mode, CgroupMode::v2);
   auto chosen = choose_hierarchy(*layout, config::Hierarchy::automatic);
   ASSERT_TRUE(chosen) << chosen.error().message();
+  if (tree_->v2()) {
+    EXPECT_EQ(layout->mode, CgroupMode::v2);
+    EXPECT_TRUE(chosen->unified);
+    EXPECT_EQ(chosen->id, 0u);
+    EXPECT_TRUE(chosen->has("cpu"));
+    EXPECT_TRUE(chosen->has("cpuset"));
+    EXPECT_EQ(std::optional<uint32_t>(0), proc_cgroups_hierarchy(roots_, "cpu"));
+    return;
+  }
+  EXPECT_NE(layout->mode, CgroupMode::v2);
   if (const CgroupHierarchy* u = layout->unified(); u && u->has("cpu"))
     GTEST_SKIP() << "the unified hierarchy has the cpu controller here, so auto picks it";
+  const CgroupHierarchy &cpu = hierarchies_[0], &cpuset = hierarchies_[1];
   EXPECT_FALSE(chosen->unified);
   EXPECT_TRUE(chosen->has("cpu"));
-  EXPECT_EQ(chosen->mount, cpu_.mount);
+  EXPECT_EQ(chosen->mount, cpu.mount);
   EXPECT_EQ(std::optional<uint32_t>(chosen->id), proc_cgroups_hierarchy(roots_, "cpu"));
-  EXPECT_EQ(std::optional<uint32_t>(cpuset_.id), proc_cgroups_hierarchy(roots_, "cpuset"));
-  EXPECT_NE(chosen->id, cpuset_.id);
+  EXPECT_EQ(std::optional<uint32_t>(cpuset.id), proc_cgroups_hierarchy(roots_, "cpuset"));
+  EXPECT_NE(chosen->id, cpuset.id);
 }
 
-TEST_F(CgroupV1Priv, EnumeratedIdsAreStatInodesAndProcsAreCounted) {
+TEST_F(CgroupPriv, EnumeratedIdsAreStatInodesAndProcsAreCounted) {
   KEEL_REQUIRE_ROOT();
   ASSERT_NO_FATAL_FAILURE(create());
   if (IsSkipped()) return;
-  for (const CgroupHierarchy* h : {&cpu_, &cpuset_}) {
+  for (const CgroupHierarchy& hier : hierarchies_) {
+    const CgroupHierarchy* h = &hier;
     auto cgroups = enumerate_cgroups(*h);
     ASSERT_TRUE(cgroups) << cgroups.error().message();
     ASSERT_NE(find(*cgroups, "/"), nullptr);
@@ -172,12 +168,13 @@ TEST_F(CgroupV1Priv, EnumeratedIdsAreStatInodesAndProcsAreCounted) {
       const Cgroup* c = find(*cgroups, top_ + rel);
       ASSERT_NE(c, nullptr) << h->name() << " " << top_ + rel;
       EXPECT_EQ(c->id, (CgroupId{h->id, inode_of(dir(*h, top_ + rel))})) << c->path;
+      // (On v2 the scope's own parked process sits in its child `parked`, not in these.)
       EXPECT_EQ(c->nr_procs, rel == "/a" ? 1u : 0u) << h->name() << " " << c->path;
     }
   }
 }
 
-TEST_F(CgroupV1Priv, GlobWithTasksMatchesOnlyTheBusyCgroup) {
+TEST_F(CgroupPriv, GlobWithTasksMatchesOnlyTheBusyCgroup) {
   KEEL_REQUIRE_ROOT();
   ASSERT_NO_FATAL_FAILURE(create());
   if (IsSkipped()) return;
@@ -189,7 +186,7 @@ TEST_F(CgroupV1Priv, GlobWithTasksMatchesOnlyTheBusyCgroup) {
   by_pid.match.pid_file = pid_file;
   const std::vector<config::Workload> workloads = {glob_workload("test", top_ + "/*"), by_pid};
 
-  for (config::Hierarchy choice : {config::Hierarchy::cpu, config::Hierarchy::cpuset}) {
+  for (config::Hierarchy choice : choices_) {
     auto report = discover_workloads(workloads, choice, roots_);
     ASSERT_TRUE(report) << report.error().message();
     std::vector<std::string> matched;
@@ -203,7 +200,7 @@ TEST_F(CgroupV1Priv, GlobWithTasksMatchesOnlyTheBusyCgroup) {
     EXPECT_EQ(report->matches.workloads[1].note, "");
   }
   const std::vector<config::Workload> pid_only = {by_pid};
-  auto report = discover_workloads(pid_only, config::Hierarchy::cpu, roots_);
+  auto report = discover_workloads(pid_only, choices_[0], roots_);
   ASSERT_TRUE(report) << report.error().message();
   EXPECT_EQ(report->matches.workloads[0].cgroups, 1u);
   for (const WorkloadMatch& m : report->matches.cgroups) {
@@ -213,17 +210,18 @@ TEST_F(CgroupV1Priv, GlobWithTasksMatchesOnlyTheBusyCgroup) {
   }
 }
 
-TEST_F(CgroupV1Priv, RemovedCgroupsVanishFromRediscovery) {
+TEST_F(CgroupPriv, RemovedCgroupsVanishFromRediscovery) {
   KEEL_REQUIRE_ROOT();
   ASSERT_NO_FATAL_FAILURE(create());
   if (IsSkipped()) return;
   const std::vector<config::Workload> workloads = {glob_workload("test", top_ + "/**")};
-  auto before = discover_workloads(workloads, config::Hierarchy::cpu, roots_);
+  auto before = discover_workloads(workloads, choices_[0], roots_);
   ASSERT_TRUE(before) << before.error().message();
   EXPECT_EQ(before->matches.workloads[0].cgroups, 1u);
 
+  const std::vector<config::Hierarchy> choices = choices_;
   cleanup();
-  for (config::Hierarchy choice : {config::Hierarchy::cpu, config::Hierarchy::cpuset}) {
+  for (config::Hierarchy choice : choices) {
     auto after = discover_workloads(workloads, choice, roots_);
     ASSERT_TRUE(after) << after.error().message();
     for (const WorkloadMatch& m : after->matches.cgroups)
