@@ -4,8 +4,11 @@
 #   run    to run the built binary (shared libraries only: what the Debian package depends on)
 #   test   what the test suite and benchmarks drive: workloads, peers, Prometheus, GoogleTest, systemd's
 #          analyzer, docker, Node.js (the offline Kubernetes schema check), python3-fusepy (a FUSE file system
-#          whose writes fail: the journal's I/O-error test), clang's libFuzzer runtime (the fuzz harnesses)
-# Usage: scripts/deps.sh [build|run|test|all]... [--check]
+#          whose writes fail: the journal's I/O-error test), clang's libFuzzer runtime (the fuzz harnesses),
+#          and what builds and boots the cgroup v2 guest (qemu, mmdebstrap, e2fsprogs: scripts/vm-test.sh)
+#   guest  not installed here: what scripts/vm-test.sh puts into the Debian 12 guest image (systemd, the
+#          cloud kernel, the run set and the privileged tests' tools); --list guest prints it
+# Usage: scripts/deps.sh [build|run|test|all]... [--check] | --list SET
 #   (default: all; --check only prints what is missing and exits 1 if anything is)
 # scripts/start.sh installs build + run; scripts/test.sh all three.
 set -euo pipefail
@@ -23,7 +26,27 @@ TEST_PACKAGES=(
   googletest libgtest-dev libgmock-dev hwloc
   stress-ng linux-perf rt-tests redis-server redis-tools libbpf-tools prometheus procps
   systemd man-db util-linux docker.io nodejs python3-fusepy libclang-rt-14-dev
+  qemu-system-x86 qemu-utils mmdebstrap e2fsprogs
 )
+# The v2 guest: systemd as PID 1 on Debian's cloud kernel, keel's run set, and what the privileged tests
+# drive (the same tools as the test set, less the build, fuzz and offline-schema ones).
+GUEST_PACKAGES=(
+  systemd systemd-sysv udev dbus linux-image-cloud-amd64 iproute2 procps kmod util-linux
+  "${RUN_PACKAGES[@]}"
+  cmake bpftool hwloc stress-ng linux-perf rt-tests redis-server redis-tools libbpf-tools prometheus
+  docker.io apparmor python3 python3-fusepy fuse3 dpkg-dev man-db make
+)
+
+if [[ ${1:-} == --list ]]; then
+  case "${2:-}" in
+    build) echo "${BUILD_PACKAGES[*]}" ;;
+    run) echo "${RUN_PACKAGES[*]}" ;;
+    test) echo "${TEST_PACKAGES[*]}" ;;
+    guest) echo "${GUEST_PACKAGES[*]}" ;;
+    *) echo "usage: $0 --list build|run|test|guest" >&2; exit 2 ;;
+  esac
+  exit 0
+fi
 
 sets=()
 check=0

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The privileged tests on a real cgroup v2 host under systemd: a Debian 12 guest (kernel 6.1 cloud,
+# systemd 252 as PID 1, cgroup2 with nsdelegate) booted under qemu with 2 vCPUs on 2 NUMA nodes.
+#
+#   scripts/vm-test.sh [-R REGEX] [--keep] [--run COMMAND]
+#
+# 1. The guest image (root file system, kernel, initrd) is built once with mmdebstrap from Debian's
+#    packages (scripts/deps.sh --list guest) and cached in $KEEL_VM_CACHE (default /var/cache/keel-vm),
+#    keyed by the package list and the files baked into it (scripts/vm/keel-vm.service, keel-vm-boot).
+# 2. The release build (scripts/build.sh release) and the sources go on a second disk image that the guest
+#    mounts at this tree's own path, so ctest runs the same binaries at the same paths as on the host.
+# 3. qemu boots the guest on a throw-away overlay of the image (the cached image never changes);
+#    scripts/vm/guest.sh prints the guest's `keel probe` and runs `ctest -L priv` (the tests that need
+#    root), and this script streams its output and exits with ctest's status.
+# KEEL_VM_CMDLINE adds guest kernel arguments (such as loglevel=7 to see a stuck guest's sysrq output).
+# -R REGEX runs only the matching tests; --keep keeps the run's directory (console log, disks);
+# --run COMMAND runs a shell command in the guest (in the tree, as root) instead of the tests, and
+# exits with its status: for trying something on a v2 host under systemd by hand.
+# It skips (exit 0, with the reason) where qemu cannot run a guest here; it never falls back to a fake tree.
+# Where KVM works it is used; otherwise TCG (software emulation, several times slower: functional checks only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd -P)
+
+filter=()
+keep=0
+command=
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -R) filter=(-R "$2"); shift 2 ;;
+    --keep) keep=1; shift ;;
+    --run) command=$2; shift 2 ;;
+    *) echo "usage: $0 [-R REGEX] [--keep] [--run COMMAND]" >&2; exit 2 ;;
+  esac
+done
+
+started=$SECONDS
+stage() { echo "vm-test: $* ($((SECONDS - started)) s)"; }
+skip() { echo "vm-test: skipped: $*"; exit 0; }
+
+[[ $(id -u) -eq 0 ]] || skip "builds a guest image and boots it (root only)"
+[[ $(uname -m) == x86_64 ]] || skip "the guest is x86_64 and this host is $(uname -m)"
+for tool in qemu-system-x86_64 qemu-img mmdebstrap mke2fs; do
+  command -v "$tool" >/dev/null || skip "no $tool (scripts/deps.sh test installs it)"
+done
+
+# --- 1. the guest image, cached by what goes into it -----------------------------------------------------
+cache=${KEEL_VM_CACHE:-/var/cache/keel-vm}
+read -r -a packages <<<"$(bash scripts/deps.sh --list guest)"
+# (image format 2: the root disk's inode tables written at mke2fs, no ext4lazyinit in the guest)
+key=$( (echo "image format 2"; printf '%s\n' "${packages[@]}"; cat scripts/vm/keel-vm.service scripts/vm/keel-vm-boot) |
+  sha256sum | cut -c1-16)
+image=$cache/$key
+if [[ ! -f $image/done ]]; then
+  stage "building the guest image $image (${#packages[@]} packages)"
+  rm -rf "$image"
+  mkdir -p "$image"
+  tree=$image/tree
+  mkdir "$tree"
+  include=$(IFS=,; echo "${packages[*]}")
+  # The machine's own apt sources (no mirror argument); no recommends, as the host's installs.
+  mmdebstrap --quiet --variant=apt --aptopt='APT::Install-Recommends "false"' \
+    --include="$include" bookworm "$tree" >"$image/mmdebstrap.log" 2>&1 ||
+    { tail -20 "$image/mmdebstrap.log"; echo "vm-test: mmdebstrap failed" >&2; exit 1; }
+  cp "$tree"/boot/vmlinuz-* "$image/vmlinuz"
+  cp "$tree"/boot/initrd.img-* "$image/initrd"
+  echo keel-vm >"$tree/etc/hostname"
+  echo "/dev/vda / ext4 rw,relatime 0 1" >"$tree/etc/fstab"
+  chroot "$tree" passwd -d root >/dev/null
+  install -m 0755 scripts/vm/keel-vm-boot "$tree/usr/local/sbin/keel-vm-boot"
+  install -m 0644 scripts/vm/keel-vm.service "$tree/etc/systemd/system/keel-vm.service"
+  ln -s /etc/systemd/system/keel-vm.service "$tree/etc/systemd/system/multi-user.target.wants/keel-vm.service"
+  # Nothing the tests do not start themselves: no login prompts, and the tests' servers (docker,
+  # redis, prometheus) start only when a test starts them.
+  for unit in serial-getty@ttyS0.service serial-getty@ttyS1.service getty@tty1.service docker.service \
+    docker.socket containerd.service redis-server.service prometheus.service apt-daily.timer \
+    apt-daily-upgrade.timer man-db.timer e2scrub_all.timer fstrim.timer; do
+    ln -sf /dev/null "$tree/etc/systemd/system/$unit"
+  done
+  mke2fs -q -t ext4 -E lazy_itable_init=0,lazy_journal_init=0 -L keel-vm -d "$tree" "$image/root.img" 6G >/dev/null
+  rm -rf "$tree"
+  touch "$image/done"
+  stage "guest image built"
+else
+  stage "guest image $image (cached)"
+fi
+
+# --- 2. the tree at its own path, on a second disk ---------------------------------------------------------
+[[ -x build/cli/keel ]] || bash scripts/build.sh release
+run=$(mktemp -d /var/tmp/keel-vm.XXXXXX)
+qemu_pid=
+cleanup() {
+  [[ -n $qemu_pid ]] && kill "$qemu_pid" 2>/dev/null
+  if [[ $keep -eq 1 ]]; then echo "vm-test: kept $run"; else rm -rf "$run"; fi
+}
+trap cleanup EXIT
+stage_dir=$repo/.keel-vm-stage
+rm -rf "$stage_dir"
+mkdir "$stage_dir"
+# Hard links: no copy of the build tree, and nothing of it changes (the guest writes its own disk).
+for entry in "$repo"/* "$repo"/.clang-format "$repo"/.clang-tidy; do
+  [[ -e $entry ]] || continue
+  case "$(basename "$entry")" in build-asan | build-fuzz | .keel-vm-stage) continue ;; esac
+  cp -al "$entry" "$stage_dir/"
+done
+mkdir "$stage_dir/.keel-vm"
+printf 'KEEL_VM_CTEST_ARGS=%q\nKEEL_VM_RUN=%q\n' "${filter[*]:-}" "$command" >"$stage_dir/.keel-vm/env"
+size_mb=$(( $(du -sm "$stage_dir" | cut -f1) * 2 + 2048 ))
+mke2fs -q -t ext4 -E lazy_itable_init=0,lazy_journal_init=0 -L keel-tree -d "$stage_dir" "$run/tree.img" "${size_mb}M" >/dev/null
+rm -rf "$stage_dir"
+qemu-img create -q -f qcow2 -F raw -b "$image/root.img" "$run/root.qcow2"
+stage "tree disk ${size_mb} MiB"
+
+# --- 3. boot and run -------------------------------------------------------------------------------------
+accel=(-accel tcg,thread=multi -cpu max)
+# KVM only where a guest kernel really boots under it (here /dev/kvm opens but nested KVM fails): the
+# probe boots the kernel without a root disk and looks for the panic that says it got that far.
+if [[ -r /dev/kvm && ${KEEL_VM_KVM:-auto} != off ]]; then
+  (timeout 30 qemu-system-x86_64 -accel kvm -cpu host -m 256 -display none -monitor none -no-reboot \
+    -kernel "$image/vmlinuz" -append "console=ttyS0 panic=-1" -serial "file:$run/kvm-probe.log" \
+    >/dev/null 2>&1) 2>/dev/null || true
+  grep -q "Unable to mount root" "$run/kvm-probe.log" 2>/dev/null && accel=(-accel kvm -cpu host)
+fi
+# Under TCG the guest's TSC is qemu's emulation of it: with the TSC as the clock source, the guest (6.1)
+# soft-locked both CPUs at boot (ext4lazyinit and systemd, stuck for good) or stopped dead mid-test, now
+# and then. The HPET is read through qemu's device model, slower but steady. (The tree disk is made with
+# its inode tables written, so the guest has no ext4lazyinit either.)
+clock=
+[[ ${accel[1]} == tcg* ]] && clock=clocksource=hpet
+# shellcheck disable=SC2054
+qemu=(qemu-system-x86_64 "${accel[@]}" -m 4096 -smp 2
+  -object memory-backend-ram,id=m0,size=2048M -object memory-backend-ram,id=m1,size=2048M
+  -numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,cpus=1,memdev=m1
+  -kernel "$image/vmlinuz" -initrd "$image/initrd"
+  -append "console=ttyS0 root=/dev/vda rw quiet $clock ${KEEL_VM_CMDLINE:-} keel.repo=$repo keel.accel=${accel[1]%%,*}"
+  -drive "file=$run/root.qcow2,format=qcow2,if=virtio"
+  -drive "file=$run/tree.img,format=raw,if=virtio"
+  -display none -no-reboot -nic none
+  # The qemu monitor on a socket in the run's directory: `echo 'sendkey alt-sysrq-w' | socat -
+  # UNIX-CONNECT:DIR/monitor` asks a stuck guest's kernel for its blocked tasks (on the console).
+  -monitor "unix:$run/monitor,server,nowait"
+  -serial "file:$run/console.log" -serial "file:$run/tests.log")
+stage "booting the guest (${accel[*]})"
+: >"$run/tests.log"
+"${qemu[@]}" &
+qemu_pid=$!
+tail -n +1 --pid="$qemu_pid" -f "$run/tests.log" &
+tail_pid=$!
+limit=${KEEL_VM_TIMEOUT:-3600}
+for ((t = 0; t < limit; t += 2)); do
+  kill -0 "$qemu_pid" 2>/dev/null || break
+  # A guest whose kernel locked up does not come back: stop at once, with its console.
+  if grep -q "soft lockup" "$run/console.log" 2>/dev/null; then
+    echo "vm-test: the guest's kernel locked up; stopping it" >&2
+    break
+  fi
+  sleep 2
+done
+if kill -0 "$qemu_pid" 2>/dev/null; then
+  ((t >= limit)) && echo "vm-test: the guest did not finish in $limit s; its console:" >&2
+  kill "$qemu_pid"
+  tail -40 "$run/console.log" >&2
+fi
+wait "$qemu_pid" 2>/dev/null || true
+qemu_pid=
+wait "$tail_pid" 2>/dev/null || true
+status=$(sed -n 's/^keel-vm: exit \([0-9]*\).*/\1/p' "$run/tests.log" | tail -1)
+if [[ -z $status ]]; then
+  echo "vm-test: the guest ended without a status; its console:" >&2
+  tail -40 "$run/console.log" >&2
+  exit 1
+fi
+stage "guest done, ctest exit $status"
+exit "$status"
