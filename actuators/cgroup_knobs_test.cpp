@@ -941,17 +941,8 @@ TEST(CgroupV2Actuators, NestedCpusetsTakeEitherOrderAndTheKernelIntersectsAndRes
   for (const auto& [cg, cpus] :
        std::vector<std::pair<std::string, CpuSet>>{{P, both}, {A, s0}, {Lf, s0}, {B, s1}})
     ASSERT_EQ(write_errno(dir(cg) / "cpuset.cpus", cpus.to_list()), 0) << cg;
-  const pid_t task = ::fork();
-  if (task == 0) {
-    for (;;) ::pause();
-  }
-  struct Reap {
-    pid_t p;
-    ~Reap() {
-      ::kill(p, SIGKILL);
-      ::waitpid(p, nullptr, 0);
-    }
-  } reap{task};
+  const testing::Parked parked;
+  const pid_t task = parked.pid;
   ASSERT_TRUE(tree.move(task, "a/l"));
   std::map<fs::path, std::string> before;
   for (const auto& cg : {P, A, Lf, B})
@@ -1061,17 +1052,8 @@ TEST(CgroupV2Actuators, ACpusetFoundNotSetIsGivenEveryCpuWhereTheKernelRefusesTo
   ASSERT_TRUE(tree.make("empty"));
   const fs::path busy = tree.dir("cpuset") / "busy", empty = tree.dir("cpuset") / "empty";
   ASSERT_EQ(value(busy / "cpuset.cpus"), "");
-  const pid_t task = ::fork();
-  if (task == 0) {
-    for (;;) ::pause();
-  }
-  struct Reap {
-    pid_t p;
-    ~Reap() {
-      ::kill(p, SIGKILL);
-      ::waitpid(p, nullptr, 0);
-    }
-  } reap{task};
+  const testing::Parked parked;
+  const pid_t task = parked.pid;
   ASSERT_TRUE(tree.move(task, "busy"));
   const std::string all = effective(h.mount);
   const std::string one = std::to_string(CpuSet::parse_list(all)->cpus()[0]);

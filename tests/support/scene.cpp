@@ -215,6 +215,9 @@ std::string cgroup_of(pid_t pid, const char* controller) {
   return unified;
 }
 
+Parked::Parked() : pid(park()) {}
+Parked::~Parked() { kill_wait(pid); }
+
 // ---- Scene ----
 
 Scene::Scene(const std::string& name, const std::vector<Leaf>& leaves, bool bare) : leaves_(leaves) {

@@ -32,6 +32,16 @@ std::optional<Layout> host_layout(std::string* why = nullptr);
 // print them instead of asserting them and check what keel does.
 bool emulated_cpus();
 
+// A sleeping child process (its own process group) that populates a cgroup, killed and reaped when it
+// goes out of scope.
+struct Parked {
+  Parked();
+  ~Parked();
+  Parked(const Parked&) = delete;
+  Parked& operator=(const Parked&) = delete;
+  pid_t pid;
+};
+
 // systemd's manager over D-Bus (busctl), for transient units. Each returns "" or the error.
 namespace systemd {
 // `properties` are busctl's (name, signature, values...) triples as one string each:
