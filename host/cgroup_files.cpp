@@ -165,12 +165,12 @@ bool CgroupDir::removed() const {
   return static_cast<uint64_t>(st.st_ino) != id_.inode;
 }
 
-bool CgroupDir::delegated() const {
+CgroupDir::Delegation CgroupDir::delegation() const {
   struct stat st;
-  if (::fstat(fd_.get(), &st) == 0 && st.st_uid != 0) return true;
+  if (::fstat(fd_.get(), &st) != 0 || st.st_uid != 0) return Delegation::user;  // unknown: the least trust
   for (const char* attr : {"trusted.delegate", "user.delegate"})
-    if (::fgetxattr(fd_.get(), attr, nullptr, 0) >= 0) return true;
-  return false;
+    if (::fgetxattr(fd_.get(), attr, nullptr, 0) >= 0) return Delegation::root;
+  return Delegation::none;
 }
 
 Result<CgroupDir> CgroupDir::child(std::string_view name) const {

@@ -96,10 +96,13 @@ class CgroupDir {
   // Whether this cgroup was removed since it was opened: its path names no cgroup now, or another one.
   // Cgroups come and go between a read and a write; a failure on one that went is churn, not an error.
   bool removed() const;
-  // Whether this cgroup was handed to someone else to manage: its directory is not root's (systemd's
-  // Delegate= and container runtimes chown the subtree they delegate), or it carries systemd's
-  // trusted.delegate (or user.delegate) extended attribute. Its subtree is that party's to name.
-  bool delegated() const;
+  // Whom this cgroup was handed to, to manage its subtree: nobody; a manager running as root (it
+  // carries systemd's trusted.delegate or user.delegate extended attribute, which Delegate= sets, and
+  // its directory is root's: a container runtime's scope, a VM's); or another user (its directory is
+  // not root's: systemd and container runtimes chown what they delegate to a user). Below it, names
+  // are that party's.
+  enum class Delegation : uint8_t { none, root, user };
+  Delegation delegation() const;
 
   std::string_view name(CgroupFile f) const { return cgroup_file_name(f, *h_); }
   // Where the file is (for messages): MOUNT/PATH/NAME.

@@ -172,8 +172,13 @@ Node* Inventory::add(Node* parent, CgroupDir dir) {
   }
   tree_changed_ = true;
   n.parent = parent;
-  n.delegated =
-      parent != nullptr && (parent->delegated || n.dir.delegated());  // inherited: no syscall below one
+  if (parent == nullptr) {
+    n.trust = trust_of(std::nullopt, n.dir.path(), CgroupDir::Delegation::none);
+  } else {
+    const auto own = parent->trust == Trust::user ? CgroupDir::Delegation::user  // no syscall below one
+                                                  : n.dir.delegation();
+    n.trust = trust_of(parent->trust, n.dir.path(), own);
+  }
   if (parent != nullptr) parent->children.push_back(&n);
   by_path_.emplace(n.dir.path(), &n);
   watch(&n);
@@ -342,6 +347,23 @@ bool Inventory::holds_tasks(Node& n, const std::function<bool(CgroupId)>& ran) {
   return n.tasks == 1;
 }
 
+bool Inventory::takes(size_t rule, const Node& n) {
+  if (!rules_.selects_path(rule, n.dir.path())) return false;
+  const char* why = rules_.refused(rule, n.trust);
+  if (why == nullptr) return true;
+  // Tenants make as many cgroups as they like: the first few refusals of each rule are logged.
+  constexpr unsigned kSaid = 4;
+  if (refusals_said_.size() < rules_.size()) refusals_said_.resize(rules_.size());
+  unsigned& said = refusals_said_[rule];
+  const std::string who = "inventory: workload '" + rules_.rule(rule).name + "' ";
+  if (said < kSaid)
+    logging::line(logging::Level::warning, who + "does not take " + n.dir.path() + ": " + why);
+  else if (said == kSaid)
+    logging::line(logging::Level::warning, who + "refuses more cgroups, which are not logged");
+  if (said <= kSaid) ++said;
+  return false;
+}
+
 void Inventory::match(const std::function<bool(CgroupId)>& ran) {
   rules_.resolve(*defining_, roots_);
   std::vector<uint16_t> changed;
@@ -358,13 +380,13 @@ void Inventory::match(const std::function<bool(CgroupId)>& ran) {
     if (!n.evaluated) {
       n.candidates.clear();
       for (size_t i = 0; i < rules_.size(); ++i)
-        if (rules_.selects(i, path, n.delegated)) n.candidates.push_back(static_cast<uint16_t>(i));
+        if (takes(i, n)) n.candidates.push_back(static_cast<uint16_t>(i));
       n.evaluated = true;
     } else {
       for (uint16_t i : changed) {
         auto it = std::lower_bound(n.candidates.begin(), n.candidates.end(), i);
         bool has = it != n.candidates.end() && *it == i;
-        bool now = rules_.selects(i, path, n.delegated);
+        bool now = takes(i, n);
         if (has && !now) n.candidates.erase(it);
         if (!has && now) n.candidates.insert(it, i);
       }

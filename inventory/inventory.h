@@ -42,10 +42,10 @@ struct Node {
   mutable uint64_t cpuset_tick = 0;  // when `cpuset` was looked up
   int watch = -1;                    // its inotify watch descriptor, -1 without one
   int rule = -1;                     // the rule it matched this tick, -1 none
-  bool delegated = false;  // it or an ancestor is delegated (CgroupDir::delegated): no critical rule takes it
-  bool evaluated = false;  // `candidates` computed (a new cgroup's are, at the next match)
-  int8_t tasks = -1;       // whether it holds tasks: -1 not known, 0 no, 1 yes
-  uint32_t slot = 0;       // a dense index, reused after it goes: for per-cgroup state in vectors
+  Trust trust = Trust::host;  // whom it and its ancestors were delegated to: what a critical rule may take
+  bool evaluated = false;     // `candidates` computed (a new cgroup's are, at the next match)
+  int8_t tasks = -1;          // whether it holds tasks: -1 not known, 0 no, 1 yes
+  uint32_t slot = 0;          // a dense index, reused after it goes: for per-cgroup state in vectors
   // Its cpuset cgroup in a v1 cpuset hierarchy apart from the defining one (looked up when asked):
   // -1 not known, 0 none (the root's), 1 the same path, 2 apart->cpuset_path.
   mutable int8_t cpuset = -1;
@@ -155,6 +155,7 @@ class Inventory {
   Node* add(Node* parent, CgroupDir dir);
   bool admit(const std::string& path);  // within the walk's bounds, else counted as skipped
   void say_skipped();
+  bool takes(size_t rule, const Node& n);  // MatchRules::selects, saying why trust refused it
   void remove(Node* n);
   Result<void> relist(Node* n, bool deep);
   void watch(Node* n);
@@ -189,8 +190,9 @@ class Inventory {
   uint64_t synced_ = 0;  // the tick of the last whole re-listing
   size_t unheld_ = 0;
   CgroupSkips skipped_;
-  std::string skipped_said_;  // what the last warning was about
-  bool tree_changed_ = true;  // cgroups came or went since the instances were built
+  std::string skipped_said_;             // what the last warning was about
+  std::vector<unsigned> refusals_said_;  // per rule, the cgroups trust refused that were logged
+  bool tree_changed_ = true;             // cgroups came or went since the instances were built
   size_t listings_ = 0;
 };
 

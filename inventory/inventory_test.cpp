@@ -7,8 +7,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "config/config.h"
@@ -21,6 +23,7 @@ namespace fs = std::filesystem;
 using ::keel::testing::make_tree;
 using ::keel::testing::TempDir;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 constexpr const char* kMountinfo =
     "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
@@ -108,6 +111,38 @@ TEST(InventoryTempTree, ADelegatedCgroupIsNeverACriticalWorkloads) {
   ASSERT_TRUE(inv->refresh_tree());
   inv->match({});
   EXPECT_THAT(names(*inv), ElementsAre("svc/redis*", "svc/web*"));
+}
+
+// keel run's matching on what systemd delegates to a root manager (a container's scope): the scope is a
+// critical workload's, a cgroup its tenant makes inside is not (the best-effort rule takes it), and the
+// log says which rule did not take which cgroup and why. Root only (trusted.* xattrs).
+TEST(InventoryTempTree, ADelegatedScopeIsACriticalWorkloadsButNotWhatIsInside) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: trusted.* xattrs need root";
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  const fs::path scope = tmp.path() / "sys/fs/cgroup/cpu/system.slice/crit.scope";
+  make_tree(scope, {{"cgroup.procs", "11\n"}, {"inner/cgroup.procs", "12\n"}});
+  if (::setxattr(scope.c_str(), "trusted.delegate", "1", 1, 0) != 0)
+    GTEST_SKIP() << "skipped: " << scope << " takes no trusted.* xattr: " << std::strerror(errno);
+  const config::Spec spec = spec_of(R"(
+[[workload]]
+name = "crit"
+match = { cgroup = "/system.slice/**", has_tasks = true, each = true }
+class = "critical"
+slo = { runqueue_p99 = "200us" }
+[[workload]]
+name = "rest"
+match = { cgroup = "/**", has_tasks = true, each = true }
+)");
+  auto inv = Inventory::open(spec, roots);
+  ASSERT_TRUE(inv) << inv.error().message();
+  ASSERT_TRUE(inv->refresh_tree());
+  ::testing::internal::CaptureStderr();
+  inv->match({});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(names(*inv), ElementsAre("crit/crit.scope*", "rest/inner*", "rest/redis*", "rest/web*"));
+  EXPECT_THAT(log, HasSubstr("workload 'crit' does not take /system.slice/crit.scope/inner: it is below a "
+                             "cgroup delegated to a container runtime"));
 }
 
 // inotify: an unchanged tree is not listed again; a new cgroup is found from its event, with what it

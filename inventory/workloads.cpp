@@ -358,14 +358,51 @@ void MatchRules::resolve(const CgroupHierarchy& hierarchy, const SysRoots& roots
   }
 }
 
+Trust trust_of(std::optional<Trust> parent, std::string_view path, CgroupDir::Delegation own) {
+  if (!parent) return Trust::host;  // the hierarchy's root
+  if (*parent == Trust::user || own == CgroupDir::Delegation::user) return Trust::user;
+  // A user's own manager and all below it, whoever owns the directories.
+  if (path_leaf(path).starts_with("user@") && path_leaf(path).ends_with(".service")) return Trust::user;
+  if (*parent != Trust::host) return Trust::inside;  // unit or inside: below a delegation
+  if (own == CgroupDir::Delegation::none) return Trust::host;
+  // Delegated to a manager running as root: trusted only where systemd puts units (every element
+  // above a slice), since only root asks the system manager for one; anywhere else someone else set it.
+  return systemd_unit_path(path) ? Trust::unit : Trust::user;
+}
+
+const char* MatchRules::refused(size_t i, Trust trust) const {
+  const Rule& r = rules_[i];
+  if (!r.named.critical) return nullptr;
+  switch (trust) {
+    case Trust::host:
+    case Trust::unit:
+      return nullptr;
+    case Trust::inside:
+      switch (r.selector) {
+        case Selector::docker:
+        case Selector::podman:
+        case Selector::pod:
+        case Selector::vm:
+          return nullptr;  // the platform's own record names it, anchored above the delegation
+        default:
+          return "it is below a cgroup delegated to a container runtime or VM manager, where names are its "
+                 "tenant's: match it by its container, pod or VM instead";
+      }
+    case Trust::user:
+      return "it is delegated to an unprivileged user (its directory or an ancestor's is not root's, or it "
+             "is "
+             "below a user@.service), who names what is in it";
+  }
+  return nullptr;
+}
+
 // A rule that names what a runtime made (a container, a pod, a VM) takes that cgroup and every cgroup
 // below it: the tasks are in the cgroups the runtime and the workload make inside (a pod's containers, a
 // VM's vCPU and emulator cgroups, a container's own systemd).
-bool MatchRules::selects(size_t i, std::string_view path, bool delegated) const {
+bool MatchRules::selects_path(size_t i, std::string_view path) const {
   const Rule& r = rules_[i];
   const config::Match& m = r.named.match;
   if (r.selector == Selector::none) return false;
-  if (delegated && r.named.critical) return false;
   if (!m.cgroup.empty() && !name_matches(m.cgroup, path)) return false;
   if (!m.systemd_unit.empty() && (!systemd_unit_path(path) || !name_matches(m.systemd_unit, path_leaf(path))))
     return false;
@@ -433,26 +470,32 @@ WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
   platforms.read(roots, Platforms::all);
   WorkloadMatches out;
   for (size_t i = 0; i < rules.size(); ++i)
-    out.workloads.push_back({rules.rule(i).name, 0, 0, rules.note(i)});
+    out.workloads.push_back({rules.rule(i).name, 0, 0, rules.note(i), {}});
   out.cgroups.reserve(cgroups.size());
-  // Delegation is inherited: a cgroup's parent comes before it in path order.
-  std::map<std::string, bool, std::less<>> delegated;
+  // Trust is inherited: a cgroup's parent comes before it in path order.
+  std::map<std::string, Trust, std::less<>> trusts;
   for (const Cgroup& c : cgroups) {
-    bool d = false;
+    std::optional<Trust> parent;
     if (c.path != "/") {
-      auto parent = delegated.find(parent_path(c.path));
-      d = parent != delegated.end() && parent->second;
-      if (!d && hierarchy.mount.is_absolute()) {
-        auto dir = CgroupDir::open(hierarchy, c.path);
-        d = dir && dir->delegated();
-      }
+      auto it = trusts.find(parent_path(c.path));
+      parent = it != trusts.end() ? it->second : Trust::host;
     }
-    delegated.emplace(c.path, d);
+    auto own = CgroupDir::Delegation::none;
+    if (parent && *parent != Trust::user && hierarchy.mount.is_absolute()) {
+      auto dir = CgroupDir::open(hierarchy, c.path);
+      own = dir ? dir->delegation() : CgroupDir::Delegation::user;  // gone or unreadable: the least trust
+    }
+    const Trust trust = trust_of(parent, c.path, own);
+    trusts.emplace(c.path, trust);
     WorkloadMatch& row =
         out.cgroups.emplace_back(WorkloadMatch{c.path, c.id, c.nr_procs, {}, {}, Selector::none, {}});
     row.platform = platforms.name_of(c.path);
     for (size_t i = 0; i < rules.size(); ++i) {
-      if (!rules.selects(i, c.path, d) || (rules.needs_tasks(i) && c.nr_procs == 0)) continue;
+      if (!rules.selects_path(i, c.path) || (rules.needs_tasks(i) && c.nr_procs == 0)) continue;
+      if (const char* why = rules.refused(i, trust)) {
+        if (out.workloads[i].refused.empty()) out.workloads[i].refused = c.path + ": " + why;
+        continue;
+      }
       row.workload = rules.rule(i).name;
       row.instance = rules.instance_name(i, c.path);
       row.selector = rules.selector(i);
@@ -546,6 +589,7 @@ std::string format_workloads_text(const WorkloadReport& report) {
     } else {
       out += "matched nothing" + (w.note.empty() ? std::string() : " (" + w.note + ")") + "\n";
     }
+    if (!w.refused.empty()) out += "  not taken: " + w.refused + "\n";
   }
   return out;
 }
@@ -578,7 +622,8 @@ std::string format_workloads_json(const WorkloadReport& report) {
     workloads.push_back({{"name", w.name},
                          {"cgroups", w.cgroups},
                          {"procs", w.procs},
-                         {"note", w.note.empty() ? Json(nullptr) : Json(w.note)}});
+                         {"note", w.note.empty() ? Json(nullptr) : Json(w.note)},
+                         {"refused", w.refused.empty() ? Json(nullptr) : Json(w.refused)}});
   j["workloads"] = std::move(workloads);
   j["skipped"] = report.skipped.empty() ? Json(nullptr) : Json(report.skipped.message());
   return json_text(j);

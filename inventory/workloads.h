@@ -49,8 +49,23 @@ struct WorkloadSummary {
   std::string name;
   size_t cgroups = 0;
   unsigned long long procs = 0;
-  std::string note;  // why it cannot match now (unknown container, dead pid, ...), or empty
+  std::string note;     // why it cannot match now (unknown container, dead pid, ...), or empty
+  std::string refused;  // a critical workload's: the first cgroup its selectors took but trust refused, why
 };
+
+// How far a cgroup's name can be trusted, from whom it was delegated to (CgroupDir::delegation of it
+// and its ancestors). A critical workload's rule takes only what a tenant cannot name into it.
+enum class Trust : uint8_t {
+  host,    // nobody's but root's managers': every rule takes it
+  unit,    // a systemd unit delegated to a manager running as root (a container's, pod's or VM's scope):
+           // named by systemd, which only root asks for units: every rule takes it
+  inside,  // below a cgroup delegated to root's manager: named by what runs inside; a critical rule
+           // takes it only by its container, pod or VM (a platform's anchored shape), never by path
+  user,    // delegated to another user (its or an ancestor's directory not root's, or below a
+           // user@.service), or delegated where systemd puts no unit: no critical rule takes it
+};
+// A cgroup's trust from its parent's (none for the root) and its own delegation.
+Trust trust_of(std::optional<Trust> parent, std::string_view path, CgroupDir::Delegation own);
 
 struct WorkloadMatches {
   std::vector<WorkloadMatch> cgroups;      // one per cgroup, in the order given
@@ -61,7 +76,7 @@ struct WorkloadMatches {
 struct NamedMatch {
   std::string name;
   config::Match match;
-  bool critical = false;  // a critical workload's rule never takes a cgroup in a delegated subtree
+  bool critical = false;  // a critical workload's rule takes only trusted cgroups (Trust)
 };
 std::vector<NamedMatch> named_matches(const std::vector<config::Workload>& workloads);
 
@@ -82,10 +97,15 @@ class MatchRules {
   const std::string& note(size_t i) const { return rules_[i].note; }
   uint64_t generation(size_t i) const { return rules_[i].generation; }
   bool needs_tasks(size_t i) const { return rules_[i].named.match.has_tasks; }
-  // Whether rule i selects the cgroup at `path`: every selector it sets, has_tasks aside. `delegated`:
-  // the cgroup is in a subtree delegated to someone else (CgroupDir::delegated() of it or an ancestor),
-  // which a critical workload's rule never takes.
-  bool selects(size_t i, std::string_view path, bool delegated = false) const;
+  // Whether rule i selects the cgroup at `path`: every selector it sets, has_tasks aside, and the
+  // cgroup's trust allows it (refused() is empty).
+  bool selects(size_t i, std::string_view path, Trust trust = Trust::host) const {
+    return refused(i, trust) == nullptr && selects_path(i, path);
+  }
+  // Why rule i may not take a cgroup of this trust whatever its path (a critical workload's), or null.
+  const char* refused(size_t i, Trust trust) const;
+  // Whether rule i's selectors take `path`, trust aside.
+  bool selects_path(size_t i, std::string_view path) const;
   // The instance a cgroup it matches belongs to: the workload's name, or "<workload>/<leaf>" with each.
   std::string instance_name(size_t i, std::string_view path) const;
 

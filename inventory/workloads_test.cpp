@@ -493,6 +493,66 @@ TEST(MatchWorkloads, ACriticalRuleNeverTakesACgroupInADelegatedSubtree) {
   EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "be", "crit", "-", "be"));
 }
 
+// What systemd makes on v2 for a container runtime, a VM manager or a user: the unit delegated to a
+// root manager is trusted (systemd names it, and only root asks for one), what is below it is its
+// tenant's, and a user's is never trusted, root's directories or not.
+TEST(Trust, FromDelegationAndShape) {
+  using D = CgroupDir::Delegation;
+  EXPECT_EQ(trust_of(std::nullopt, "/", D::user), Trust::host);
+  EXPECT_EQ(trust_of(Trust::host, "/system.slice", D::none), Trust::host);
+  EXPECT_EQ(trust_of(Trust::host, "/system.slice/docker-" + kId + ".scope", D::root), Trust::unit);
+  EXPECT_EQ(trust_of(Trust::host, "/machine.slice/machine-qemu\\x2d1\\x2dvm1.scope", D::root), Trust::unit);
+  EXPECT_EQ(trust_of(Trust::unit, "/machine.slice/machine-qemu\\x2d1\\x2dvm1.scope/libvirt", D::none),
+            Trust::inside);
+  EXPECT_EQ(trust_of(Trust::inside, "/system.slice/x.scope/a/b", D::root), Trust::inside);
+  EXPECT_EQ(trust_of(Trust::unit, "/system.slice/x.scope/u", D::user), Trust::user);
+  EXPECT_EQ(trust_of(Trust::host, "/system.slice/x.service", D::user), Trust::user);
+  // A delegate mark where systemd makes no unit (below a plain cgroup) was set by someone else.
+  EXPECT_EQ(trust_of(Trust::host, "/docker/" + kId, D::root), Trust::user);
+  // A user's manager and all below it, even with directories root's.
+  EXPECT_EQ(trust_of(Trust::host, "/user.slice/user-1000.slice/user@1000.service", D::none), Trust::user);
+  EXPECT_EQ(trust_of(Trust::user, "/user.slice/user-1000.slice/user@1000.service/app.slice", D::none),
+            Trust::user);
+  EXPECT_EQ(trust_of(Trust::host, "/user.slice/user-1000.slice/session-3.scope", D::none), Trust::host);
+}
+
+// On v2 under systemd (issue 26): a Delegate=yes scope made for root (a container's) is a critical
+// workload's when its rule names it; a cgroup below it is not, by path (its tenant names it), nor is
+// anything of a user's manager; the best-effort rule after takes those, and `keel workloads` says
+// which cgroup the critical rule did not take and why. Real directories (root: trusted.* xattrs).
+TEST(MatchWorkloads, ACriticalRuleTakesADelegatedScopeButNotWhatItsTenantNames) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: trusted.* xattrs need root";
+  TempDir tmp;
+  const std::string scope = "system.slice/crit.scope", mgr = "user.slice/user-1000.slice/user@1000.service";
+  for (const std::string& d : {scope + "/inner", mgr + "/app.slice/crit.scope"})
+    fs::create_directories(tmp.path() / d);
+  if (::setxattr((tmp.path() / scope).c_str(), "trusted.delegate", "1", 1, 0) != 0)
+    GTEST_SKIP() << "skipped: " << tmp.path() << " takes no trusted.* xattr: " << std::strerror(errno);
+  CgroupHierarchy h = cpu_hierarchy();
+  h.mount = tmp.path();
+  auto cgroups = cgroups_at({{"/", 0},
+                             {"/system.slice", 0},
+                             {"/system.slice/crit.scope", 1},
+                             {"/system.slice/crit.scope/inner", 1},
+                             {"/user.slice", 0},
+                             {"/user.slice/user-1000.slice", 0},
+                             {"/" + mgr, 0},
+                             {"/" + mgr + "/app.slice", 0},
+                             {"/" + mgr + "/app.slice/crit.scope", 1}});
+  auto crit = workload("crit", with_tasks(by_cgroup("/**/crit.scope")));
+  crit.klass = config::WorkloadClass::critical;
+  auto inner = workload("inner", with_tasks(by_cgroup("/system.slice/crit.scope/inner")));
+  inner.klass = config::WorkloadClass::critical;
+  std::vector<config::Workload> ws = {crit, inner, workload("be", with_tasks(by_cgroup("/**")))};
+  WorkloadMatches m = match_workloads(ws, h, cgroups, SysRoots::under("/nonexistent"));
+  EXPECT_THAT(owners(m), ::testing::ElementsAre("-", "-", "crit", "be", "-", "-", "-", "-", "be"));
+  EXPECT_THAT(m.workloads[0].refused, HasSubstr("/" + mgr + "/app.slice/crit.scope: "));
+  EXPECT_THAT(m.workloads[0].refused, HasSubstr("user@.service"));
+  EXPECT_THAT(m.workloads[1].refused, HasSubstr("/system.slice/crit.scope/inner: "));
+  EXPECT_THAT(m.workloads[1].refused, HasSubstr("match it by its container, pod or VM"));
+  EXPECT_EQ(m.workloads[2].refused, "");
+}
+
 TEST(MatchWorkloads, NoSelectorMatchesNothing) {
   auto cgroups = cgroups_at({{"/", 1}});
   std::vector<config::Workload> ws = {workload("empty", with_tasks(config::Match{}))};
@@ -628,7 +688,9 @@ TEST(FormatWorkloads, Json) {
   EXPECT_THAT(json,
               HasSubstr(R"("procs":0,"workload":null,"instance":null,"selector":null,"platform":null})"));
   EXPECT_THAT(
-      json, HasSubstr(R"("workloads":[{"name":"redis","cgroups":1,"procs":2,"note":null}],"skipped":null})"));
+      json,
+      HasSubstr(
+          R"("workloads":[{"name":"redis","cgroups":1,"procs":2,"note":null,"refused":null}],"skipped":null})"));
   EXPECT_THAT(json, Not(HasSubstr("\n")));
 }
 

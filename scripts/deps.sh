@@ -29,12 +29,20 @@ TEST_PACKAGES=(
   qemu-system-x86 qemu-utils mmdebstrap e2fsprogs
 )
 # The v2 guest: systemd as PID 1 on Debian's cloud kernel, keel's run set, and what the privileged tests
-# drive (the same tools as the test set, less the build, fuzz and offline-schema ones).
+# drive (the same tools as the test set, less the build, fuzz and offline-schema ones). The package tests
+# run cpack in the build tree, and cpack runs make, which checks every target against its inputs before
+# anything is packaged: the CMake package files, headers and libraries the build read (GoogleTest,
+# prometheus-cpp, civetweb, toml++, nlohmann-json, libbpf, hwloc, libstdc++ and libc) must be there with
+# their mtimes, or make re-configures or recompiles, which needs a compiler the guest does not have; and
+# cpack -G DEB needs `file` and dpkg-dev (dpkg-shlibdeps) for the runtime dependencies.
+# scripts/vm-test.sh warns when the build reads a package's files that this list lacks.
 GUEST_PACKAGES=(
   systemd systemd-sysv udev dbus linux-image-cloud-amd64 iproute2 procps kmod util-linux
   "${RUN_PACKAGES[@]}"
   cmake bpftool hwloc stress-ng linux-perf rt-tests redis-server redis-tools libbpf-tools prometheus
-  docker.io apparmor python3 python3-fusepy fuse3 dpkg-dev man-db make
+  docker.io apparmor python3 python3-fusepy fuse3 dpkg-dev file man-db make
+  libgtest-dev libgmock-dev prometheus-cpp-dev libcivetweb-dev libtomlplusplus-dev nlohmann-json3-dev
+  libbpf-dev libhwloc-dev libstdc++-12-dev libc6-dev libgcc-12-dev linux-libc-dev
 )
 
 if [[ ${1:-} == --list ]]; then

@@ -7,7 +7,7 @@
 # 1. The guest image (root file system, kernel, initrd) is built once with mmdebstrap from Debian's
 #    packages (scripts/deps.sh --list guest) and cached in $KEEL_VM_CACHE (default /var/cache/keel-vm),
 #    keyed by the package list and the files baked into it (scripts/vm/keel-vm.service, keel-vm-boot).
-# 2. The release build (scripts/build.sh release) and the sources go on a second disk image that the guest
+# 2. The release build (scripts/build.sh release, run first) and the sources go on a second disk image that the guest
 #    mounts at this tree's own path, so ctest runs the same binaries at the same paths as on the host.
 # 3. qemu boots the guest on a throw-away overlay of the image (the cached image never changes);
 #    scripts/vm/guest.sh prints the guest's `keel probe` and runs `ctest -L priv` (the tests that need
@@ -86,7 +86,24 @@ else
 fi
 
 # --- 2. the tree at its own path, on a second disk ---------------------------------------------------------
-[[ -x build/cli/keel ]] || bash scripts/build.sh release
+# Always brought up to date: the guest has no compiler, and the make that cpack runs there would find a
+# source changed since the last build out of date.
+stage "the release build, up to date"
+bash scripts/build.sh release
+# What the build read outside the tree (CMake package files, headers, libraries) must be in the guest too:
+# cpack runs make, which checks them and re-configures or recompiles without them (no compiler there).
+# Say which package the guest list lacks.
+build_inputs=$( {
+  sed -n '/CMAKE_MAKEFILE_DEPENDS/,/)/p' build/CMakeFiles/Makefile.cmake 2>/dev/null | tr -d '"' | awk '{print $1}'
+  find build -name '*.o.d' -exec cat {} + 2>/dev/null | sed -e 's/\\$//' -e 's/^[^:]*: //' | tr ' ' '\n'
+  find build -name build.make -exec grep -h '^[^#]*: /usr' {} + 2>/dev/null | awk '{print $2}'
+} | grep '^/' | grep -v -e "^$PWD/" -e '^/usr/share/cmake-' | sort -u)
+if [[ -n $build_inputs ]]; then
+  for owner in $(xargs dpkg -S <<<"$build_inputs" 2>/dev/null | cut -d: -f1 | tr ',' '\n' | sort -u); do
+    printf '%s\n' "${packages[@]}" | grep -qx "$owner" ||
+      echo "vm-test: warning: the build reads files of $owner, which the guest lacks (scripts/deps.sh guest)"
+  done
+fi
 run=$(mktemp -d /var/tmp/keel-vm.XXXXXX)
 qemu_pid=
 cleanup() {
