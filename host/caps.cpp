@@ -64,8 +64,10 @@ const std::vector<FeatureRow>& privilege_table() {
       {Feature::hw_counters,
        "hw_counters",
        "hardware counters",
-       // perf_event_open(pid -1, cpu N): perf_allow_cpu().
-       {{{Cap::perfmon}}, {{Cap::sys_admin}}},
+       // perf_event_open(pid -1, cpu N): perf_allow_cpu(). At perf_event_paranoid 3 (the default of
+       // Debian's and Ubuntu's kernels, whose patch adds it) perf_event_open needs CAP_SYS_ADMIN;
+       // upstream takes 3 as 2, where CAP_PERFMON does (this table is the stricter one there).
+       {{{Cap::perfmon}, false, 2}, {{Cap::sys_admin}}},
        0,
        false,
        "cache misses, MPKI and IPC are n/a"},
@@ -151,9 +153,18 @@ Verdict check(Feature f, const Privileges& p) {
   const FeatureRow& row = privilege_row(f);
   Verdict v;
   if (row.paranoid_at_most && p.perf_event_paranoid <= *row.paranoid_at_most) v.held = true;
-  std::vector<const Way*> known;  // the ways this kernel has every capability of
-  for (const Way& w : row.ways)
-    if (std::all_of(w.caps.begin(), w.caps.end(), [&](Cap c) { return p.knows(c); })) known.push_back(&w);
+  std::vector<const Way*> known;  // the ways this kernel has every capability of, at its paranoia
+  std::string paranoid_note;
+  for (const Way& w : row.ways) {
+    if (!std::all_of(w.caps.begin(), w.caps.end(), [&](Cap c) { return p.knows(c); })) continue;
+    if (w.paranoid_at_most && p.perf_event_paranoid > *w.paranoid_at_most) {
+      paranoid_note = " (" + way_text(w.caps, w.uid0) + " is not enough at kernel.perf_event_paranoid " +
+                      std::to_string(p.perf_event_paranoid) + "; it is at " +
+                      std::to_string(*w.paranoid_at_most) + " or less)";
+      continue;
+    }
+    known.push_back(&w);
+  }
   for (const Way* w : known)
     if ((!w->uid0 || p.uid0) && std::all_of(w->caps.begin(), w->caps.end(), [&](Cap c) { return p.has(c); }))
       v.held = true;
@@ -172,6 +183,7 @@ Verdict check(Feature f, const Privileges& p) {
   if (row.paranoid_at_most)
     v.needs += ", or kernel.perf_event_paranoid <= " + std::to_string(*row.paranoid_at_most) + " (it is " +
                std::to_string(p.perf_event_paranoid) + ")";
+  v.needs += paranoid_note;
   return v;
 }
 

@@ -49,10 +49,12 @@ enum class Feature {
   irq_affinity,  // /proc/irq/N/smp_affinity_list
 };
 
-// One way to hold a feature: all of `caps`, and uid 0 where `uid0`.
+// One way to hold a feature: all of `caps`, and uid 0 where `uid0`; where `paranoid_at_most` is set,
+// only while kernel.perf_event_paranoid is at most that.
 struct Way {
   std::vector<Cap> caps;
   bool uid0 = false;
+  std::optional<int> paranoid_at_most = std::nullopt;
 };
 
 struct FeatureRow {

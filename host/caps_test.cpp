@@ -54,6 +54,18 @@ TEST(Caps, HardwareCountersNeedPerfmonOrAParanoidOfZero) {
   EXPECT_EQ(v.needs, "CAP_PERFMON, or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 0 (it is 1)");
 }
 
+// Debian's and Ubuntu's kernels default to perf_event_paranoid 3, where their patch lets only
+// CAP_SYS_ADMIN open perf events (found on the Debian 12 guest: CAP_PERFMON got EACCES there).
+TEST(Caps, AtParanoidThreeHardwareCountersNeedSysAdmin) {
+  auto v = check(Feature::hw_counters, with({Cap::perfmon}, true, 40, 3));
+  EXPECT_FALSE(v.held);
+  EXPECT_EQ(v.needs,
+            "CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 0 (it is 3) (CAP_PERFMON is not enough at "
+            "kernel.perf_event_paranoid 3; it is at 2 or less)");
+  EXPECT_TRUE(check(Feature::hw_counters, with({Cap::sys_admin}, true, 40, 3)).held);
+  EXPECT_TRUE(check(Feature::hw_counters, with({Cap::perfmon}, true, 40, 2)).held);
+}
+
 TEST(Caps, BpfStatsNeedSysAdminAlone) {
   auto v = check(Feature::bpf_stats, with({Cap::bpf, Cap::perfmon}));
   EXPECT_FALSE(v.held);

@@ -26,6 +26,7 @@
 
 #include "tests/support/docker.h"
 #include "tests/support/http.h"
+#include "tests/support/scene.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -58,6 +59,7 @@ class ContainerPriv : public ::testing::Test {
 
   void TearDown() override {
     if (!container_.empty()) run_command(docker_ + "rm -f " + container_);
+    if (!unit_.empty()) testing::systemd::stop(unit_);
     if (workload_ > 0) {
       ::kill(-workload_, SIGKILL);  // perf and the worker it forks
       ::waitpid(workload_, nullptr, 0);
@@ -110,31 +112,47 @@ class ContainerPriv : public ::testing::Test {
   }
 
   // A host workload outside any container: a pipe ping-pong (it waits for a CPU at every wakeup) in
-  // /system.slice/NAME of the cpu and cpuacct hierarchies, where the default config's "system" rule
-  // finds it.
-  void start_host_workload(const std::string& name) {
+  // system.slice, where the default config's "system" rule finds it: on v1 a directory NAME.scope of the
+  // cpu and cpuacct hierarchies, on v2 a service NAME.service that systemd starts (CPUWeight set, so
+  // system.slice's children get the cpu controller). Its cgroup path; the file of its CPU weight.
+  std::string start_host_workload(const std::string& name) {
+    const std::string perf = "perf bench sched pipe -l 2000000000";
+    if (v2_) {
+      unit_ = name + ".service";
+      const std::string why =
+          testing::systemd::start_service(unit_, "system.slice", perf, {"CPUWeight t 100"});
+      if (!why.empty()) ADD_FAILURE() << why;
+      weight_file_ = fs::path("/sys/fs/cgroup/system.slice") / unit_ / "cpu.weight";
+      return "/system.slice/" + unit_;
+    }
+    const std::string leaf = name + ".scope";
     for (const char* h : {"cpu", "cpuacct"}) {
       fs::path slice = fs::path("/sys/fs/cgroup") / h / "system.slice";
       if (!fs::exists(slice)) {
         fs::create_directory(slice);
         cgroups_.insert(cgroups_.begin(), slice);  // removed last
       }
-      fs::create_directory(slice / name);
-      cgroups_.insert(cgroups_.begin(), slice / name);
+      fs::create_directory(slice / leaf);
+      cgroups_.insert(cgroups_.begin(), slice / leaf);
     }
     workload_ = ::fork();
     if (workload_ == 0) {
       ::setpgid(0, 0);
       for (const char* h : {"cpu", "cpuacct"})
-        std::ofstream(fs::path("/sys/fs/cgroup") / h / "system.slice" / name / "cgroup.procs")
+        std::ofstream(fs::path("/sys/fs/cgroup") / h / "system.slice" / leaf / "cgroup.procs")
             << ::getpid() << "\n";
       std::freopen("/dev/null", "w", stdout);
       std::freopen("/dev/null", "w", stderr);
       ::execlp("perf", "perf", "bench", "sched", "pipe", "-l", "2000000000", nullptr);
       ::_exit(127);
     }
+    weight_file_ = fs::path("/sys/fs/cgroup/cpu/system.slice") / leaf / "cpu.shares";
+    return "/system.slice/" + leaf;
   }
 
+  const bool v2_ = testing::host_layout() == testing::Layout::v2;
+  std::string unit_;      // v2: the host workload's service
+  fs::path weight_file_;  // the host workload's cpu.shares (v1) or cpu.weight (v2)
   testing::TempDir dir_;
   testing::Dockerd dockerd_{dir_.path()};
   std::string docker_;
@@ -148,9 +166,11 @@ TEST_F(ContainerPriv, KeelInAContainerLaidOutAsTheDaemonSetSeesTheHostsWorkloads
     GTEST_SKIP() << "skipped: no perf (linux-perf) for the workload";
   ASSERT_NO_FATAL_FAILURE(start_dockerd());
   ASSERT_NO_FATAL_FAILURE(import_image());
-  const std::string name = "keel-ctest-" + std::to_string(::getpid()) + ".scope";
-  ASSERT_NO_FATAL_FAILURE(start_host_workload(name));
-  const std::string shares_before = slurp(fs::path("/sys/fs/cgroup/cpu/system.slice") / name / "cpu.shares");
+  const std::string path = start_host_workload("keel-ctest-" + std::to_string(::getpid()));
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const std::string name = path.substr(path.rfind('/') + 1);
+  const std::string weight_before = slurp(weight_file_);
+  ASSERT_FALSE(weight_before.empty()) << weight_file_;
 
   // The ConfigMap's config, as the DaemonSet mounts it.
   const std::string cm = slurp(testing::source_dir() / "deploy/kubernetes/configmap.yaml");
@@ -204,8 +224,11 @@ TEST_F(ContainerPriv, KeelInAContainerLaidOutAsTheDaemonSetSeesTheHostsWorkloads
   ASSERT_TRUE(ready) << logs();
   const std::string host_series =
       "keel_runqueue_latency_seconds_count{class=\"best_effort\",workload=\"system/" + name + "\"}";
+  // Its own container: docker's cgroupfs driver puts it in /docker/ID (the "docker" rule), the systemd
+  // driver (v2) in /system.slice/docker-ID.scope (the "system" rule).
+  const std::string own = v2_ ? "system/docker-" + id + ".scope" : "docker/" + id;
   const std::string own_series =
-      "keel_runqueue_latency_seconds_count{class=\"best_effort\",workload=\"docker/" + id + "\"}";
+      "keel_runqueue_latency_seconds_count{class=\"best_effort\",workload=\"" + own + "\"}";
   std::string scrape;
   double host_waits = -1;
   for (int i = 0; i < 100 && host_waits <= 0; ++i) {
@@ -222,7 +245,7 @@ TEST_F(ContainerPriv, KeelInAContainerLaidOutAsTheDaemonSetSeesTheHostsWorkloads
   EXPECT_NE(log.find("run: observe"), std::string::npos) << log;
   EXPECT_EQ(log.find("error:"), std::string::npos) << log;
   // Observe mode: the host's cgroup is as it was.
-  EXPECT_EQ(slurp(fs::path("/sys/fs/cgroup/cpu/system.slice") / name / "cpu.shares"), shares_before);
+  EXPECT_EQ(slurp(weight_file_), weight_before) << weight_file_;
 
   // docker stop: SIGTERM, keel ends by itself with 0.
   auto [src, sout] = run_command(docker_ + "stop -t 30 " + container_);
