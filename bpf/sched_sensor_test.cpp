@@ -962,7 +962,9 @@ TEST_F(CpuCgroups, AnIdleCgroupsEntryIsDroppedAndCountedAfreshWhenItRunsAgain) {
     ASSERT_TRUE(d);
     EXPECT_EQ(find(*d, id), nullptr) << i;
   }
-  EXPECT_LT(sensor->entries(), with);
+  // Its entry went (others of a busy host, systemd's units on v2, may have come meanwhile).
+  EXPECT_FALSE(sensor->holds(id));
+  EXPECT_LE(sensor->entries(), with + 8);
   kill(p, SIGCONT);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   kill(p, SIGSTOP);

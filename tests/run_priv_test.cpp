@@ -339,10 +339,11 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   std::printf("waker with noise, no keel: mean run-queue wait %.0f us over %" PRIu64
               " times on a CPU; lateness p99 %.0f us over %zu wake-ups (steal %" PRIu64 " jiffies)\n",
               wait_before, s1.slices - s0.slices, p99_before, n_before, steal1 - steal0);
-  ASSERT_GT(n_before, 500u);
   // A mean over every time on a CPU (most short waits); 100 us is many times this waker's wait alone.
-  // Under an emulator (the v2 guest under TCG) waits are the emulator's: printed, not judged.
+  // Under an emulator (the v2 guest under TCG) waits are the emulator's: printed, not judged, and the
+  // waker wakes less often (454 times in 2 s there), so fewer wake-ups make the sample.
   const bool timing = !testing::emulated_cpus();
+  ASSERT_GT(n_before, timing ? 500u : 200u);
   if (timing) {
     ASSERT_GT(wait_before, 100.0) << "the noise did not delay the waker: nothing to control";
   }
