@@ -389,9 +389,8 @@ const char* MatchRules::refused(size_t i, Trust trust) const {
                  "tenant's: match it by its container, pod or VM instead";
       }
     case Trust::user:
-      return "it is delegated to an unprivileged user (its directory or an ancestor's is not root's, or it "
-             "is "
-             "below a user@.service), who names what is in it";
+      return "it is delegated to an unprivileged user (its or an ancestor's directory is not root's, or "
+             "it is below a user@.service), who names what is in it";
   }
   return nullptr;
 }

@@ -83,7 +83,10 @@ if [[ ! -f $image/done ]]; then
   stage "guest image built"
   # Images of other package lists are stale (1.5 GiB each): removed, the cache keeps one.
   for old in "$cache"/*; do
-    [[ $old != "$image" && $(basename "$old") =~ ^[0-9a-f]{16}$ ]] && rm -rf "$old" && stage "removed the stale image $old"
+    if [[ $old != "$image" && $(basename "$old") =~ ^[0-9a-f]{16}$ ]]; then
+      rm -rf "$old"
+      stage "removed the stale image $old"
+    fi
   done
 else
   stage "guest image $image (cached)"
