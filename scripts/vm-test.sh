@@ -118,7 +118,8 @@ cleanup() {
   if [[ $keep -eq 1 ]]; then echo "vm-test: kept $run"; else rm -rf "$run"; fi
 }
 trap cleanup EXIT
-# The tree disk and a fresh overlay of the image, for one boot; $1: the tests (numbers) to run, or all.
+# The tree disk and a fresh overlay of the image, for one boot; $1: the tests (names, one per line) to
+# run, or all.
 make_disks() {
   local stage_dir=$repo/.keel-vm-stage entry size_mb
   rm -rf "$stage_dir" "$run/tree.img" "$run/root.qcow2"
@@ -269,13 +270,14 @@ status=$(sed -n 's/^keel-vm: exit \([0-9]*\).*/\1/p' "$run/tests.log" | tail -1)
 # it was running included. A test that stalls it again fails the stage. (--run: no second boot.)
 if [[ -z $status && $ended =~ ^(stalled|lockup)$ && -z $command ]]; then
   failed_first=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Exception)' "$run/tests.log" || true)
-  finished=$(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#([0-9]+): .*/\1/p' "$run/tests.log" | sort -u)
+  # By name: ctest numbers tests within what -L and -E leave.
+  finished=$(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .*/\1/p' "$run/tests.log" | sort -u)
   # shellcheck disable=SC2086
-  listed=$(cd build && ctest -N -L priv -E '^CgroupV1Actuators[.]' ${filter[*]:-} | sed -nE 's/^ *Test +#([0-9]+): .*/\1/p')
-  remaining=$(comm -23 <(sort -u <<<"$listed") <(echo "$finished") | sort -n | paste -sd, -)
+  listed=$(cd build && ctest -N -L priv -E '^CgroupV1Actuators[.]' ${filter[*]:-} | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p')
+  remaining=$(comm -23 <(sort -u <<<"$listed") <(echo "$finished"))
   cp "$run/tests.log" "$run/tests-first-boot.log"
   if [[ -n $remaining ]]; then
-    stage "a second boot for the $(tr ',' '\n' <<<"$remaining" | wc -l) tests not finished (the first boot's $ended, $failed_first failed before)"
+    stage "a second boot for the $(wc -l <<<"$remaining") tests not finished (the first boot's $ended, $failed_first failed before)"
     make_disks "$remaining"
     boot
     status=$(sed -n 's/^keel-vm: exit \([0-9]*\).*/\1/p' "$run/tests.log" | tail -1)

@@ -35,22 +35,28 @@ cd build || exit 1
 # The tests of v1's own kernel rules (CgroupV1Actuators: EBUSY and EACCES of nested v1 cpusets, v1
 # quota ratios) have v2 twins (CgroupV2Actuators) and are left out here; every other privileged test
 # runs on both layouts.
-# A test that fails runs once more (ctest --rerun-failed), named on the console: under TCG the guest's
-# CPUs are emulated and its timing is not a host's, and a second failure fails the run.
+# A ctest -R regex for exactly the tests named on stdin (one per line). By name: ctest numbers tests
+# within what -L and -E leave, so a number from one ctest run names another test under other filters.
+exactly() {
+  # Test names are letters, digits, '_', '/' and '.': only '.' means more in a regex.
+  printf '^(%s)$' "$(sed 's/[.]/\\./g' | paste -sd'|' -)"
+}
+# A test that fails runs once more, by name, named on the console: under TCG the guest's CPUs are
+# emulated and its timing is not a host's, and a second failure fails the run.
 once_more() {
-  local rc=$1
+  local rc=$1 failed
   if [[ $rc -ne 0 && -s Testing/Temporary/LastTestsFailed.log ]]; then
-    echo "keel-vm: failed on the first try, run once more:" \
-      "$(cut -d: -f2 Testing/Temporary/LastTestsFailed.log | paste -sd' ' -)"
-    ctest --output-on-failure --timeout 900 --rerun-failed
+    failed=$(cut -d: -f2- Testing/Temporary/LastTestsFailed.log)
+    echo "keel-vm: failed on the first try, run once more:" $failed
+    ctest --output-on-failure --timeout 900 -R "$(exactly <<<"$failed")"
     rc=$?
   fi
   return "$rc"
 }
-# KEEL_VM_TESTS (test numbers, set by vm-test.sh for a second boot after a stalled guest): only those.
+# KEEL_VM_TESTS (test names, one per line, set by vm-test.sh for a second boot after a stalled guest):
+# only those.
 if [[ -n ${KEEL_VM_TESTS:-} ]]; then
-  first=${KEEL_VM_TESTS%%,*}
-  ctest --output-on-failure --timeout 900 -I "$first,$first,1,$KEEL_VM_TESTS"
+  ctest --output-on-failure --timeout 900 -R "$(exactly <<<"$KEEL_VM_TESTS")"
   once_more $?
   exit $?
 fi
