@@ -372,6 +372,72 @@ TEST_F(Tree, AKnobAnotherManagerChangedIsGivenUpLockedOutAndNotRestored) {
   EXPECT_TRUE(w.take_drifts().empty());
 }
 
+// systemd realises a unit's cgroup again from the unit's settings (daemon-reload): the knob is back at
+// what keel found there (the journal's original). For a cgroup whose owner re-applies (systemd's units)
+// that is no other manager's change: the next set() writes keel's value again at once, keeps the
+// journal's original and reports it as re-applied, up to kReapplyMax times a window (then a drift, as
+// is the same change where the owner does not re-apply, or a value that is not the original). Without
+// the rule the knob is given up and locked out for a minute: protection gone.
+TEST_F(Tree, AValueSystemdRealisesAgainIsWrittenAgainNotGivenUp) {
+  CgroupHierarchy h{0, true, {"cpu", "cpuset"}, roots_.cgroup, "/"};
+  Journal j = journal();
+  KnobWriter w(roots_, Mode::enforce, &j);
+  std::vector<std::string> asked;
+  w.set_reapplied_by_owner([&](std::string_view path) {
+    asked.emplace_back(path);
+    return path == "/kubepods/be";
+  });
+  auto be = CgroupDir::open(h, "/kubepods/be");
+  ASSERT_TRUE(be);
+  const fs::path weight = t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight";
+  const std::string found = std::string(trim(slurp(weight)));
+  w.set_tick(1);
+  ASSERT_TRUE(*w.set(*be, CgroupFile::weight, "10"));
+  for (unsigned i = 0; i < kReapplyMax; ++i) {
+    testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpu.weight", found + "\n"}});  // realised
+    w.set_tick(2 + i);
+    auto again = w.set(*be, CgroupFile::weight, "10");
+    ASSERT_TRUE(again) << again.error().message();
+    EXPECT_TRUE(*again) << i;
+    EXPECT_EQ(slurp(weight), "10");
+  }
+  EXPECT_TRUE(w.take_drifts().empty());
+  auto re = w.take_reapplied();
+  ASSERT_EQ(re.size(), kReapplyMax);
+  EXPECT_EQ(re[0].found, found);
+  EXPECT_EQ(re[0].wrote, "10");
+  ASSERT_FALSE(asked.empty());
+  for (const std::string& a : asked) EXPECT_EQ(a, "/kubepods/be");
+  ASSERT_EQ(j.entries().size(), 1u);
+  EXPECT_EQ(j.entries()[0].original, found);
+  // One more in the window: a fight, not a realisation.
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpu.weight", found + "\n"}});
+  w.set_tick(2 + kReapplyMax);
+  EXPECT_FALSE(*w.set(*be, CgroupFile::weight, "10"));
+  EXPECT_EQ(w.take_drifts().size(), 1u);
+  EXPECT_TRUE(j.entries().empty());
+  // A value that is not what keel found is another manager's, realised by an owner or not.
+  w.set_tick(2 + kReapplyMax + kDriftLockoutMaxTicks);
+  KnobWriter fresh(roots_, Mode::enforce, &j);
+  fresh.set_reapplied_by_owner([](std::string_view) { return true; });
+  fresh.set_tick(1);
+  ASSERT_TRUE(*fresh.set(*be, CgroupFile::weight, "10"));
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpu.weight", "777\n"}});
+  fresh.set_tick(2);
+  EXPECT_FALSE(*fresh.set(*be, CgroupFile::weight, "10"));
+  EXPECT_EQ(fresh.take_drifts().size(), 1u);
+  EXPECT_TRUE(fresh.take_reapplied().empty());
+  // Where the owner does not re-apply, the original back is a drift too.
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpu.weight", "300\n"}});
+  KnobWriter plain(roots_, Mode::enforce, &j);
+  plain.set_tick(1);
+  ASSERT_TRUE(*plain.set(*be, CgroupFile::weight, "10"));
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpu.weight", "300\n"}});
+  plain.set_tick(2);
+  EXPECT_FALSE(*plain.set(*be, CgroupFile::weight, "10"));
+  EXPECT_EQ(plain.take_drifts().size(), 1u);
+}
+
 // At exit a knob changed after keel's last write (before keel could see it) is left as it is now, and
 // the report says so; the knobs still at keel's value go back.
 TEST_F(Tree, RestoreLeavesAKnobChangedSinceKeelWroteItAndSaysSo) {

@@ -158,7 +158,7 @@ Result<bool> KnobWriter::set(const CgroupDir& dir, CgroupFile f, std::string_vie
   }
   std::string want(trim(value));
   if (mode_ == Mode::observe) observe_current(*k, current);
-  auto may = may_write(*k, dir.id(), kind, current);
+  auto may = may_write(*k, dir.id(), kind, current, dir.path());
   if (!may) return std::unexpected(may.error());
   if (!*may) return false;
   if (same_value(kind, current, want)) return false;
@@ -183,11 +183,12 @@ bool KnobWriter::locked_out(const KnobPath& k) const {
 }
 
 Result<bool> KnobWriter::may_write(const KnobPath& k, CgroupId cgroup, ValueKind kind,
-                                   const std::string& current) {
+                                   const std::string& current, std::string_view cgroup_path) {
   if (mode_ != Mode::enforce) return true;
   if (locked_out(k)) return false;
   auto w = wrote_.find({k, cgroup.inode});
   if (w == wrote_.end() || same_value(kind, current, w->second)) return true;
+  if (owner_wrote_back(k, cgroup, cgroup_path, kind, current, w->second)) return true;  // written again now
   // Someone else wrote it since keel did: keel gives the knob up (the journal's original with it).
   drifts_.push_back({k, cgroup, w->second, current});
   wrote_.erase(w);
@@ -197,6 +198,19 @@ Result<bool> KnobWriter::may_write(const KnobPath& k, CgroupId cgroup, ValueKind
   if (journal_ != nullptr)
     if (auto r = journal_->forget(k, cgroup.inode); !r) return std::unexpected(r.error());
   return false;
+}
+
+bool KnobWriter::owner_wrote_back(const KnobPath& k, CgroupId cgroup, std::string_view cgroup_path,
+                                  ValueKind kind, const std::string& current, const std::string& wrote) {
+  if (!owner_reapplies_ || journal_ == nullptr || k.root != Root::cgroup) return false;
+  const JournalEntry* e = journal_->find(k, cgroup.inode);
+  if (e == nullptr || e->kind != EntryKind::file || !same_value(kind, current, e->original)) return false;
+  if (cgroup_path.empty() || !owner_reapplies_(cgroup_path)) return false;
+  Reapplies& r = reapplies_[k];
+  if (r.count == 0 || tick_ >= r.since + kReapplyWindowTicks) r = {tick_, 0};
+  if (++r.count > kReapplyMax) return false;
+  reapplied_.push_back({k, wrote, current});
+  return true;
 }
 
 std::optional<std::string> KnobWriter::original(const CgroupDir& dir, CgroupFile f) const {

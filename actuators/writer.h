@@ -41,6 +41,18 @@ struct Drift {
 inline constexpr uint64_t kDriftLockoutTicks = 60;
 inline constexpr uint64_t kDriftLockoutMaxTicks = 3600;
 
+// A knob of a cgroup whose manager realises it again from its own stored settings (systemd, for the
+// cgroups of its units: on daemon-reload, a unit's start, set-property, a sibling's change), found back
+// at the value keel found there (the journal's original): not another manager taking it over, but the
+// owner writing what it holds. keel writes its value again at once. More than kReapplyMax such
+// re-applies of one knob in kReapplyWindowTicks is a fight after all: a drift.
+struct Reapplied {
+  KnobPath path;
+  std::string wrote, found;  // keel's value, and the owner's it found there again
+};
+inline constexpr unsigned kReapplyMax = 30;
+inline constexpr uint64_t kReapplyWindowTicks = 3600;
+
 // Directory operations, real by default; tests over temporary trees pass ones that populate a new
 // directory the way the kernel does (resctrl and cgroupfs create their files on mkdir).
 struct DirOps {
@@ -108,6 +120,15 @@ class KnobWriter {
   const Written& written() const { return wrote_; }
   // Whether `k` is in a drift lockout now.
   bool locked_out(const KnobPath& k) const;
+  // Which cgroups (by path from their hierarchy's root) a manager realises again from its own stored
+  // settings (systemd's units, when systemd runs); none by default.
+  void set_reapplied_by_owner(std::function<bool(std::string_view cgroup_path)> owner) {
+    owner_reapplies_ = std::move(owner);
+  }
+  bool reapplied_by_owner(std::string_view cgroup_path) const {
+    return owner_reapplies_ && owner_reapplies_(cgroup_path);
+  }
+  std::vector<Reapplied> take_reapplied() { return std::exchange(reapplied_, {}); }
 
  private:
   Result<void> raw_write(const KnobPath& k, std::string_view value, bool append);
@@ -122,7 +143,9 @@ class KnobWriter {
   std::string& observe_current(const KnobPath& k, std::string& current);
   // Before a write of `k` (found at `current`): false when it must not be written now (a lockout, or a
   // drift found now).
-  Result<bool> may_write(const KnobPath& k, CgroupId cgroup, ValueKind kind, const std::string& current);
+  // `cgroup_path`: the cgroup's path from its hierarchy's root, "" for a knob written by path.
+  Result<bool> may_write(const KnobPath& k, CgroupId cgroup, ValueKind kind, const std::string& current,
+                         std::string_view cgroup_path = {});
   void note(Change c);
   std::vector<Change> changes_;
   size_t dropped_changes_ = 0;
@@ -134,6 +157,16 @@ class KnobWriter {
   };
   std::map<KnobPath, Lockout> lockouts_;
   std::vector<Drift> drifts_;
+  std::function<bool(std::string_view)> owner_reapplies_;
+  struct Reapplies {
+    uint64_t since = 0;  // the tick the window started
+    unsigned count = 0;
+  };
+  std::map<KnobPath, Reapplies> reapplies_;
+  std::vector<Reapplied> reapplied_;
+  // Whether `current` (keel wrote `wrote`) is the owner realising its own value again (Reapplied).
+  bool owner_wrote_back(const KnobPath& k, CgroupId cgroup, std::string_view cgroup_path, ValueKind kind,
+                        const std::string& current, const std::string& wrote);
   uint64_t tick_ = 0;
 };
 

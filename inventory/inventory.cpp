@@ -93,6 +93,12 @@ Result<Inventory> Inventory::open(const config::Spec& spec, const SysRoots& root
       inv.roots_held_.push_back(std::make_unique<CgroupDir>(std::move(*r)));
     }
   }
+  if (options.self) {
+    inv.self_ = *options.self;
+  } else if (auto self = process_cgroup_path(roots, ::getpid(), *inv.defining_)) {
+    inv.self_ = std::move(*self);
+  }
+  if (inv.self_ == "/") inv.self_.clear();  // the root is never a workload's anyway
   std::vector<NamedMatch> named;
   for (const auto& w : spec.workloads) named.push_back({w.name, w.match, w.critical});
   inv.rules_ = MatchRules(std::move(named));
@@ -379,10 +385,10 @@ void Inventory::match(const std::function<bool(CgroupId)>& ran) {
     const std::string& path = n.dir.path();
     if (!n.evaluated) {
       n.candidates.clear();
-      for (size_t i = 0; i < rules_.size(); ++i)
+      for (size_t i = 0; i < rules_.size() && path != self_; ++i)
         if (takes(i, n)) n.candidates.push_back(static_cast<uint16_t>(i));
       n.evaluated = true;
-    } else {
+    } else if (path != self_) {
       for (uint16_t i : changed) {
         auto it = std::lower_bound(n.candidates.begin(), n.candidates.end(), i);
         bool has = it != n.candidates.end() && *it == i;
@@ -401,6 +407,8 @@ void Inventory::match(const std::function<bool(CgroupId)>& ran) {
       n.rule = pick;
       n.instance = pick >= 0 ? rules_.instance_name(static_cast<size_t>(pick), path) : std::string();
       n.joined = tick_;
+      n.spared = pick >= 0 && !rules_.rule(static_cast<size_t>(pick)).critical && host_daemon_path(path) &&
+                 !rules_.names_exactly(static_cast<size_t>(pick));
       changed_any = true;
     }
   }

@@ -44,8 +44,11 @@ struct Node {
   int rule = -1;                     // the rule it matched this tick, -1 none
   Trust trust = Trust::host;  // whom it and its ancestors were delegated to: what a critical rule may take
   bool evaluated = false;     // `candidates` computed (a new cgroup's are, at the next match)
-  int8_t tasks = -1;          // whether it holds tasks: -1 not known, 0 no, 1 yes
-  uint32_t slot = 0;          // a dense index, reused after it goes: for per-cgroup state in vectors
+  // A host daemon's (host_daemon_path) that a best-effort rule took as one of a family (a glob): it is
+  // measured as that workload's, and never demoted (no class, no lower weight, no narrower cpuset).
+  bool spared = false;
+  int8_t tasks = -1;  // whether it holds tasks: -1 not known, 0 no, 1 yes
+  uint32_t slot = 0;  // a dense index, reused after it goes: for per-cgroup state in vectors
   // Its cpuset cgroup in a v1 cpuset hierarchy apart from the defining one (looked up when asked):
   // -1 not known, 0 none (the root's), 1 the same path, 2 apart->cpuset_path.
   mutable int8_t cpuset = -1;
@@ -79,6 +82,9 @@ class Inventory {
     unsigned resync_ticks = 64;        // the whole tree re-listed this often, even with inotify
     bool inotify = true;               // false: re-list every directory every tick (tests; the fallback)
     size_t max_cgroups = kMaxCgroups;  // the walk's count bound (host/cgroup.h; smaller in tests)
+    // The cgroup keel itself runs in, which no rule takes (keel never classes, weighs or pins itself);
+    // none: its own, from /proc/<pid>/cgroup.
+    std::optional<std::string> self = std::nullopt;
   };
   // The hierarchy that defines the spec's workloads, walked once. `spec` must outlive the inventory.
   static Result<Inventory> open(const config::Spec& spec, const SysRoots& roots, Options options);
@@ -109,6 +115,8 @@ class Inventory {
   // The cgroups removed since the last call.
   std::vector<CgroupId> take_removed();
   const MatchRules& rules() const { return rules_; }
+  // The cgroup keel runs in, which no rule takes ("" when not known, or the root).
+  const std::string& self() const { return self_; }
 
   const CgroupLayout& layout() const { return layout_; }
   const CgroupHierarchy& defining() const { return *defining_; }
@@ -168,6 +176,7 @@ class Inventory {
 
   SysRoots roots_;
   const config::Spec* spec_ = nullptr;
+  std::string self_;  // keel's own cgroup (Options::self), "" when not known or the root
   Options options_;
   CgroupLayout layout_;
   std::shared_ptr<const CgroupHierarchy> defining_;

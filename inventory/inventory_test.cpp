@@ -98,6 +98,48 @@ TEST(InventoryTempTree, MatchesEveryCgroupToItsInstanceFirstRuleWins) {
   EXPECT_THAT(names(*inv), ElementsAre("redis", "svc/web"));  // no longer fresh
 }
 
+// The host's own daemons are measured but spared: a best-effort rule that takes them as one of a glob's
+// family marks them spared (never classed, weighed down or narrowed), one that names a service exactly
+// does not, a critical rule never does; keel's own cgroup is no rule's, however it is named.
+TEST(InventoryTempTree, HostDaemonsTakenByAGlobAreSparedAndKeelsOwnCgroupIsNoRules) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  make_tree(tmp.path() / "sys/fs/cgroup/cpu", {{"init.scope/cgroup.procs", "1\n"},
+                                               {"system.slice/systemd-journald.service/cgroup.procs", "20\n"},
+                                               {"system.slice/backup.service/cgroup.procs", "21\n"},
+                                               {"system.slice/crit.service/cgroup.procs", "22\n"},
+                                               {"system.slice/keel.service/cgroup.procs", "23\n"},
+                                               {"system.slice/docker-ab12.scope/cgroup.procs", "24\n"}});
+  const config::Spec spec = spec_of(R"(
+[[workload]]
+name = "crit"
+match = { systemd_unit = "crit.*" }
+class = "critical"
+slo = { runqueue_p99 = "200us" }
+[[workload]]
+name = "backup"
+match = { systemd_unit = "backup.service" }
+[[workload]]
+name = "keel"
+match = { cgroup = "/system.slice/keel.service" }
+[[workload]]
+name = "system"
+match = { cgroup = "/**", has_tasks = true, each = true }
+)");
+  Inventory::Options options;
+  options.self = "/system.slice/keel.service";
+  auto inv = Inventory::open(spec, roots, options);
+  ASSERT_TRUE(inv) << inv.error().message();
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  std::vector<std::string> seen;
+  for (const Instance& i : inv->instances())
+    for (const Node* n : i.cgroups) seen.push_back(i.name + (n->spared ? " spared" : ""));
+  EXPECT_THAT(seen, ElementsAre("backup", "crit", "system/docker-ab12.scope", "system/init.scope spared",
+                                "system/redis", "system/systemd-journald.service spared", "system/web"));
+  EXPECT_EQ(inv->self(), "/system.slice/keel.service");
+}
+
 // keel run's matching: a cgroup whose directory another user owns (a delegated subtree) is never a
 // critical workload's, whatever its name; the best-effort rule after it takes it. Root only (chown).
 TEST(InventoryTempTree, ADelegatedCgroupIsNeverACriticalWorkloads) {

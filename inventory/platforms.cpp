@@ -95,6 +95,27 @@ bool systemd_unit_path(std::string_view cgroup_path) {
   return !p.empty();
 }
 
+bool systemd_runs(const SysRoots& roots) {
+  auto comm = read_file(roots.proc / "1/comm");
+  return comm && trim(*comm) == "systemd";
+}
+
+bool host_daemon_path(std::string_view cgroup_path) {
+  std::string_view rest = cgroup_path;
+  auto next = [&] {  // the next element of `rest`
+    rest.remove_prefix(std::min(rest.size(), rest.find_first_not_of('/')));
+    std::string_view e = rest.substr(0, rest.find('/'));
+    rest.remove_prefix(e.size());
+    return e;
+  };
+  std::string_view e = next();
+  if (e == "init.scope") return true;
+  if (e != "system.slice") return false;
+  for (e = next(); e.ends_with(".slice"); e = next()) {
+  }
+  return e.size() > 8 && e.ends_with(".service");
+}
+
 std::string_view path_leaf(std::string_view path) { return leaf(path); }
 
 namespace {

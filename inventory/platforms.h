@@ -32,6 +32,13 @@ std::string_view kubepods_pod_uid(std::string_view cgroup_path);
 // Whether the path can be a systemd unit's cgroup: below the root, every element above the leaf a
 // slice (a "unit" inside another unit's subtree is not one).
 bool systemd_unit_path(std::string_view cgroup_path);
+// Whether systemd is the host's init (/proc/1/comm): it then owns its units' cgroups and realises them
+// again from the units' settings.
+bool systemd_runs(const SysRoots& roots);
+// Whether the path is the host's own: init.scope, or a system service (a ".service" unit whose slices
+// are system.slice's: journald, logind, dbus, udev, sshd, dockerd, containerd, kubelet) or a cgroup
+// inside one. Containers' and VMs' scopes in system.slice (docker-<id>.scope, machine-*.scope) are not.
+bool host_daemon_path(std::string_view cgroup_path);
 // A pod uid in one spelling (lower case, dashes), "" when it is not one.
 std::string pod_uid_key(std::string_view uid);
 

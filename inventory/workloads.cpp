@@ -428,6 +428,14 @@ bool MatchRules::selects_path(size_t i, std::string_view path) const {
   return true;
 }
 
+bool MatchRules::names_exactly(size_t i) const {
+  const config::Match& m = rules_[i].named.match;
+  auto literal = [](const std::string& g) {
+    return !g.empty() && g.find_first_of("*?[\\") == std::string::npos;
+  };
+  return literal(m.cgroup) || literal(m.systemd_unit) || !m.pid_file.empty();
+}
+
 std::string MatchRules::instance_name(size_t i, std::string_view path) const {
   const NamedMatch& r = rules_[i].named;
   const config::Match& m = r.match;

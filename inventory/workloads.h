@@ -106,6 +106,9 @@ class MatchRules {
   const char* refused(size_t i, Trust trust) const;
   // Whether rule i's selectors take `path`, trust aside.
   bool selects_path(size_t i, std::string_view path) const;
+  // Whether rule i names one cgroup (a cgroup path or systemd unit without a glob, or a pid file), not
+  // a family of them: a host daemon is a best-effort workload's only when its rule names it so.
+  bool names_exactly(size_t i) const;
   // The instance a cgroup it matches belongs to: the workload's name, or "<workload>/<leaf>" with each.
   std::string instance_name(size_t i, std::string_view path) const;
 

@@ -190,6 +190,43 @@ TEST(PathShapes, SystemdUnitsLiveInSlicesOnly) {
   EXPECT_FALSE(systemd_unit_path("/docker/" + kId + "/system.slice/redis-server.service"));
 }
 
+TEST(PathShapes, HostDaemonsAreInitAndSystemServicesNotContainersScopes) {
+  EXPECT_TRUE(host_daemon_path("/init.scope"));
+  EXPECT_TRUE(host_daemon_path("/system.slice/systemd-journald.service"));
+  EXPECT_TRUE(host_daemon_path("/system.slice/containerd.service"));
+  EXPECT_TRUE(host_daemon_path("/system.slice/system-getty.slice/getty@tty1.service"));
+  EXPECT_TRUE(host_daemon_path("/system.slice/docker.service/inner"));  // inside a service: still its
+  EXPECT_FALSE(host_daemon_path("/"));
+  EXPECT_FALSE(host_daemon_path("/system.slice"));
+  EXPECT_FALSE(host_daemon_path("/system.slice/docker-" + kId + ".scope"));
+  EXPECT_FALSE(host_daemon_path("/system.slice/run-r1.scope/x.service"));  // a scope's subtree is its own
+  EXPECT_FALSE(host_daemon_path("/system.slice/.service"));
+  EXPECT_FALSE(host_daemon_path("/machine.slice/machine-qemu\\x2d1\\x2dvm1.scope"));
+  EXPECT_FALSE(host_daemon_path("/user.slice/user-1000.slice/user@1000.service"));
+  EXPECT_FALSE(host_daemon_path("/kubepods.slice/kubepods-besteffort.slice"));
+  EXPECT_FALSE(host_daemon_path("/docker/" + kId + "/system.slice/sshd.service"));
+  EXPECT_FALSE(host_daemon_path("/init.scope.d"));
+}
+
+TEST(MatchRules, ARuleNamesOneCgroupOnlyByALiteralPathUnitOrAPidFile) {
+  auto exact = [](const char* key, const char* value) {
+    config::Match m;
+    if (std::string_view(key) == "cgroup") m.cgroup = value;
+    if (std::string_view(key) == "unit") m.systemd_unit = value;
+    if (std::string_view(key) == "pid_file") m.pid_file = value;
+    if (std::string_view(key) == "docker") m.docker = value;
+    return MatchRules({{"w", std::move(m), false}}).names_exactly(0);
+  };
+  EXPECT_TRUE(exact("cgroup", "/system.slice/backup.service"));
+  EXPECT_TRUE(exact("unit", "backup.service"));
+  EXPECT_TRUE(exact("pid_file", "/run/backup.pid"));
+  EXPECT_FALSE(exact("cgroup", "/system.slice/**"));
+  EXPECT_FALSE(exact("cgroup", "/system.slice/b?ckup.service"));
+  EXPECT_FALSE(exact("unit", "*.service"));
+  EXPECT_FALSE(exact("unit", "backup[12].service"));
+  EXPECT_FALSE(exact("docker", "backup"));
+}
+
 // ---- Matching ----
 
 config::Workload workload(std::string name, config::Match match) {

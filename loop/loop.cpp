@@ -17,6 +17,7 @@
 #include "host/json.h"
 #include "host/log.h"
 #include "host/resctrl_info.h"
+#include "inventory/platforms.h"
 #include "loop/telemetry.h"
 
 namespace keel::loop {
@@ -333,6 +334,9 @@ void Loop::tick(uint64_t n) {
     warn(head + "drift " + d.path.abs(p_.roots).string() + ": keel wrote " + d.wrote + ", now " + d.now +
          " (another manager changed it: keel leaves it alone for " + std::to_string(act::kDriftLockoutTicks) +
          "+ ticks and will not restore its old value)");
+  for (const auto& r : done.reapplied)
+    notice(head + "systemd realised " + r.path.abs(p_.roots).string() + " again from its unit (" +
+           (r.found.empty() ? "\"\"" : r.found) + "): keel wrote " + r.wrote + " again");
   for (const auto& note : done.notes) warn(head + "note: " + note);
   // Where the class cannot help (the cgroups do not meet as siblings), said once per pair.
   if (std::any_of(plan.actions.begin(), plan.actions.end(),
@@ -525,6 +529,24 @@ int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
          sensing->sensor().counters_note() + ", state " + state.string() +
          (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
 
+  // In a cgroup namespace of its own (a container's default on cgroup v2) /proc/PID/cgroup names
+  // cgroups relative to that namespace: pid_file rules, keel's own cgroup and the root cgroup's tasks
+  // would be read wrong. Said, not guessed around (deploy/README.md).
+  {
+    std::error_code e1, e2;
+    const auto own = std::filesystem::read_symlink(roots.proc / "self/ns/cgroup", e1);
+    const auto init = std::filesystem::read_symlink(roots.proc / "1/ns/cgroup", e2);
+    if (!e1 && !e2 && own != init)
+      warn("run: keel runs in a cgroup namespace of its own (" + own.string() + ", pid 1's is " +
+           init.string() +
+           "): /proc/PID/cgroup paths are relative to it, so pid_file rules match nothing, keel's own cgroup "
+           "is not left out of the rules and the root cgroup's tasks are not moved; run keel in the host's "
+           "cgroup namespace (docker --cgroupns=host; deploy/README.md)");
+  }
+  // systemd realises its units' cgroups again from their settings (daemon-reload, a unit's start,
+  // set-property): a knob of one found back at its original value is systemd's own, written again.
+  if (systemd_runs(roots))
+    session->writer().set_reapplied_by_owner([](std::string_view path) { return systemd_unit_path(path); });
   Loop loop({spec, observe, o.verbose, *topo, sensing.get(), &session->writer(), &metrics, &record, roots,
              &*notifier, &health});
   if (const auto& handed = session->adopted()) {

@@ -24,16 +24,26 @@ bool inside_own_instance(const inv::Node& n, const inv::Instance& ins) {
 }
 
 // On cgroup v2 a cgroup has a controller's files only when its parent's cgroup.subtree_control enables
-// it: which parent to fix, said instead of a failed write later ("" when that is not why).
-std::string v2_missing_controller(const inv::Node& n, const CgroupHierarchy& h, std::string_view controller) {
+// it: which parent to fix, said instead of a failed write later ("" when that is not why). A systemd
+// unit's parent is systemd's to change (it rewrites subtree_control when it realises the slice): the
+// way is a unit property that makes systemd enable the controller, never a write behind its back.
+std::string v2_missing_controller(const inv::Node& n, const CgroupHierarchy& h, std::string_view controller,
+                                  bool systemd_unit) {
   if (!h.unified || n.parent == nullptr) return {};
   auto available = n.dir.read(CgroupFile::controllers);
   if (!available) return {};
   const auto listed = split_blanks(trim(*available));
   if (std::ranges::find(listed, controller) != listed.end()) return {};
   const std::string parent = n.parent->dir.path();
-  return ": its parent " + parent + " does not enable the " + std::string(controller) +
-         " controller for its children (enable it there: echo +" + std::string(controller) + " > " +
+  const std::string c(controller);
+  const std::string why =
+      ": its parent " + parent + " does not enable the " + c + " controller for its children";
+  if (systemd_unit)
+    return why + " (systemd owns it: give the unit a property that makes systemd enable it, e.g. systemctl " +
+           "set-property " + std::string(path_leaf(n.dir.path())) +
+           (controller == "cpuset" ? " AllowedCPUs=<its CPUs>" : " CPUWeight=100") +
+           "; keel does not write cgroup.subtree_control behind systemd)";
+  return why + " (enable it there: echo +" + c + " > " +
          (h.mount / std::filesystem::path(parent).relative_path() / "cgroup.subtree_control").string() + ")";
 }
 
@@ -93,6 +103,12 @@ void Reconciler::note(Reconciled& out, const std::string& n) {
   if (said_.size() >= 1024) said_.erase(said_.begin(), said_.begin() + 512);
   said_.push_back(n);
   out.notes.push_back(n);
+}
+
+void Reconciler::spare(Reconciled& out, const inv::Instance& ins, const inv::Node& n) {
+  note(out, ins.name + " (" + act::printable(n.dir.path(), 256) +
+                ") is the host's own (init.scope or a system service) and its rule takes it by a glob: keel "
+                "measures it and never demotes it (a rule naming it exactly may)");
 }
 
 void Reconciler::adopt_journaled(const inv::Inventory& inv, Reconciled& out) {
@@ -181,6 +197,7 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   // A knob another manager took over: what keel found there is no longer what to give back (that
   // manager's value is), so it is forgotten; the writer locks the knob out and dropped its journal entry.
   out.drifts = w_->take_drifts();
+  out.reapplied = w_->take_reapplied();
   for (const act::Drift& d : out.drifts) {
     if (d.cgroup == CgroupId{}) continue;
     const std::string file = d.path.rel.filename().string();
@@ -221,6 +238,10 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
     const std::vector<unsigned> vcpu_order =
         pin_vcpus ? one_per_core(*wanted - kubelets, topo_) : std::vector<unsigned>();
     for (const inv::Node* n : ins.cgroups) {
+      if (n->spared) {  // a host daemon: its cpuset is never narrowed (one narrowed before goes back)
+        if (wanted) spare(out, ins, *n);
+        continue;
+      }
       std::optional<CpuSet> want = wanted;
       if (!kube.pods.empty()) {
         Anchor pod = pod_anchor(n->dir.path());
@@ -248,7 +269,8 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
       const CgroupDir* dir = inv.cpuset_dir(*n);
       if (dir == nullptr) {
         if (want) {
-          const std::string why = v2_missing_controller(*n, inv.defining(), "cpuset");
+          const std::string why =
+              v2_missing_controller(*n, inv.defining(), "cpuset", w_->reapplied_by_owner(n->dir.path()));
           note(out, why.empty() ? "no cpuset cgroup of its own for " + ins.name + " (" + n->dir.path() +
                                       "): its CPUs are not changed"
                                 : ins.name + " (" + n->dir.path() + ") has no cpuset" + why);
@@ -262,7 +284,9 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
         if (!found_cpus_.contains(id)) {
           auto cur = dir->read(CgroupFile::cpus);
           if (!cur) {
-            if (std::string why = v2_missing_controller(*n, *cs, "cpuset"); !why.empty())
+            if (std::string why =
+                    v2_missing_controller(*n, *cs, "cpuset", w_->reapplied_by_owner(n->dir.path()));
+                !why.empty())
               note(out, ins.name + " (" + n->dir.path() + ") has no cpuset.cpus" + why);
             else if (!dir->removed())  // one removed since the inventory saw it is churn
               out.errors.push_back("cpus of " + ins.name + ": " + cur.error().message());
@@ -272,7 +296,8 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
           found_cpus_[id] = {dir->path(), std::string(trim(*cur)), std::nullopt, std::nullopt, 0};
         }
         const Found& f = found_cpus_.at(id);
-        if (f.cpus == *want && !inv.due(f.set_tick, id)) continue;  // set already
+        // Set already; a systemd unit's is read again each tick (systemd realises it again).
+        if (f.cpus == *want && !inv.due(f.set_tick, id) && !w_->reapplied_by_owner(dir->path())) continue;
         setting.emplace_back(id, *want);
         targets.push_back({dir->path(), *want, std::nullopt, dir});
         ids.push_back(id);
@@ -339,10 +364,15 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
     if (!want && found_weight_.empty() && min_weight_classed_ == 0) continue;
     for (const inv::Node* n : ins.cgroups) {
       if (n->dir.path() == "/" || inside_own_instance(*n, ins)) continue;
+      if (n->spared) {  // a host daemon: no lower weight (one lowered before goes back)
+        if (want) spare(out, ins, *n);
+        continue;
+      }
       const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
       if (dir == nullptr) {
         if (want) {
-          const std::string why = v2_missing_controller(*n, *cpu, "cpu");
+          const std::string why =
+              v2_missing_controller(*n, *cpu, "cpu", w_->reapplied_by_owner(n->dir.path()));
           note(out, why.empty() ? "no " + std::string(cgroup_file_name(CgroupFile::weight, *cpu)) + " for " +
                                       ins.name + " (" + n->dir.path() + "): its weight is not changed"
                                 : ins.name + " (" + n->dir.path() + ") has no cpu.weight" + why);
@@ -362,7 +392,8 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
         if (!found_weight_.contains(id)) {
           auto cur = dir->read(CgroupFile::weight);
           if (!cur) {
-            const std::string why = v2_missing_controller(*n, *cpu, "cpu");
+            const std::string why =
+                v2_missing_controller(*n, *cpu, "cpu", w_->reapplied_by_owner(n->dir.path()));
             note(out, why.empty() ? "no " + std::string(dir->name(CgroupFile::weight)) + " for " + ins.name +
                                         " (" + n->dir.path() + "): its weight is not changed"
                                   : ins.name + " (" + n->dir.path() + ") has no cpu.weight" + why);
@@ -372,7 +403,9 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
           found_weight_[id] = {dir->path(), std::string(trim(*cur)), std::nullopt, std::nullopt, 0};
         }
         Found& f = found_weight_.at(id);
-        if (f.shares == shares_here && !inv.due(f.set_tick, id)) continue;  // set already
+        // Set already; a systemd unit's is read again each tick (systemd realises it again).
+        if (f.shares == shares_here && !inv.due(f.set_tick, id) && !w_->reapplied_by_owner(dir->path()))
+          continue;
         auto r = act::set_cpu_weight(*w_, *dir, shares_here, mapping);
         if (!r) {
           if (!dir->removed()) out.errors.push_back("weight of " + ins.name + ": " + r.error().message());
@@ -431,11 +464,26 @@ void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled
     for (const inv::Node* n : ins.cgroups) {
       // Never the root (it has no such files anyway); a cgroup inside the instance follows its parent.
       if (n->dir.path() == "/" || inside_own_instance(*n, ins)) continue;
+      if (n->spared) {  // a host daemon: never in the class (one classed before leaves it)
+        if (want) spare(out, ins, *n);
+        continue;
+      }
       const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
       if (dir == nullptr) continue;
       const CgroupId id = dir->id();
       auto c = classed_.find(id);
       if (c != classed_.end()) c->second.seen = stamp;
+      if (want && c != classed_.end() && c->second.how != act::PreemptClass::min_weight &&
+          w_->reapplied_by_owner(dir->path())) {
+        // In the class: a systemd unit's is read again each tick, and set again where systemd
+        // realised the unit's own setting (the writer tells that from another manager's change).
+        auto r = act::set_preempt_class(*w_, *dir, c->second.how, true);
+        if (!r && !dir->removed())
+          out.errors.push_back("preemption class of " + ins.name + ": " + r.error().message());
+        else if (r && *r)
+          out.touched.push_back(n->dir.id());
+        continue;
+      }
       if (want == (c != classed_.end())) continue;  // as wanted
       if (want) {
         Classed cl{dir->path(), act::preempt_class_of(*dir), "", stamp};

@@ -28,11 +28,12 @@
 namespace keel::loop {
 
 struct Reconciled {
-  std::vector<act::Change> changes;  // made this tick (observe: would be made)
-  std::vector<std::string> errors;   // writes the kernel or the validation refused
-  std::vector<std::string> notes;    // knobs keel cannot act on here, each said once
-  std::vector<CgroupId> touched;     // cgroups (of the inventory) whose cpuset or weight was written
-  std::vector<act::Drift> drifts;    // knobs another manager changed after keel: given up, locked out
+  std::vector<act::Change> changes;       // made this tick (observe: would be made)
+  std::vector<std::string> errors;        // writes the kernel or the validation refused
+  std::vector<std::string> notes;         // knobs keel cannot act on here, each said once
+  std::vector<CgroupId> touched;          // cgroups (of the inventory) whose cpuset or weight was written
+  std::vector<act::Drift> drifts;         // knobs another manager changed after keel: given up, locked out
+  std::vector<act::Reapplied> reapplied;  // knobs systemd realised again from its unit: written again
 };
 
 class Reconciler {
@@ -72,6 +73,7 @@ class Reconciler {
   void root_tasks(const act::UnmanagedSurvey& survey, const CgroupHierarchy& cs, const CpuSet& held,
                   Reconciled& out);
   void note(Reconciled& out, const std::string& n);
+  void spare(Reconciled& out, const inv::Instance& ins, const inv::Node& n);  // says a host daemon is spared
   void adopt_journaled(const inv::Inventory& inv, Reconciled& out);
   bool adopting_ = false;
   config::Spec spec_;

@@ -167,6 +167,91 @@ TEST_F(ReconcilerV2Tree, AnAdoptedJournalGivesBackTheFirstKeelsOriginals) {
   }
 }
 
+// The host's own daemons under a best-effort glob (the default config's "system" catch-all on a systemd
+// host): a system service and init.scope are measured but never demoted, a container's scope beside
+// them is; a service a rule names exactly is a best-effort workload like any. Without the rule journald
+// would be put in the idle class, weighed down to 512 shares and moved off the critical CPUs.
+TEST_F(ReconcilerV2Tree, AGlobNeverDemotesInitOrASystemServiceButDemotesAContainersScope) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (std::string cg : {"system.slice", "system.slice/systemd-journald.service",
+                         "system.slice/backup.service", "init.scope", "system.slice/docker-ab12.scope"}) {
+    auto f = testing::cgroup_v2_files("sys/fs/cgroup/" + cg, cg == "system.slice" ? "" : "300\n",
+                                      cg == "system.slice" ? "" : "0-7", "0-7", "0");
+    files.insert(files.end(), f.begin(), f.end());
+  }
+  testing::make_tree(t_.path(), files);
+  config::Workload backup;
+  backup.name = "backup";
+  backup.match.systemd_unit = "backup.service";
+  config::Workload rest;
+  rest.name = "system";
+  rest.match.cgroup = "/**";
+  rest.match.has_tasks = rest.match.each = true;
+  cfg_.workloads.push_back(backup);
+  cfg_.workloads.push_back(rest);
+  spec_ = config::compile(cfg_, topo_.online());
+  inv_ = inventory(spec_);
+  Plan p = acting();
+  for (const inv::Instance& ins : inv_->instances())
+    if (!ins.spec->critical && ins.name != "batch")
+      p.desired[ins.name] = KnobState{512, L("2-7"), std::nullopt, std::nullopt, true};
+  ASSERT_TRUE(p.desired.contains("system/systemd-journald.service"));
+  ASSERT_TRUE(p.desired.contains("system/init.scope"));
+  auto enforcing = enforcing_writer();
+  ASSERT_TRUE(enforcing);
+  Reconciler r(spec_, topo_, enforcing->writer);
+  auto done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  for (const char* host : {"system.slice/systemd-journald.service", "init.scope"}) {
+    EXPECT_EQ(file(std::string(host) + "/cpu.idle"), "0\n") << host;
+    EXPECT_EQ(file(std::string(host) + "/cpu.weight"), "100\n") << host;
+    EXPECT_EQ(file(std::string(host) + "/cpuset.cpus"), "0-7\n") << host;
+  }
+  for (const char* be : {"system.slice/docker-ab12.scope", "system.slice/backup.service"}) {
+    EXPECT_EQ(file(std::string(be) + "/cpu.idle"), "1") << be;
+    EXPECT_EQ(file(std::string(be) + "/cpuset.cpus"), "2-7") << be;
+  }
+  bool said = false;
+  for (const std::string& n : done.notes)
+    said = said || n.starts_with(
+                       "system/systemd-journald.service (/system.slice/systemd-journald.service) is "
+                       "the host's own");
+  EXPECT_TRUE(said);
+}
+
+// systemd realises its units' cgroups again (daemon-reload writes each unit's CPUWeight, cpu.idle and
+// AllowedCPUs back): on a systemd host the reconciler reads a unit's held knobs each tick and, where
+// one is back at what keel found, writes keel's value again in that tick (no drift, no lockout), the
+// class included. Without it the plan's unchanged values are not looked at again for refresh_ticks,
+// and then found as drift and given up for a minute.
+TEST_F(ReconcilerV2Tree, AUnitSystemdRealisedAgainIsProtectedAgainInTheNextTick) {
+  auto enforcing = enforcing_writer();
+  ASSERT_TRUE(enforcing);
+  enforcing->writer.set_reapplied_by_owner([](std::string_view path) { return path.starts_with("/svc/"); });
+  Reconciler r(spec_, topo_, enforcing->writer);
+  Plan p = acting();
+  p.desired["batch"].preempt = true;
+  auto done = r.apply(p, snap_, *inv_);
+  ASSERT_TRUE(done.errors.empty()) << done.errors.front();
+  ASSERT_EQ(file("svc/crit/cpu.weight"), "200");
+  ASSERT_EQ(file("svc/batch/cpu.idle"), "1");
+  // daemon-reload: the units' own values back.
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/svc/crit/cpu.weight", "100\n"},
+                                 {"sys/fs/cgroup/svc/crit/cpuset.cpus", "0-7\n"},
+                                 {"sys/fs/cgroup/svc/batch/cpu.idle", "0\n"},
+                                 {"sys/fs/cgroup/svc/batch/cpu.weight", "100\n"}});
+  ASSERT_TRUE(inv_->refresh_tree());
+  inv_->match({});
+  p.tick = 2;
+  done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_TRUE(done.drifts.empty()) << done.drifts.front().path.str();
+  EXPECT_EQ(file("svc/crit/cpu.weight"), "200");
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
+  EXPECT_EQ(file("svc/batch/cpu.idle"), "1");
+  EXPECT_GE(done.reapplied.size(), 3u);
+}
+
 // A libvirt VM on a tree with libvirt's v2 layout (machine.slice/machine-qemu\x2dN\x2dNAME.scope with
 // libvirt/emulator and libvirt/vcpuN inside) and libvirt's status file: matched by its domain name, its
 // cpuset written on the scope and every cgroup inside it, with vcpu_pinning = "one_per_core" each vCPU on
@@ -290,6 +375,30 @@ TEST_F(ReconcilerV2Tree, ASubtreeWithoutTheControllersNamesTheParentToFix) {
       std::string::npos)
       << notes;
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "2-7");  // the rest still applies
+}
+
+// The same for a systemd unit: its slice's subtree_control is systemd's (rewritten whenever systemd
+// realises the slice), so the note names the unit property that makes systemd enable the controller and
+// never the write behind systemd's back.
+TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersNamesThePropertyThatMakesSystemdEnableThem) {
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/svc/crit/cgroup.controllers", "memory pids\n"}});
+  fs::remove(t_.path() / "sys/fs/cgroup/svc/crit/cpuset.cpus");
+  fs::remove(t_.path() / "sys/fs/cgroup/svc/crit/cpu.weight");
+  inv_ = inventory(spec_);
+  auto enforcing = enforcing_writer();
+  ASSERT_TRUE(enforcing);
+  enforcing->writer.set_reapplied_by_owner([](std::string_view path) { return path.starts_with("/svc/"); });
+  Reconciler r(spec_, topo_, enforcing->writer);
+  auto done = r.apply(acting(), snap_, *inv_);
+  std::string notes;
+  for (const auto& n : done.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("crit (/svc/crit) has no cpuset.cpus: its parent /svc does not enable the cpuset "
+                       "controller for its children (systemd owns it: give the unit a property that makes "
+                       "systemd enable it, e.g. systemctl set-property crit AllowedCPUs=<its CPUs>"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("systemctl set-property crit CPUWeight=100"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("echo +"), std::string::npos) << notes;
 }
 
 // kubelet's static CPU manager on a tree with its exact files (kubelet does not run here):

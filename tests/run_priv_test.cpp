@@ -1396,5 +1396,83 @@ TEST_F(RunPriv, DockerContainersByNameAreProtectedAndADockerUpdateIsDriftNotAWri
   for (const auto& n : names) run_command(docker + "rm -f " + n);
 }
 
+// The default config's "system" catch-all (every cgroup with tasks in system.slice, best-effort) beside
+// a critical workload: the class goes on the best-effort noise, never on a system service (a daemon of
+// the test's own there, and on the guest every real one: journald, logind, dbus) nor on keel. On v2
+// under systemd, `systemctl daemon-reload` realises every unit's cgroup again (cpu.idle 0, each unit's
+// CPUWeight): keel finds the noise back at what it found and puts it in the class again within a tick
+// or two, with no drift and no lockout. On v1 (no systemd here) the daemon is a directory named as
+// systemd names services.
+TEST_F(RunPriv, TheSystemCatchAllNeverClassesTheHostsDaemonsAndADaemonReloadIsUndoneAtOnce) {
+  if (!fs::exists(scene_->dir("crit") / "cpu.idle"))
+    GTEST_SKIP() << "skipped: this kernel has no cpu.idle (5.15+)";
+  const std::string unit = name_ + "-daemon.service";
+  fs::path daemon;
+  pid_t sleeper = fork();
+  if (sleeper == 0) {
+    ::setpgid(0, 0);
+    for (;;) ::pause();
+  }
+  pids_.push_back(sleeper);
+  if (!scene_->v2()) {
+    const fs::path slice = scene_->root("cpu") / "system.slice";
+    daemon = slice / unit;
+    const bool made_slice = fs::create_directory(slice);
+    ASSERT_TRUE(fs::create_directory(daemon)) << daemon;
+    extra_dirs_ = {daemon};
+    if (made_slice) extra_dirs_.push_back(slice);
+    ASSERT_TRUE(write_file(daemon / "cgroup.procs", std::to_string(sleeper)));
+  } else {
+    extra_units_ = {unit};
+    ASSERT_EQ(
+        testing::systemd::start_service(unit, "system.slice", "/bin/sleep infinity", {"CPUWeight t 100"}),
+        "");
+    daemon = scene_->root("cpu") / "system.slice" / unit;
+    ASSERT_TRUE(wait_for([&] { return fs::exists(daemon / "cpu.idle"); }, 5s)) << daemon;
+  }
+  testing::TempDir dir;
+  fs::path cfg = write_config(dir.path(), "enforce", "[actuators]\ncpuset = false\ncpu_weight = false\n");
+  {
+    std::ofstream out(cfg, std::ios::app);
+    out << "\n[[workload]]\nname = \"system\"\nmatch = { cgroup = \"/system.slice/**\", has_tasks = true, "
+           "each = true }\nclass = \"best-effort\"\n";
+  }
+  // The host's own services as they are now (on the guest: journald and the others systemd runs).
+  std::map<fs::path, std::string> services;
+  for (const auto& e : fs::directory_iterator(scene_->root("cpu") / "system.slice"))
+    if (e.path().extension() == ".service" && fs::exists(e.path() / "cpu.idle"))
+      services[e.path()] = std::string(trim(slurp(e.path() / "cpu.idle")));
+  ASSERT_TRUE(services.contains(daemon));
+  start_noise();
+  fs::path log = dir.path() / "keel.log";
+  start_keel({"run", "--config", cfg.string(), "--verbose"}, log);
+  auto idle = [&](const char* leaf) { return leaf_file(leaf, "cpu.idle"); };
+  auto noise_classed = [&] { return idle("be1") == "1" && idle("be2") == "1" && idle("be3") == "1"; };
+  ASSERT_TRUE(wait_for(noise_classed, 15s)) << slurp(log);
+  ASSERT_TRUE(wait_for([&] { return slurp(log).find("is the host's own") != std::string::npos; }, 5s))
+      << slurp(log);
+  std::this_thread::sleep_for(1s);  // two more ticks
+  for (const auto& [path, was] : services)
+    EXPECT_EQ(std::string(trim(slurp(path / "cpu.idle"))), was) << path << " was classed:\n" << slurp(log);
+  EXPECT_NE(slurp(log).find("system/" + unit), std::string::npos) << "the daemon is measured:\n"
+                                                                  << slurp(log);
+  if (scene_->v2()) {
+    ASSERT_EQ(run_command("systemctl daemon-reload").first, 0);
+    const auto reloaded = std::chrono::steady_clock::now();
+    // systemd wrote the units' own values back; keel reads them in its next tick.
+    ASSERT_TRUE(wait_for([&] { return slurp(log).find("systemd realised") != std::string::npos; }, 5s))
+        << "systemd realised nothing keel holds:\n"
+        << slurp(log);
+    ASSERT_TRUE(wait_for(noise_classed, 3s)) << slurp(log);
+    std::printf("after daemon-reload the noise was in the class again within %lld ms\n",
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::steady_clock::now() - reloaded)
+                                           .count()));
+    EXPECT_EQ(slurp(log).find(" drift "), std::string::npos) << slurp(log);
+  } else {
+    std::printf("no systemd on this host: the daemon-reload half runs on the v2 guest\n");
+  }
+}
+
 }  // namespace
 }  // namespace keel
