@@ -199,13 +199,32 @@ Result<T> read_parsed(const std::filesystem::path& path, Parse parse) {
   return std::move(*parsed);
 }
 
-// The mount point seen by the kernel, moved from the host's cgroup root onto roots.cgroup;
-// nullopt for mounts outside the host's cgroup root.
-std::optional<std::filesystem::path> rebase_mount(const std::string& mount_point, const SysRoots& roots) {
+// A mount point at or below `root`, as a path under `onto`; nullopt for mounts elsewhere.
+std::optional<std::filesystem::path> mount_under(const std::string& mount_point, const std::string& root,
+                                                 const std::filesystem::path& onto) {
+  if (mount_point == root) return onto;
+  if (!mount_point.starts_with(root + "/")) return std::nullopt;
+  return onto / mount_point.substr(root.size() + 1);
+}
+
+// Where keel opens each cgroup mount. Under --root (a container's /host) the mountinfo is keel's own
+// mount namespace's: the host's hierarchies are the mounts at roots.cgroup itself, and the container's
+// own /sys/fs/cgroup mounts (docker's, each rooted at the container's cgroup, /docker/<id>) are not the
+// host's. Only where nothing is mounted at roots.cgroup (a temporary tree: its mountinfo names the
+// host's paths) are the mounts under /sys/fs/cgroup moved onto roots.cgroup.
+std::vector<std::pair<const MountInfo*, std::filesystem::path>> cgroup_mounts(
+    const std::vector<MountInfo>& mounts, const SysRoots& roots) {
   const std::string host_root = SysRoots::host().cgroup.string();
-  if (mount_point == host_root) return roots.cgroup;
-  if (!mount_point.starts_with(host_root + "/")) return std::nullopt;
-  return roots.cgroup / mount_point.substr(host_root.size() + 1);
+  std::vector<std::pair<const MountInfo*, std::filesystem::path>> direct, rebased;
+  for (const MountInfo& m : mounts) {
+    if (m.fs_type != "cgroup" && m.fs_type != "cgroup2") continue;
+    if (roots.cgroup.string() != host_root)
+      if (auto dir = mount_under(m.mount_point, roots.cgroup.string(), roots.cgroup))
+        direct.emplace_back(&m, std::move(*dir));
+    if (auto dir = mount_under(m.mount_point, host_root, roots.cgroup))
+      rebased.emplace_back(&m, std::move(*dir));
+  }
+  return direct.empty() ? rebased : direct;
 }
 
 Result<CgroupHierarchy> unified_hierarchy(const MountInfo& m, const std::filesystem::path& dir) {
@@ -291,16 +310,14 @@ Result<CgroupLayout> discover(const SysRoots& roots) {
   if (!subsystems) return std::unexpected(subsystems.error());
 
   std::vector<CgroupHierarchy> v1, v2;
-  for (const MountInfo& m : *mounts) {
-    if (m.fs_type != "cgroup" && m.fs_type != "cgroup2") continue;
-    auto dir = rebase_mount(m.mount_point, roots);
-    if (!dir) continue;
+  for (const auto& [mp, dir] : cgroup_mounts(*mounts, roots)) {
+    const MountInfo& m = *mp;
     if (m.fs_type == "cgroup2") {
-      auto h = unified_hierarchy(m, *dir);
+      auto h = unified_hierarchy(m, dir);
       if (!h) return std::unexpected(h.error());
       add_hierarchy(v2, std::move(*h));
     } else {
-      auto h = v1_hierarchy(m, *dir, *subsystems, roots);
+      auto h = v1_hierarchy(m, dir, *subsystems, roots);
       if (!h) return std::unexpected(h.error());
       if (*h) add_hierarchy(v1, std::move(**h));
     }

@@ -263,6 +263,52 @@ TEST(Discover, IgnoresMountsOutsideTheCgroupRootAndSecondMounts) {
   EXPECT_EQ(layout->v1_with("cpu")->mount_root, "/");
 }
 
+// keel in a container, laid out as the DaemonSet (--root /host, the host's /sys/fs/cgroup bound at
+// /host/sys/fs/cgroup, the host's cgroup namespace): its mountinfo has docker's own cgroup mounts at
+// /sys/fs/cgroup, each rooted at the container's cgroup, and the host's at the root keel was given. The
+// host's are the hierarchies; taking the root of docker's mount for the host's directory made keel's
+// own cgroup "/" and every other process's path "outside the mounted subtree" (seen on the v1 host).
+TEST(Discover, UnderARootTheMountsThereAreTheHostsNotTheContainersOwn) {
+  TempDir tmp;
+  const SysRoots roots = SysRoots::under(tmp.path());
+  const std::string at = roots.cgroup.string();
+  const std::string own = "/docker/0123abcd";
+  make_tree(tmp.path(),
+            {{"proc/self/mountinfo",
+              "81 80 0:45 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n"
+              "82 81 0:29 " +
+                  own +
+                  " /sys/fs/cgroup/cpu ro - cgroup cgroup rw,cpu\n"
+                  "83 81 0:30 " +
+                  own +
+                  " /sys/fs/cgroup/cpuacct ro - cgroup cgroup rw,cpuacct\n"
+                  "84 81 0:31 " +
+                  own +
+                  " /sys/fs/cgroup/cpuset ro - cgroup cgroup rw,cpuset\n"
+                  "94 93 0:28 / " +
+                  at +
+                  " rw - tmpfs tmpfs rw,mode=755\n"
+                  "95 94 0:29 / " +
+                  at +
+                  "/cpu rw - cgroup cgroup rw,cpu\n"
+                  "96 94 0:30 / " +
+                  at +
+                  "/cpuacct rw - cgroup cgroup rw,cpuacct\n"
+                  "97 94 0:31 / " +
+                  at + "/cpuset rw - cgroup cgroup rw,cpuset\n"},
+             {"proc/cgroups", kHybridProcCgroups},
+             {"proc/self/cgroup", "3:cpuset:" + own + "\n2:cpuacct:" + own + "\n1:cpu:" + own + "\n"},
+             {"proc/77/cgroup", "1:cpu:/system.slice/redis.service\n"}});
+  auto layout = discover(roots);
+  ASSERT_TRUE(layout) << layout.error().message();
+  ASSERT_EQ(layout->hierarchies.size(), 3u);
+  const CgroupHierarchy* cpu = layout->v1_with("cpu");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->mount, roots.cgroup / "cpu");
+  EXPECT_EQ(cpu->mount_root, "/");
+  EXPECT_EQ(process_cgroup_path(roots, 77, *cpu).value_or("?"), "/system.slice/redis.service");
+}
+
 TEST(Discover, ErrorsNameTheFile) {
   TempDir tmp;
   auto missing = discover(SysRoots::under(tmp.path()));

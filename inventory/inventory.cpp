@@ -97,7 +97,12 @@ Result<Inventory> Inventory::open(const config::Spec& spec, const SysRoots& root
     inv.self_ = *options.self;
   } else if (auto self = process_cgroup_path(roots, ::getpid(), *inv.defining_)) {
     inv.self_ = std::move(*self);
+  } else {
+    logging::line(logging::Level::warning,
+                  "inventory: keel's own cgroup is unknown, a rule may take it: " + self.error().message());
   }
+  if (!inv.self_.empty() && inv.self_ != "/")
+    logging::line(logging::Level::info, "inventory: keel's own cgroup " + inv.self_ + " is no rule's");
   if (inv.self_ == "/") inv.self_.clear();  // the root is never a workload's anyway
   std::vector<NamedMatch> named;
   for (const auto& w : spec.workloads) named.push_back({w.name, w.match, w.critical});

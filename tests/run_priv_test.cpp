@@ -433,7 +433,7 @@ TEST_F(RunPriv, NotOnExitHandsOverAndTheNextKeelKeepsProtectionUntilRestore) {
   ASSERT_TRUE(wait_for(split, 20s)) << slurp(log1);
   std::this_thread::sleep_for(1s);
   const auto during = knobs();
-  ASSERT_NE(during, before);
+  ASSERT_NE(during, before) << "the split was seen, a second later every knob is as found\n" << slurp(log1);
   EXPECT_EQ(stop_keel(first), 0) << slurp(log1);
   EXPECT_NE(slurp(log1).find("handed over (daemon.rollback = \"not_on_exit\")"), std::string::npos)
       << slurp(log1);
@@ -625,15 +625,18 @@ TEST_F(RunPriv, TheClassTakesTheNoiseOutOfTheWakersRunQueueWaitAndGoesAwayWithKe
   // With the noise in the class the waker waits within a small factor of its wait alone (a few us: a
   // switch) and keel's ticks are under the SLO. Work outside the test's cgroups is not in the class and
   // competes with the waker as an equal: once in CI something took half a CPU for a whole window (the
-  // noise kept 1.20 CPUs, the waker's wait was 63 us). So up to three windows are measured and the
-  // first quiet one is judged; each is printed.
+  // noise kept 1.20 CPUs, the waker's wait was 63 us). And right after another test's keel and noise
+  // this 6.18 kernel at times lets about one wake-up in fifty wait a whole jiffy behind the classed
+  // noise for several seconds (CI: the tick p99s 3.9 ms for ticks 2-9, then 60 us, keel having written
+  // nothing after tick 1; the same cgroups without the test before it stayed under 100 us for minutes).
+  // So up to five windows are measured and the first quiet one is judged; each is printed.
   // The mean-wait bound: a few switches over the wait alone. 20 us was too tight for this VM: a CI run
   // measured 28 us (against 419 us with the noise uncontrolled, and a tick median of 66 us) in an
   // otherwise quiet window, where the waker at times waited a whole jiffy behind the noise.
   const double wait_bound = std::max(4 * wait_alone, wait_alone + 40.0);
   auto quiet = [&](const Window& w) { return w.n > 1500u && w.tick_median < kSloUs && w.wait < wait_bound; };
   Window w = measure();
-  for (int again = 0; again < 2 && timing && !sanitized && !quiet(w); ++again) w = measure();
+  for (int again = 0; again < 4 && timing && !sanitized && !quiet(w); ++again) w = measure();
   // Work-conserving: the noise keeps what the waker (0.3 CPUs), other work and the hypervisor leave.
   const double left = static_cast<double>(std::thread::hardware_concurrency()) - w.crit_cpus - w.others -
                       static_cast<double>(w.steal) / 100.0 / 3.0;
