@@ -249,11 +249,28 @@ Result<std::vector<CpusetWrite>> order_cpuset_writes(const std::map<std::string,
   }
 
   std::vector<CpusetWrite> out;
-  if (!v1) {  // v2 takes any order: one write per change
+  if (!v1) {
+    // v2 gives a child what it asks for within its parent's (a set beyond it is no error), but kernels
+    // before 6.1 refuse to narrow a parent below a child's own set (EBUSY on 5.15). So as on v1: sets
+    // that widen go parents first, sets that narrow children first, and a set changed both ways widens
+    // to the union first. Not set ("", the parent's) is the widest: unsetting widens, setting narrows.
+    auto grow = [&](const std::string& path, bool mems, const CpuSet& from, const CpuSet& to) {
+      if (to.empty() && !from.empty()) out.push_back({path, mems, to});
+      if (!to.empty() && !from.empty() && (from | to) != from) out.push_back({path, mems, from | to});
+    };
+    auto shrink = [&](const std::string& path, bool mems, const CpuSet& from, const CpuSet& to) {
+      if (!to.empty() && (from.empty() || to != (from | to))) out.push_back({path, mems, to});
+    };
     for (const auto& [path, t] : ts) {
-      const CpusetState &from = current.at(path), &to = fin.at(path);
-      if (to.cpus != from.cpus) out.push_back({path, false, to.cpus});
-      if (to.mems != from.mems) out.push_back({path, true, to.mems});
+      grow(path, false, current.at(path).cpus, fin.at(path).cpus);
+      grow(path, true, current.at(path).mems, fin.at(path).mems);
+    }
+    std::vector<T> deepest_first = ts;  // siblings stay in path order
+    std::ranges::stable_sort(deepest_first,
+                             [](const T& a, const T& b) { return depth_of(a.path) > depth_of(b.path); });
+    for (const auto& [path, t] : deepest_first) {
+      shrink(path, false, current.at(path).cpus, fin.at(path).cpus);
+      shrink(path, true, current.at(path).mems, fin.at(path).mems);
     }
     return out;
   }

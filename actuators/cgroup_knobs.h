@@ -60,7 +60,9 @@ struct CpusetWrite {
 // to `targets`. With `v1`: every step keeps each child inside its parent (grow parents first as the
 // union of old and new, then shrink children first to the target; a populated cpuset is never
 // empty), and a target without mems on a cpuset without mems gets its parent's. Errors when the
-// targets break those rules.
+// targets break those rules. v2 has no such rules, but kernels before 6.1 refuse to narrow a parent
+// below a child's own set (EBUSY): the same order (widen parents first, narrow children first), with
+// "" (not set) as the widest.
 Result<std::vector<CpusetWrite>> order_cpuset_writes(const std::map<std::string, CpusetState>& current,
                                                      const std::vector<CpusetTarget>& targets, bool v1);
 

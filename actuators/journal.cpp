@@ -9,6 +9,7 @@
 
 #include "host/cgroup_files.h"
 #include "host/fileio.h"
+#include "host/systemd.h"
 
 namespace keel::act {
 
@@ -51,12 +52,15 @@ const char* kind_name(EntryKind k) {
       return "created_dir";
     case EntryKind::sched_feature:
       return "sched_feature";
+    case EntryKind::unit_property:
+      return "unit_property";
   }
   return "?";
 }
 
 bool parse_kind(std::string_view s, EntryKind& k) {
-  for (EntryKind e : {EntryKind::file, EntryKind::created_dir, EntryKind::sched_feature})
+  for (EntryKind e :
+       {EntryKind::file, EntryKind::created_dir, EntryKind::sched_feature, EntryKind::unit_property})
     if (s == kind_name(e)) {
       k = e;
       return true;
@@ -186,6 +190,17 @@ Result<void> check_entry(const JournalEntry& e) {
       if (e.kind == EntryKind::created_dir) {
         if (name != kRootTasksGroup.substr(1)) return bad("not a cgroup keel creates");
         return {};
+      }
+      if (e.kind == EntryKind::unit_property) {
+        // Only what keel asks systemd for, of a cgroup named as systemd names its units, and a value
+        // such a property takes (a weight, a CPU list, or "" for not set).
+        const bool value_ok =
+            e.original.size() <= 4096 && std::all_of(e.original.begin(), e.original.end(), [](char c) {
+              return (c >= '0' && c <= '9') || c == ',' || c == '-';
+            });
+        if (n < 2 || !parse_unit_property(name) || !valid_unit_name(parts[n - 2]) || !value_ok)
+          return bad("not a systemd unit's property keel sets");
+        return kind_is(ValueKind::text);
       }
       if (e.kind != EntryKind::file) return bad("not a cgroup knob");
       auto f = cgroup_file_named(name);
@@ -500,7 +515,7 @@ const JournalEntry* Journal::find(const KnobPath& k, uint64_t dir_inode) const {
 
 Result<void> Journal::record(JournalEntry e) {
   if (e.kind == EntryKind::sched_feature) e.value = ValueKind::sched_feature;  // the only kind it has
-  if (e.kind == EntryKind::created_dir) e.value = ValueKind::text;
+  if (e.kind == EntryKind::created_dir || e.kind == EntryKind::unit_property) e.value = ValueKind::text;
   if (auto ok = check_entry(e); !ok)
     return fail("refusing to journal (and so to change) " + ok.error().what, file_.string());
   auto it = index_.find(e.path);

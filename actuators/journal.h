@@ -23,6 +23,10 @@ enum class EntryKind {
   file,           // restore: write `original` back
   created_dir,    // keel created it (a resctrl group, keel's root-tasks cgroup): restore removes it
   sched_feature,  // `original` is FEATURE or NO_FEATURE, written to the features file
+  // A systemd unit's runtime property keel asked systemd for (host/systemd.h: so that systemd enables a
+  // controller for the unit): the path is the unit's cgroup and the property's name ("system.slice/
+  // x.service/CPUWeight"), `original` the value it had ("": not set); restore asks systemd for that.
+  unit_property,
 };
 
 struct JournalEntry {

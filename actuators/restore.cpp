@@ -11,6 +11,7 @@
 #include "host/cgroup_files.h"
 #include "host/cpuset.h"
 #include "host/fileio.h"
+#include "host/systemd.h"
 
 namespace keel::act {
 
@@ -215,7 +216,7 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
   std::vector<Step> steps;
   for (const JournalEntry* ep : entries) {
     const JournalEntry& e = *ep;
-    if (e.kind == EntryKind::created_dir) continue;
+    if (e.kind == EntryKind::created_dir || e.kind == EntryKind::unit_property) continue;
     if (inside_removed(e)) continue;  // went with its group
     fs::path p = e.path.abs(roots);
     auto cur = read_file(p);
@@ -340,6 +341,25 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
     if (failed.insert(st.e).second) {
       rep.failed.push_back(err);
       left.push_back(*st.e);
+    }
+  }
+  // 3. systemd units' properties keel asked for, last (the values above are written back first): each
+  // back to what it was, which for "not set" may make systemd disable the controller again (its files
+  // go with it). A unit systemd no longer knows is gone.
+  for (const JournalEntry* e : entries) {
+    if (e->kind != EntryKind::unit_property) continue;
+    const std::string unit = e->path.rel.parent_path().filename().string();
+    const auto prop = parse_unit_property(e->path.rel.filename().string());  // checked by check_entry
+    auto r = !dirs.unit_property ? fail("no systemd to ask to set " + unit + " " +
+                                        e->path.rel.filename().string() + " back; kept for a later restore")
+                                 : dirs.unit_property(roots, unit, *prop, e->original);
+    if (r) {
+      ++rep.restored;
+    } else if (r.error().err == ENOENT) {
+      ++rep.gone;
+    } else {
+      rep.failed.push_back(r.error());
+      left.push_back(*e);
     }
   }
   if (resctrl_lock >= 0) ::close(resctrl_lock);

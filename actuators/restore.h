@@ -1,7 +1,8 @@
 // Gives the host back: every journaled knob to its original value, in an order the kernel accepts
 // (keel's resctrl groups removed first so the default group can grow back; cpusets grown parents
-// first and shrunk children first, retried while any write makes progress). Idempotent: a knob
-// already at its original value is left alone; a knob whose cgroup is gone counts as gone.
+// first and shrunk children first, retried while any write makes progress; systemd units' properties
+// last, through DirOps::unit_property). Idempotent: a knob already at its original value is left alone;
+// a knob whose cgroup is gone counts as gone.
 #pragma once
 
 #include <functional>

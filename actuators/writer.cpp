@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 
 #include "host/fileio.h"
 
@@ -14,7 +15,7 @@ namespace fs = std::filesystem;
 
 DirOps DirOps::real() {
   return DirOps{[](const fs::path& p) { return ::mkdir(p.c_str(), 0755); },
-                [](const fs::path& p) { return ::rmdir(p.c_str()); }};
+                [](const fs::path& p) { return ::rmdir(p.c_str()); }, &keel::set_unit_property};
 }
 
 std::string resctrl_status(const SysRoots& roots) {
@@ -77,8 +78,20 @@ Result<size_t> KnobWriter::prune_gone() {
     return tick_ >= l.second.until + kDriftLockoutMaxTicks || gone(l.first, 0);
   });
   if (journal_ != nullptr && mode_ == Mode::enforce) {
-    auto j = journal_->forget_where(
-        [&](const JournalEntry& e) { return e.kind == EntryKind::file && gone(e.path, e.dir_inode); });
+    // A unit whose cgroup went (stopped, or a transient unit gone) gets its property back now: systemd
+    // keeps a service's runtime properties while it is stopped. Kept journaled where systemd refused.
+    std::set<KnobPath> back;
+    for (const JournalEntry& e : journal_->entries()) {
+      if (e.kind != EntryKind::unit_property || !gone(e.path, 0)) continue;
+      const std::string unit = e.path.rel.parent_path().filename().string();
+      auto p = parse_unit_property(e.path.rel.filename().string());
+      auto r = p && dirs_.unit_property ? dirs_.unit_property(roots_, unit, *p, e.original)
+                                        : Result<void>(fail("no systemd to ask"));
+      if (r || r.error().err == ENOENT) back.insert(e.path);
+    }
+    auto j = journal_->forget_where([&](const JournalEntry& e) {
+      return e.kind == EntryKind::file ? gone(e.path, e.dir_inode) : back.contains(e.path);
+    });
     if (!j) return std::unexpected(j.error());
     n += *j;
   }
@@ -319,6 +332,21 @@ Result<bool> KnobWriter::remove_dir(const KnobPath& k) {
   });
   if (!r) return std::unexpected(r.error());
   note({k, "(dir)", "(rmdir)", true});
+  return true;
+}
+
+Result<bool> KnobWriter::set_unit_property(const CgroupDir& unit_dir, UnitProperty p,
+                                           std::string_view value) {
+  const std::string& path = unit_dir.path();
+  const std::string unit = path.substr(path.rfind('/') + 1);
+  if (!valid_unit_name(unit)) return fail("not a systemd unit's cgroup: " + unit_dir.path());
+  auto k = cgroup_knob(roots_, unit_dir.hierarchy(), unit_dir.path(), to_string(p));
+  if (!k) return std::unexpected(k.error());
+  if (mode_ == Mode::observe) return true;
+  if (!dirs_.unit_property) return fail("no systemd to ask for " + unit + " " + std::string(to_string(p)));
+  if (auto r = journal_first(JournalEntry{EntryKind::unit_property, *k, "", ValueKind::text, 0}); !r)
+    return std::unexpected(r.error());
+  if (auto r = dirs_.unit_property(roots_, unit, p, value); !r) return std::unexpected(r.error());
   return true;
 }
 

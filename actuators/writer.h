@@ -18,6 +18,7 @@
 #include "host/error.h"
 #include "host/knob_values.h"
 #include "host/sys_roots.h"
+#include "host/systemd.h"
 
 namespace keel::act {
 
@@ -53,11 +54,15 @@ struct Reapplied {
 inline constexpr unsigned kReapplyMax = 30;
 inline constexpr uint64_t kReapplyWindowTicks = 3600;
 
-// Directory operations, real by default; tests over temporary trees pass ones that populate a new
-// directory the way the kernel does (resctrl and cgroupfs create their files on mkdir).
+// Operations on the host beside file writes, real by default; tests over temporary trees pass ones that
+// populate a new directory the way the kernel does (resctrl and cgroupfs create their files on mkdir)
+// and a systemd of their own.
 struct DirOps {
   std::function<int(const std::filesystem::path&)> make;    // 0 or -1 with errno
   std::function<int(const std::filesystem::path&)> remove;  // 0 or -1 with errno
+  // A systemd unit's runtime property (host/systemd.h's set_unit_property); none: no systemd to ask.
+  std::function<Result<void>(const SysRoots&, std::string_view unit, UnitProperty, std::string_view value)>
+      unit_property = {};
   static DirOps real();
 };
 
@@ -82,6 +87,12 @@ class KnobWriter {
   // One write of `value` (a pid to `tasks`), not journaled: membership is undone by removing the
   // group keel created. ESRCH (the task exited) is not an error: returns false.
   Result<bool> append(const KnobPath& k, std::string_view value);
+  // Asks systemd to set `p` of the unit whose cgroup is `unit_dir` (its leaf is the unit's name) to
+  // `value` at runtime, journaled first as not set (keel asks only for properties the unit has not
+  // set: those that make systemd enable a controller it does not have). Observe mode: nothing asked,
+  // true (would). An error names the unit, the property and systemd's reason; the journal keeps the
+  // entry (restore asks for "not set", which is no change where nothing was set).
+  Result<bool> set_unit_property(const CgroupDir& unit_dir, UnitProperty p, std::string_view value);
   // Creates a directory keel will own (journaled as created before mkdir). False when it existed.
   Result<bool> make_dir(const KnobPath& k);
   // Removes a directory keel created (a resctrl group given back; its tasks fall back to the

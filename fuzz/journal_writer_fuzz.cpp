@@ -43,7 +43,8 @@ bool same(const JournalEntry& a, const JournalEntry& b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Bytes in{data, size};
   const Root roots[] = {Root::cgroup, Root::resctrl, Root::proc, Root::sys, Root::debugfs};
-  const EntryKind kinds[] = {EntryKind::file, EntryKind::created_dir, EntryKind::sched_feature};
+  const EntryKind kinds[] = {EntryKind::file, EntryKind::created_dir, EntryKind::sched_feature,
+                             EntryKind::unit_property};
   std::vector<JournalEntry> accepted;
   const std::string boot = "boot-" + in.str();
   std::string log;  // the same entries as appended records, some dropped again
@@ -51,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (in.n > 0 && accepted.size() < 64) {
     JournalEntry e;
     e.path.root = roots[in.byte() % 5];
-    e.kind = kinds[in.byte() % 3];
+    e.kind = kinds[in.byte() % 4];
     e.value = static_cast<ValueKind>(in.byte() % (static_cast<unsigned>(ValueKind::sched_feature) + 1));
     e.path.rel = in.str();
     e.dir_inode = in.byte();

@@ -21,6 +21,9 @@ struct SysRoots {
   std::filesystem::path libvirt_state = "/run/libvirt/qemu";
   // kubelet's root directory: its static CPU manager's cpu_manager_state and its config.yaml.
   std::filesystem::path kubelet_state = "/var/lib/kubelet";
+  // systemd's private manager socket (root only), where keel asks systemd for a unit's runtime
+  // property (host/systemd.h).
+  std::filesystem::path systemd_bus = "/run/systemd/private";
 
   // The running host.
   static SysRoots host() { return SysRoots{}; }
@@ -28,7 +31,7 @@ struct SysRoots {
   static SysRoots under(const std::filesystem::path& root) {
     SysRoots r;
     for (auto* p : {&r.cgroup, &r.resctrl, &r.proc, &r.sys, &r.debugfs, &r.docker_state, &r.containerd_state,
-                    &r.crio_state, &r.podman_state, &r.libvirt_state, &r.kubelet_state})
+                    &r.crio_state, &r.podman_state, &r.libvirt_state, &r.kubelet_state, &r.systemd_bus})
       *p = root / p->relative_path();
     return r;
   }

@@ -16,11 +16,11 @@ set -euo pipefail
 BUILD_PACKAGES=(
   build-essential cmake pkg-config g++ dpkg-dev
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
-  libhwloc-dev prometheus-cpp-dev libtomlplusplus-dev nlohmann-json3-dev clang-format
+  libhwloc-dev prometheus-cpp-dev libtomlplusplus-dev nlohmann-json3-dev libsystemd-dev clang-format
 )
 RUN_PACKAGES=(
   libbpf1 libelf1 libhwloc15 libprometheus-cpp-core1.0 libcivetweb1
-  libtomlplusplus3 libstdc++6
+  libtomlplusplus3 libsystemd0 libstdc++6
 )
 TEST_PACKAGES=(
   googletest libgtest-dev libgmock-dev hwloc
@@ -42,7 +42,7 @@ GUEST_PACKAGES=(
   cmake bpftool hwloc stress-ng linux-perf rt-tests redis-server redis-tools libbpf-tools prometheus
   docker.io apparmor python3 python3-fusepy fuse3 dpkg-dev file man-db make
   libgtest-dev libgmock-dev prometheus-cpp-dev libcivetweb-dev libtomlplusplus-dev nlohmann-json3-dev
-  libbpf-dev libhwloc-dev libstdc++-12-dev libc6-dev libgcc-12-dev linux-libc-dev
+  libbpf-dev libhwloc-dev libsystemd-dev libstdc++-12-dev libc6-dev libgcc-12-dev linux-libc-dev
 )
 
 if [[ ${1:-} == --list ]]; then

@@ -1,0 +1,170 @@
+#include "host/systemd.h"
+
+#include <systemd/sd-bus.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "host/cpuset.h"
+#include "host/fileio.h"
+#include "host/knob_values.h"
+
+namespace keel {
+
+namespace {
+
+constexpr std::array<std::string_view, 2> kNames = {"CPUWeight", "StartupAllowedCPUs"};
+constexpr uint64_t kCallTimeoutUs = 5'000'000;  // systemd answers in ms; a busy one (a reload) in seconds
+
+struct BusDeleter {
+  void operator()(sd_bus* b) const { sd_bus_flush_close_unref(b); }
+};
+struct MessageDeleter {
+  void operator()(sd_bus_message* m) const { sd_bus_message_unref(m); }
+};
+using Bus = std::unique_ptr<sd_bus, BusDeleter>;
+using Message = std::unique_ptr<sd_bus_message, MessageDeleter>;
+
+// sd-bus's address syntax: a path's bytes other than [A-Za-z0-9_/.-] percent-encoded.
+std::string bus_address(const std::filesystem::path& socket) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "unix:path=";
+  for (unsigned char c : socket.string()) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '/' ||
+        c == '.' || c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+Result<Bus> connect(const SysRoots& roots) {
+  const std::string where = roots.systemd_bus.string();
+  sd_bus* raw = nullptr;
+  int r = sd_bus_new(&raw);
+  if (r < 0) return fail("cannot make a D-Bus connection", where, -r);
+  Bus bus(raw);
+  if ((r = sd_bus_set_address(bus.get(), bus_address(roots.systemd_bus).c_str())) < 0 ||
+      (r = sd_bus_start(bus.get())) < 0)
+    return fail("cannot connect to systemd's manager", where, -r);
+  return bus;
+}
+
+// An sd-bus failure as keel's error, with systemd's own reason where it gave one (then errno only for a
+// unit it does not know: ENOENT); `e` is freed.
+std::unexpected<Error> bus_fail(std::string what, const SysRoots& roots, sd_bus_error& e, int r) {
+  int err = -r;
+  if (sd_bus_error_is_set(&e)) {
+    what += ": " + std::string(e.message != nullptr ? e.message : e.name);
+    err = sd_bus_error_has_name(&e, "org.freedesktop.systemd1.NoSuchUnit") ? ENOENT : 0;
+  }
+  sd_bus_error_free(&e);
+  return fail(std::move(what), roots.systemd_bus.string(), err);
+}
+
+// The CPU list as systemd's D-Bus takes AllowedCPUs: a bit mask, CPU n at bit n % 8 of byte n / 8.
+Result<std::vector<uint8_t>> cpu_bytes(std::string_view list) {
+  std::vector<uint8_t> bytes;
+  if (trim(list).empty()) return bytes;
+  auto cpus = CpuSet::parse_list(list);
+  if (!cpus) return std::unexpected(cpus.error());
+  for (unsigned c : cpus->cpus()) {
+    if (bytes.size() <= c / 8) bytes.resize(c / 8 + 1, 0);
+    bytes[c / 8] |= static_cast<uint8_t>(1u << (c % 8));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string_view to_string(UnitProperty p) { return kNames[static_cast<size_t>(p)]; }
+
+std::optional<UnitProperty> parse_unit_property(std::string_view name) {
+  for (size_t i = 0; i < kNames.size(); ++i)
+    if (kNames[i] == name) return static_cast<UnitProperty>(i);
+  return std::nullopt;
+}
+
+std::string_view controller_of(UnitProperty p) { return p == UnitProperty::cpu_weight ? "cpu" : "cpuset"; }
+
+bool valid_unit_name(std::string_view name) {
+  if (name.size() > 255) return false;
+  std::string_view stem;
+  for (std::string_view suffix : {".service", ".scope", ".slice"})
+    if (name.size() > suffix.size() && name.ends_with(suffix)) stem = name.substr(0, name.size() - suffix.size());
+  if (stem.empty()) return false;
+  for (char c : stem)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ':' || c == '-' ||
+          c == '_' || c == '.' || c == '\\' || c == '@'))
+      return false;
+  return true;
+}
+
+Result<void> set_unit_property(const SysRoots& roots, std::string_view unit, UnitProperty p,
+                               std::string_view value) {
+  const std::string u(unit), name(to_string(p)), what = "SetUnitProperties " + u + " " + name + "=" +
+                                                      std::string(value) + " (runtime)";
+  if (!valid_unit_name(unit)) return fail(what + ": not a unit name keel asks systemd about");
+  // Checked before the bus is asked: a bad value is an error that changes nothing.
+  uint64_t weight = UINT64_MAX;  // systemd's "not set"
+  std::vector<uint8_t> cpus;
+  if (p == UnitProperty::cpu_weight) {
+    if (!trim(value).empty()) {
+      auto w = parse_integer(trim(value));
+      if (!w || *w < 1 || *w > 10000) return fail(what + ": a CPU weight is a number from 1 to 10000");
+      weight = static_cast<uint64_t>(*w);
+    }
+  } else {
+    auto b = cpu_bytes(value);
+    if (!b) return fail(what + ": " + b.error().message());
+    cpus = std::move(*b);
+  }
+  auto bus = connect(roots);
+  if (!bus) return std::unexpected(bus.error());
+  sd_bus_message* raw = nullptr;
+  int r = sd_bus_message_new_method_call(bus->get(), &raw, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                         "org.freedesktop.systemd1.Manager", "SetUnitProperties");
+  if (r < 0) return fail(what + ": cannot build the call", roots.systemd_bus.string(), -r);
+  Message call(raw);
+  sd_bus_message* m = call.get();
+  if ((r = sd_bus_message_append(m, "sb", u.c_str(), 1)) >= 0 &&
+      (r = sd_bus_message_open_container(m, 'a', "(sv)")) >= 0 &&
+      (r = sd_bus_message_open_container(m, 'r', "sv")) >= 0 &&
+      (r = sd_bus_message_append(m, "s", name.c_str())) >= 0) {
+    if (p == UnitProperty::cpu_weight) {
+      r = sd_bus_message_append(m, "v", "t", weight);
+    } else if ((r = sd_bus_message_open_container(m, 'v', "ay")) >= 0 &&
+               (r = sd_bus_message_append_array(m, 'y', cpus.data(), cpus.size())) >= 0) {
+      r = sd_bus_message_close_container(m);
+    }
+  }
+  if (r >= 0 && (r = sd_bus_message_close_container(m)) >= 0) r = sd_bus_message_close_container(m);
+  if (r < 0) return fail(what + ": cannot build the call", roots.systemd_bus.string(), -r);
+  sd_bus_error e = SD_BUS_ERROR_NULL;
+  sd_bus_message* reply = nullptr;
+  r = sd_bus_call(bus->get(), m, kCallTimeoutUs, &e, &reply);
+  sd_bus_message_unref(reply);
+  if (r < 0) return bus_fail(what, roots, e, r);
+  return {};
+}
+
+Result<std::string> systemd_version(const SysRoots& roots) {
+  auto bus = connect(roots);
+  if (!bus) return std::unexpected(bus.error());
+  sd_bus_error e = SD_BUS_ERROR_NULL;
+  char* version = nullptr;
+  int r = sd_bus_get_property_string(bus->get(), "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                     "org.freedesktop.systemd1.Manager", "Version", &e, &version);
+  if (r < 0) return bus_fail("systemd's Version", roots, e, r);
+  std::string v(version);
+  std::free(version);
+  return v;
+}
+
+}  // namespace keel
