@@ -1,6 +1,7 @@
 #include "actuators/irq.h"
 
 #include <fnmatch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -8,6 +9,13 @@
 #include "host/fileio.h"
 
 namespace keel::act {
+
+std::string irq_affinity_unwritable(const SysRoots& roots) {
+  const auto irq = roots.proc / "irq";
+  if (::access((irq / "default_smp_affinity").c_str(), W_OK) != 0 && errno == EROFS)
+    return irq.string() + " is read-only here (a sandbox: systemd's ProtectKernelTunables=)";
+  return {};
+}
 
 namespace fs = std::filesystem;
 

@@ -15,6 +15,10 @@
 
 namespace keel::act {
 
+// Why IRQ affinity cannot be written here, or "": a sandbox that mounts /proc/irq read-only (systemd's
+// ProtectKernelTunables=) makes every write fail with EROFS.
+std::string irq_affinity_unwritable(const SysRoots& roots);
+
 // One line of /proc/interrupts.
 struct IrqLine {
   std::string id;                    // "24", or "NMI", "LOC", ... for the architecture's counters

@@ -1,13 +1,19 @@
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 
+#include "actuators/irq.h"
 #include "actuators/sched_features.h"
 #include "bpf/features.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "host/caps.h"
 #include "host/cgroup.h"
+#include "host/fileio.h"
 #include "host/json.h"
 #include "host/resctrl_info.h"
+#include "host/systemd.h"
+#include "inventory/platforms.h"
 
 namespace keel::cli {
 
@@ -46,6 +52,52 @@ struct FeatureState {
   }
 };
 
+// The kernel's release as (major, minor), from roots.proc's osrelease; nullopt when unreadable.
+std::optional<std::pair<int, int>> kernel_release(const SysRoots& roots) {
+  auto text = read_file(roots.proc / "sys/kernel/osrelease");
+  if (!text) return std::nullopt;
+  int major = 0, minor = 0;
+  if (std::sscanf(std::string(trim(*text)).c_str(), "%d.%d", &major, &minor) != 2) return std::nullopt;
+  return std::make_pair(major, minor);
+}
+
+// cgroup v2 under systemd: what keel can act on for a unit's cgroups, said before anything runs.
+struct V2Facts {
+  bool systemd = false;         // PID 1 is systemd
+  std::string systemd_version;  // as systemd answers on its socket
+  std::string systemd_error;    // why it did not answer
+  // The cpu and cpuset controllers the root and the top-level slices enable for their children
+  // (cgroup.subtree_control), where one is missing: "/system.slice: memory pids".
+  std::vector<std::pair<std::string, std::string>> lacking;
+};
+
+V2Facts v2_facts(const SysRoots& roots, const CgroupHierarchy& unified) {
+  V2Facts f;
+  f.systemd = systemd_runs(roots);
+  if (f.systemd) {
+    if (auto v = systemd_version(roots))
+      f.systemd_version = *v;
+    else
+      f.systemd_error = v.error().message();
+  }
+  std::vector<std::string> places = {"/"};
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(unified.mount, ec))
+    if (e.is_directory(ec) && e.path().extension() == ".slice")
+      places.push_back("/" + e.path().filename().string());
+  std::sort(places.begin() + 1, places.end());
+  for (const std::string& p : places) {
+    auto text =
+        read_file(unified.mount / std::filesystem::path(p).relative_path() / "cgroup.subtree_control");
+    if (!text) continue;
+    const auto on = split_blanks(trim(*text));
+    const bool cpu = std::ranges::find(on, "cpu") != on.end(),
+               cpuset = std::ranges::find(on, "cpuset") != on.end();
+    if (!cpu || !cpuset) f.lacking.emplace_back(p, std::string(trim(*text)));
+  }
+  return f;
+}
+
 }  // namespace
 
 int cmd_probe(const std::vector<std::string>& argv) {
@@ -66,6 +118,17 @@ int cmd_probe(const std::vector<std::string>& argv) {
     if (r.l3) resctrl_text += ", L3 " + std::to_string(r.l3_ways) + " ways" + (r.cdp ? " (CDP)" : "");
     if (r.mb) resctrl_text += ", MB min " + std::to_string(r.min_bandwidth) + "%";
   }
+
+  std::optional<V2Facts> v2;
+  if (layout)
+    for (const auto& h : layout->hierarchies)
+      if (h.unified && h.has("cpu")) v2 = v2_facts(roots, h);
+  // Before 6.2 the kernel reset a task's own affinity on every write of its cpuset (6.2 keeps what the
+  // task asked for: user_cpus_ptr), on v1 and v2 alike.
+  const auto kernel = kernel_release(roots);
+  const bool resets_affinity =
+      kernel && *kernel < std::make_pair(6, 2) && layout &&
+      std::ranges::any_of(layout->hierarchies, [](const auto& h) { return h.has("cpuset"); });
 
   auto steal = act::probe_sched_feature(roots, act::kSteal);
   std::string steal_text;
@@ -112,6 +175,7 @@ int cmd_probe(const std::vector<std::string>& argv) {
           st.kernel_lacks = steal->why;
         break;
       case Feature::irq_affinity:
+        st.kernel_lacks = act::irq_affinity_unwritable(roots);
         break;
     }
     features.push_back(std::move(st));
@@ -130,6 +194,15 @@ int cmd_probe(const std::vector<std::string>& argv) {
         hs.push_back({{"id", h.id}, {"name", h.name()}, {"mount", h.mount.string()}});
       j["hierarchies"] = std::move(hs);
     }
+    if (v2) {
+      Json lacking = Json::object();
+      for (const auto& [p, on] : v2->lacking) lacking[p] = on;
+      j["v2"] = {{"systemd", v2->systemd},
+                 {"systemd_version", v2->systemd_version.empty() ? Json(nullptr) : Json(v2->systemd_version)},
+                 {"systemd_error", v2->systemd_error.empty() ? Json(nullptr) : Json(v2->systemd_error)},
+                 {"without_cpu_or_cpuset", std::move(lacking)}};
+    }
+    j["cpuset_write_resets_affinity"] = resets_affinity;
     j["resctrl"] = resctrl && resctrl->has_value();
     j["steal_task"] = !steal                                           ? "error"
                       : steal->state == act::FeatureState::unsupported ? "unsupported"
@@ -159,6 +232,31 @@ int cmd_probe(const std::vector<std::string>& argv) {
   } else {
     std::printf("cgroups             error (%s)\n", layout.error().message().c_str());
   }
+  if (v2) {
+    if (!v2->systemd)
+      std::printf("systemd             no (PID 1 is not systemd: keel writes the cgroups' files itself)\n");
+    else if (!v2->systemd_error.empty())
+      std::printf(
+          "systemd             runs, but does not answer keel (%s): a unit without the cpu or cpuset "
+          "controller stays without\n",
+          v2->systemd_error.c_str());
+    else
+      std::printf(
+          "systemd             %s (keel asks it for a unit's missing cpu or cpuset controller: "
+          "CPUWeight=100, StartupAllowedCPUs=<every CPU>, at runtime, given back when keel stops)\n",
+          v2->systemd_version.c_str());
+    for (const auto& [p, on] : v2->lacking)
+      std::printf(
+          "  %-17s enables %s for its children (%s)\n", p.c_str(), on.empty() ? "nothing" : on.c_str(),
+          v2->systemd && !v2->systemd_error.empty() ? "no cpu.weight, cpu.idle or cpuset.cpus below it"
+          : v2->systemd                             ? "keel asks systemd per unit it acts on"
+                                                    : "enable cpu and cpuset there for keel to act below it");
+  }
+  if (resets_affinity)
+    std::printf(
+        "cpuset writes       reset the tasks' own CPU affinity (kernel %d.%d, before 6.2): a task that "
+        "set its own (taskset, sched_setaffinity) in a cgroup whose cpuset keel changes loses it\n",
+        kernel->first, kernel->second);
   std::printf("resctrl             %s\n", resctrl_text.c_str());
   std::printf("steal_task          %s\n", steal_text.c_str());
   std::printf("privileges          %s\n", describe_held(privs).c_str());

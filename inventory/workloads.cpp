@@ -23,6 +23,10 @@ namespace keel {
 
 namespace {
 
+std::string count_of(unsigned long long n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 std::string join(const std::vector<std::string>& items, const char* sep) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
@@ -477,7 +481,7 @@ WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
   platforms.read(roots, Platforms::all);
   WorkloadMatches out;
   for (size_t i = 0; i < rules.size(); ++i)
-    out.workloads.push_back({rules.rule(i).name, 0, 0, rules.note(i), {}});
+    out.workloads.push_back({rules.rule(i).name, 0, 0, rules.note(i), {}, {}});
   out.cgroups.reserve(cgroups.size());
   // Trust is inherited: a cgroup's parent comes before it in path order.
   std::map<std::string, Trust, std::less<>> trusts;
@@ -514,6 +518,48 @@ WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,
   return out;
 }
 
+namespace {
+
+// cgroup v2: a workload's cgroups without the cpu or cpuset controller (their parent's subtree_control
+// does not enable it), counted and the first one said with what keel does: asks systemd for the unit's
+// property that enables it (a systemd unit where systemd runs), or names the parent to enable it in.
+void say_missing_controllers(WorkloadReport& report, const SysRoots& roots) {
+  const CgroupHierarchy& h = report.hierarchy;
+  const bool systemd = systemd_runs(roots);
+  std::map<std::string, std::pair<size_t, std::string>> missing;  // workload -> (count, the first's text)
+  for (const WorkloadMatch& r : report.matches.cgroups) {
+    if (r.workload.empty() || r.path == "/") continue;
+    const std::filesystem::path dir = h.mount / std::filesystem::path(r.path).relative_path();
+    auto listed = read_file(dir / "cgroup.controllers");
+    if (!listed) continue;
+    const auto have = split_blanks(trim(*listed));
+    std::vector<std::string> lacks;
+    for (std::string_view c : {"cpu", "cpuset"})
+      if (std::ranges::find(have, c) == have.end()) lacks.emplace_back(c);
+    if (lacks.empty()) continue;
+    auto& [count, first] = missing[r.workload];
+    if (count++ > 0) continue;
+    const std::string parent = std::filesystem::path(r.path).parent_path().string();
+    first = r.path + " has no " + join(lacks, " or ") + " controller (" + parent +
+            " does not enable it for its children): ";
+    if (systemd && systemd_unit_path(r.path)) {
+      std::vector<std::string> props;
+      for (const auto& c : lacks)
+        props.push_back(c == "cpu" ? "CPUWeight=100" : "StartupAllowedCPUs=<every CPU>");
+      first += "keel run asks systemd for " + join(props, " and ") + " on " + std::string(path_leaf(r.path)) +
+               " when it acts on it (at runtime, given back when keel stops)";
+    } else {
+      first += "keel needs it enabled in " +
+               (h.mount / std::filesystem::path(parent).relative_path() / "cgroup.subtree_control").string();
+    }
+  }
+  for (WorkloadSummary& w : report.matches.workloads)
+    if (auto m = missing.find(w.name); m != missing.end())
+      w.controllers = count_of(m->second.first, "cgroup", "cgroups") + " without: " + m->second.second;
+}
+
+}  // namespace
+
 Result<WorkloadReport> discover_workloads(const std::vector<config::Workload>& workloads,
                                           config::Hierarchy choice, const SysRoots& roots) {
   auto layout = discover(roots);
@@ -525,6 +571,7 @@ Result<WorkloadReport> discover_workloads(const std::vector<config::Workload>& w
   if (!cgroups) return std::unexpected(cgroups.error());
   WorkloadReport report{layout->mode, *hierarchy, {}, std::move(skipped)};
   report.matches = match_workloads(workloads, *hierarchy, *cgroups, roots);
+  if (hierarchy->unified) say_missing_controllers(report, roots);
   return report;
 }
 
@@ -544,10 +591,6 @@ std::string describe(const CgroupHierarchy& h) {
 void append_padded(std::string& out, std::string_view s, size_t width) {
   out += s;
   out.append(width > s.size() ? width - s.size() : 0, ' ');
-}
-
-std::string count_of(unsigned long long n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 }  // namespace
@@ -597,6 +640,7 @@ std::string format_workloads_text(const WorkloadReport& report) {
       out += "matched nothing" + (w.note.empty() ? std::string() : " (" + w.note + ")") + "\n";
     }
     if (!w.refused.empty()) out += "  not taken: " + w.refused + "\n";
+    if (!w.controllers.empty()) out += "  controllers: " + w.controllers + "\n";
   }
   return out;
 }
@@ -630,7 +674,8 @@ std::string format_workloads_json(const WorkloadReport& report) {
                          {"cgroups", w.cgroups},
                          {"procs", w.procs},
                          {"note", w.note.empty() ? Json(nullptr) : Json(w.note)},
-                         {"refused", w.refused.empty() ? Json(nullptr) : Json(w.refused)}});
+                         {"refused", w.refused.empty() ? Json(nullptr) : Json(w.refused)},
+                         {"controllers", w.controllers.empty() ? Json(nullptr) : Json(w.controllers)}});
   j["workloads"] = std::move(workloads);
   j["skipped"] = report.skipped.empty() ? Json(nullptr) : Json(report.skipped.message());
   return json_text(j);

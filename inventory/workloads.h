@@ -51,6 +51,9 @@ struct WorkloadSummary {
   unsigned long long procs = 0;
   std::string note;     // why it cannot match now (unknown container, dead pid, ...), or empty
   std::string refused;  // a critical workload's: the first cgroup its selectors took but trust refused, why
+  // cgroup v2: how many of its cgroups lack the cpu or cpuset controller, the first of them, and what
+  // keel does about it (asks systemd for a unit's property, or which parent to enable it in); or empty
+  std::string controllers;
 };
 
 // How far a cgroup's name can be trusted, from whom it was delegated to (CgroupDir::delegation of it

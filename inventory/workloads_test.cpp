@@ -727,7 +727,7 @@ TEST(FormatWorkloads, Json) {
   EXPECT_THAT(
       json,
       HasSubstr(
-          R"("workloads":[{"name":"redis","cgroups":1,"procs":2,"note":null,"refused":null}],"skipped":null})"));
+          R"("workloads":[{"name":"redis","cgroups":1,"procs":2,"note":null,"refused":null,"controllers":null}],"skipped":null})"));
   EXPECT_THAT(json, Not(HasSubstr("\n")));
 }
 

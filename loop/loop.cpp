@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "actuators/irq.h"
 #include "actuators/journal.h"
 #include "actuators/sched_features.h"
 #include "actuators/session.h"
@@ -150,6 +151,11 @@ void drop_missing(config::Config& cfg, const SysRoots& roots,
       cfg.actuators.steal_task = false;
     }
   }
+  if (cfg.actuators.irq_affinity)
+    if (std::string why = act::irq_affinity_unwritable(roots); !why.empty()) {
+      say("IRQ affinity is unavailable (" + why + "): IRQs stay where they are");
+      cfg.actuators.irq_affinity = false;
+    }
 }
 
 // ---- The loop ----

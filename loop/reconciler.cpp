@@ -23,30 +23,6 @@ bool inside_own_instance(const inv::Node& n, const inv::Instance& ins) {
   return n.parent != nullptr && n.parent->rule >= 0 && n.parent->instance == ins.name;
 }
 
-// On cgroup v2 a cgroup has a controller's files only when its parent's cgroup.subtree_control enables
-// it: which parent to fix, said instead of a failed write later ("" when that is not why). A systemd
-// unit's parent is systemd's to change (it rewrites subtree_control when it realises the slice): the
-// way is a unit property that makes systemd enable the controller, never a write behind its back.
-std::string v2_missing_controller(const inv::Node& n, const CgroupHierarchy& h, std::string_view controller,
-                                  bool systemd_unit) {
-  if (!h.unified || n.parent == nullptr) return {};
-  auto available = n.dir.read(CgroupFile::controllers);
-  if (!available) return {};
-  const auto listed = split_blanks(trim(*available));
-  if (std::ranges::find(listed, controller) != listed.end()) return {};
-  const std::string parent = n.parent->dir.path();
-  const std::string c(controller);
-  const std::string why =
-      ": its parent " + parent + " does not enable the " + c + " controller for its children";
-  if (systemd_unit)
-    return why + " (systemd owns it: give the unit a property that makes systemd enable it, e.g. systemctl " +
-           "set-property " + std::string(path_leaf(n.dir.path())) +
-           (controller == "cpuset" ? " AllowedCPUs=<its CPUs>" : " CPUWeight=100") +
-           "; keel does not write cgroup.subtree_control behind systemd)";
-  return why + " (enable it there: echo +" + c + " > " +
-         (h.mount / std::filesystem::path(parent).relative_path() / "cgroup.subtree_control").string() + ")";
-}
-
 // A VM's CPUs in the order its vCPUs take them with vcpu_pinning = "one_per_core": one thread of each
 // core first (vCPU 0 on the first core, vCPU 1 on the next), then the second threads, and so on.
 std::vector<unsigned> one_per_core(const CpuSet& cpus, const Topology& topo) {
@@ -111,6 +87,54 @@ void Reconciler::spare(Reconciled& out, const inv::Instance& ins, const inv::Nod
                 "measures it and never demotes it (a rule naming it exactly may)");
 }
 
+std::string Reconciler::missing_controller(const inv::Node& n, const CgroupHierarchy& h,
+                                           std::string_view controller) {
+  if (!h.unified || n.parent == nullptr) return {};
+  auto available = n.dir.read(CgroupFile::controllers);
+  if (!available) return {};
+  const auto listed = split_blanks(trim(*available));
+  if (std::ranges::find(listed, controller) != listed.end()) return {};
+  const std::string parent = n.parent->dir.path(), c(controller);
+  const std::string why =
+      ": its parent " + parent + " does not enable the " + c + " controller for its children";
+  if (!w_->reapplied_by_owner(n.dir.path()))
+    return why + " (enable it there: echo +" + c + " > " +
+           (h.mount / std::filesystem::path(parent).relative_path() / "cgroup.subtree_control").string() +
+           ")";
+  // systemd's unit: asked once per cgroup and controller (its answer said again as the note).
+  const UnitProperty prop =
+      controller == "cpuset" ? UnitProperty::startup_allowed_cpus : UnitProperty::cpu_weight;
+  const auto key = std::make_pair(n.dir.id(), prop);
+  if (auto a = asked_.find(key); a != asked_.end()) return a->second;
+  std::string value = "100";  // the kernel's default weight, which the unit has once the controller is on
+  if (prop == UnitProperty::startup_allowed_cpus) {
+    auto all = read_file(h.mount / "cpuset.cpus.effective");
+    value = all ? std::string(trim(*all)) : "";
+  }
+  const std::string unit(path_leaf(n.dir.path()));
+  const std::string ask = std::string(to_string(prop)) + "=" + value;
+  std::string said;
+  if (value.empty()) {
+    said = why + " (systemd owns it, and the hierarchy's CPUs are unreadable to ask it for " + ask + ")";
+  } else if (auto r = w_->set_unit_property(n.dir, prop, value); !r) {
+    said = why + " and systemd refused to enable it (" + r.error().message() +
+           "): keel does not write cgroup.subtree_control behind systemd; give the unit a property that "
+           "makes systemd enable it (systemctl set-property " +
+           unit + " " + ask + ")";
+  } else {
+    said = why +
+           (w_->mode() == act::Mode::observe ? ": keel would ask systemd to enable it ("
+                                             : ": keel asked systemd to enable it (") +
+           unit + " " + ask +
+           " at runtime, given back when keel stops; systemd, not keel, writes "
+           "cgroup.subtree_control): its " +
+           c + " files come with systemd's next realisation of the unit";
+  }
+  if (asked_.size() >= 4096) asked_.clear();  // units come and go: asked again at worst
+  asked_.emplace(key, said);
+  return said;
+}
+
 void Reconciler::adopt_journaled(const inv::Inventory& inv, Reconciled& out) {
   // What adoption takes over: each managed cgroup's cpuset, weight and preemption class, their journal
   // originals counted as found. Everything else the journal holds (resctrl, steal_task, IRQs, unmanaged
@@ -147,10 +171,14 @@ void Reconciler::adopt_journaled(const inv::Inventory& inv, Reconciled& out) {
       }
     }
   act::Journal* j = w_->journal();
-  if (j == nullptr || j->entries().size() == adopted.size()) return;
-  const size_t others = j->entries().size() - adopted.size();
-  auto back = act::restore_where(w_->roots(), *j,
-                                 [&](const act::JournalEntry& e) { return !adopted.contains(e.path); });
+  if (j == nullptr) return;
+  // systemd units' properties (their controllers) stay with the knobs that need them.
+  auto other = [&](const act::JournalEntry& e) {
+    return e.kind != act::EntryKind::unit_property && !adopted.contains(e.path);
+  };
+  const size_t others = static_cast<size_t>(std::count_if(j->entries().begin(), j->entries().end(), other));
+  if (others == 0) return;
+  auto back = act::restore_where(w_->roots(), *j, other);
   note(out, "adopted " + std::to_string(adopted.size()) + " knobs; gave back the " + std::to_string(others) +
                 " others a previous keel set (" + std::to_string(back.restored) + " restored, " +
                 std::to_string(back.unchanged + back.gone) + " already back or gone)");
@@ -269,8 +297,7 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
       const CgroupDir* dir = inv.cpuset_dir(*n);
       if (dir == nullptr) {
         if (want) {
-          const std::string why =
-              v2_missing_controller(*n, inv.defining(), "cpuset", w_->reapplied_by_owner(n->dir.path()));
+          const std::string why = missing_controller(*n, inv.defining(), "cpuset");
           note(out, why.empty() ? "no cpuset cgroup of its own for " + ins.name + " (" + n->dir.path() +
                                       "): its CPUs are not changed"
                                 : ins.name + " (" + n->dir.path() + ") has no cpuset" + why);
@@ -284,9 +311,7 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
         if (!found_cpus_.contains(id)) {
           auto cur = dir->read(CgroupFile::cpus);
           if (!cur) {
-            if (std::string why =
-                    v2_missing_controller(*n, *cs, "cpuset", w_->reapplied_by_owner(n->dir.path()));
-                !why.empty())
+            if (std::string why = missing_controller(*n, *cs, "cpuset"); !why.empty())
               note(out, ins.name + " (" + n->dir.path() + ") has no cpuset.cpus" + why);
             else if (!dir->removed())  // one removed since the inventory saw it is churn
               out.errors.push_back("cpus of " + ins.name + ": " + cur.error().message());
@@ -371,8 +396,7 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
       const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
       if (dir == nullptr) {
         if (want) {
-          const std::string why =
-              v2_missing_controller(*n, *cpu, "cpu", w_->reapplied_by_owner(n->dir.path()));
+          const std::string why = missing_controller(*n, *cpu, "cpu");
           note(out, why.empty() ? "no " + std::string(cgroup_file_name(CgroupFile::weight, *cpu)) + " for " +
                                       ins.name + " (" + n->dir.path() + "): its weight is not changed"
                                 : ins.name + " (" + n->dir.path() + ") has no cpu.weight" + why);
@@ -392,8 +416,7 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
         if (!found_weight_.contains(id)) {
           auto cur = dir->read(CgroupFile::weight);
           if (!cur) {
-            const std::string why =
-                v2_missing_controller(*n, *cpu, "cpu", w_->reapplied_by_owner(n->dir.path()));
+            const std::string why = missing_controller(*n, *cpu, "cpu");
             note(out, why.empty() ? "no " + std::string(dir->name(CgroupFile::weight)) + " for " + ins.name +
                                         " (" + n->dir.path() + "): its weight is not changed"
                                   : ins.name + " (" + n->dir.path() + ") has no cpu.weight" + why);
@@ -486,6 +509,12 @@ void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled
       }
       if (want == (c != classed_.end())) continue;  // as wanted
       if (want) {
+        // v2: not before the cgroup has the cpu controller (systemd is asked for it where it owns the
+        // parent), or the minimum weight would stand for a class the kernel offers.
+        if (std::string why = missing_controller(*n, *cpu, "cpu"); !why.empty()) {
+          note(out, ins.name + " (" + n->dir.path() + ") has no cpu.idle" + why);
+          continue;
+        }
         Classed cl{dir->path(), act::preempt_class_of(*dir), "", stamp};
         if (cl.how == act::PreemptClass::min_weight) {
           note(out, "no cpu.idle, cpu.qos_level or cpu.bvt_warp_ns for " + ins.name + " (" + dir->path() +

@@ -73,6 +73,14 @@ class Reconciler {
   void root_tasks(const act::UnmanagedSurvey& survey, const CgroupHierarchy& cs, const CpuSet& held,
                   Reconciled& out);
   void note(Reconciled& out, const std::string& n);
+  // On cgroup v2 a cgroup has a controller's files only when its parent's cgroup.subtree_control enables
+  // it: why `n` has none of `controller`'s, for a note ("" when that is not why). A systemd unit's
+  // parent is systemd's (it rewrites subtree_control whenever it realises the slice): keel asks systemd
+  // for the unit property that makes it enable the controller (host/systemd.h: CPUWeight=100,
+  // StartupAllowedCPUs=<every CPU>), once per cgroup and controller, journaled and given back like every
+  // knob; the files come at a later tick. Elsewhere the note names the parent to enable it in.
+  std::string missing_controller(const inv::Node& n, const CgroupHierarchy& h, std::string_view controller);
+  std::map<std::pair<CgroupId, UnitProperty>, std::string> asked_;  // systemd asked: what it answered
   void spare(Reconciled& out, const inv::Instance& ins, const inv::Node& n);  // says a host daemon is spared
   void adopt_journaled(const inv::Inventory& inv, Reconciled& out);
   bool adopting_ = false;

@@ -377,28 +377,100 @@ TEST_F(ReconcilerV2Tree, ASubtreeWithoutTheControllersNamesTheParentToFix) {
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "2-7");  // the rest still applies
 }
 
-// The same for a systemd unit: its slice's subtree_control is systemd's (rewritten whenever systemd
-// realises the slice), so the note names the unit property that makes systemd enable the controller and
-// never the write behind systemd's back.
-TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersNamesThePropertyThatMakesSystemdEnableThem) {
-  testing::make_tree(t_.path(), {{"sys/fs/cgroup/svc/crit/cgroup.controllers", "memory pids\n"}});
-  fs::remove(t_.path() / "sys/fs/cgroup/svc/crit/cpuset.cpus");
-  fs::remove(t_.path() / "sys/fs/cgroup/svc/crit/cpu.weight");
+// The same for a systemd unit (system.slice enables only memory and pids for its services until a unit
+// asks for more): its slice's subtree_control is systemd's, rewritten whenever systemd realises the
+// slice, so keel asks systemd for the properties that make it enable the controllers (CPUWeight=100,
+// StartupAllowedCPUs=<every CPU>), journaled as not set first, once per unit and controller, and never
+// writes cgroup.subtree_control; once systemd realised the units (their files there), keel acts on
+// them. Observe mode says it would ask, and asks nothing.
+TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersGetsThemFromSystemdNeverBehindItsBack) {
+  const std::string slice = "sys/fs/cgroup/system.slice/";
+  std::vector<std::pair<std::string, std::string>> files = {
+      {slice + "cgroup.subtree_control", "memory pids\n"},
+      {slice + "cgroup.controllers", "cpuset cpu memory pids\n"}};
+  for (const char* u : {"crit.service", "batch.service"}) {
+    files.push_back({slice + u + "/cgroup.procs", "300\n"});
+    files.push_back({slice + u + "/cgroup.controllers", "memory pids\n"});
+  }
+  testing::make_tree(t_.path(), files);
+  cfg_.workloads[0].match.cgroup = "/system.slice/crit.service";
+  cfg_.workloads[1].match.cgroup = "/system.slice/batch.service";
+  spec_ = config::compile(cfg_, topo_.online());
   inv_ = inventory(spec_);
-  auto enforcing = enforcing_writer();
-  ASSERT_TRUE(enforcing);
-  enforcing->writer.set_reapplied_by_owner([](std::string_view path) { return path.starts_with("/svc/"); });
-  Reconciler r(spec_, topo_, enforcing->writer);
-  auto done = r.apply(acting(), snap_, *inv_);
-  std::string notes;
-  for (const auto& n : done.notes) notes += n + "\n";
-  EXPECT_NE(notes.find("crit (/svc/crit) has no cpuset.cpus: its parent /svc does not enable the cpuset "
-                       "controller for its children (systemd owns it: give the unit a property that makes "
-                       "systemd enable it, e.g. systemctl set-property crit AllowedCPUs=<its CPUs>"),
-            std::string::npos)
-      << notes;
-  EXPECT_NE(notes.find("systemctl set-property crit CPUWeight=100"), std::string::npos) << notes;
-  EXPECT_EQ(notes.find("echo +"), std::string::npos) << notes;
+  snap_.workloads = {signals("crit", true, "/system.slice/crit.service"),
+                     signals("batch", false, "/system.slice/batch.service")};
+  std::vector<std::string> asked;
+  act::DirOps ops = act::DirOps::real();
+  ops.unit_property = [&](const SysRoots&, std::string_view unit, UnitProperty p,
+                          std::string_view value) -> Result<void> {
+    asked.push_back(std::string(unit) + " " + std::string(to_string(p)) + "=" + std::string(value));
+    return {};
+  };
+  auto systemd_units = [](std::string_view path) { return path.starts_with("/system.slice/"); };
+  Plan p = acting();
+  p.desired["batch"].preempt = true;
+  auto all_notes = [](const Reconciled& done) {
+    std::string notes;
+    for (const auto& n : done.notes) notes += n + "\n";
+    return notes;
+  };
+  {
+    act::KnobWriter w(roots_, act::Mode::observe, nullptr, ops);
+    w.set_reapplied_by_owner(systemd_units);
+    Reconciler r(spec_, topo_, w);
+    auto done = r.apply(p, snap_, *inv_);
+    EXPECT_TRUE(asked.empty());
+    EXPECT_NE(
+        all_notes(done).find("crit (/system.slice/crit.service) has no cpuset.cpus: its parent /system.slice "
+                             "does not enable the cpuset controller for its children: keel would ask systemd "
+                             "to enable it (crit.service StartupAllowedCPUs=0-7 at runtime"),
+        std::string::npos)
+        << all_notes(done);
+  }
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j) << j.error().message();
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j, ops);
+  w.set_reapplied_by_owner(systemd_units);
+  Reconciler r(spec_, topo_, w);
+  auto done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked,
+            (std::vector<std::string>{"batch.service CPUWeight=100", "batch.service StartupAllowedCPUs=0-7",
+                                      "crit.service CPUWeight=100", "crit.service StartupAllowedCPUs=0-7"}));
+  ASSERT_EQ(j->entries().size(), 4u);
+  for (const auto& e : j->entries()) {
+    EXPECT_EQ(e.kind, act::EntryKind::unit_property) << e.path.str();
+    EXPECT_EQ(e.original, "") << e.path.str();
+  }
+  EXPECT_EQ(file("system.slice/cgroup.subtree_control"), "memory pids\n");
+  EXPECT_NE(
+      all_notes(done).find("keel asked systemd to enable it (crit.service CPUWeight=100 at runtime, given "
+                           "back when keel stops"),
+      std::string::npos)
+      << all_notes(done);
+  EXPECT_EQ(all_notes(done).find("echo +"), std::string::npos) << all_notes(done);
+  // Asked once: the tick before systemd realised the units asks nothing more.
+  asked.clear();
+  p.tick = 2;
+  done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(asked.empty());
+  // systemd realised them: the controllers' files are there, and keel acts on them.
+  for (const char* u : {"crit.service", "batch.service"}) {
+    auto f = testing::cgroup_v2_files(slice + u, "300\n", "", "0-7", "0");
+    f.push_back({slice + u + "/cgroup.controllers", "cpuset cpu memory pids\n"});
+    testing::make_tree(t_.path(), f);
+  }
+  testing::make_tree(t_.path(), {{slice + "cgroup.subtree_control", "cpuset cpu memory pids\n"}});
+  ASSERT_TRUE(inv_->refresh_tree());
+  inv_->match({});
+  p.tick = 3;
+  done = r.apply(p, snap_, *inv_);
+  EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  EXPECT_EQ(file("system.slice/crit.service/cpuset.cpus"), "0-1");
+  EXPECT_EQ(file("system.slice/crit.service/cpu.weight"), "200");
+  EXPECT_EQ(file("system.slice/batch.service/cpu.idle"), "1");
+  EXPECT_TRUE(asked.empty());
 }
 
 // kubelet's static CPU manager on a tree with its exact files (kubelet does not run here):

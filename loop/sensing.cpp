@@ -293,6 +293,8 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
     w.workload = ins.spec->name;
     w.critical = ins.spec->critical;
     w.fresh = ins.fresh;
+    w.host_daemon = !ins.cgroups.empty() && std::all_of(ins.cgroups.begin(), ins.cgroups.end(),
+                                                        [](const inv::Node* n) { return n->spared; });
     w.cgroups.resize(ins.cgroups.size());
     double usage_s = 0, throttled = 0;
     bool usage = false, throttle = false;
