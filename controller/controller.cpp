@@ -220,7 +220,8 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     step.rung = Rung::preempt_class;
     for (const auto& a : antagonists) {
       KnobState k = current(a.antagonist);
-      if (k.preempt) continue;
+      const WorkloadSignals* aw = signals(a.antagonist);
+      if (k.preempt || (aw != nullptr && aw->host_daemon)) continue;  // never demotes the host's own
       step.before[a.antagonist] = k;
       k.preempt = true;
       step.after[a.antagonist] = k;
@@ -249,7 +250,8 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
       const uint64_t min = as.shares_min, amax = as.shares_max;
       uint64_t an = shares_now(a.antagonist);
       KnobState k = current(a.antagonist);
-      if (an <= min || k.preempt) continue;  // the kernel fixes a weight in the class (and refuses one)
+      if (an <= min || k.preempt || (aw != nullptr && aw->host_daemon))
+        continue;  // the kernel fixes a weight in the class (and refuses one)
       step.before[a.antagonist] = k;
       k.shares = std::clamp<uint64_t>(an / 2, min, std::max(min, amax));
       step.after[a.antagonist] = k;
@@ -419,7 +421,7 @@ void Controller::preempt_classes(const Snapshot& s, Plan& plan) {
   DesiredCursor desired(plan_.desired);
   for (const auto& w : s.workloads) {
     const KnobState* now = desired.seek(w.instance);
-    if (w.critical) continue;
+    if (w.critical || w.host_daemon) continue;  // the host's own daemons are never demoted
     bool preempt = now != nullptr && now->preempt;
     if (mode == config::PreemptMode::always) {
       const WorkloadSignals* near = near_of(spec_of(w));
@@ -471,7 +473,7 @@ bool Controller::fits(const Snapshot& s, const std::map<std::string, KnobState>&
   }
   if (taken.empty()) return true;
   for (const auto& w : s.workloads) {
-    if (w.critical) continue;
+    if (w.critical || w.host_daemon) continue;  // not moved off: their minimum is no bound
     const config::WorkloadSpec& bs = spec_of(w);
     const unsigned min = bs.cpus_min, left = (bs.pool - taken - spec_.reserved).count();
     if (left < min) {
@@ -772,7 +774,7 @@ const Plan& Controller::step(const Snapshot& s) {
   const std::optional<CpuSet> none;
   for (const auto& w : s.workloads) {
     const KnobState* state = desired.seek(w.instance);
-    if (w.critical) continue;
+    if (w.critical || w.host_daemon) continue;  // the host's own daemons keep every CPU they had
     const std::optional<CpuSet>& now = state != nullptr ? state->cpus : none;
     std::optional<CpuSet> want;
     if (!taken.empty() && spec_.actuators.cpuset) {

@@ -1803,6 +1803,41 @@ TEST(ControllerClass, AlwaysPutsBestEffortBesideACriticalPoolInItFromTheFirstTic
   EXPECT_EQ(gone.actions[0].kind, Action::Kind::give_back);
 }
 
+// The host's own daemons taken by a best-effort glob (journald under the default config's "system"
+// catch-all: host_daemon) beside a violated critical instance: measured and ranked, but never put in the
+// class, weighed down or moved off the critical CPUs, and the decision log never says keel acts on them;
+// the violation is still acted on. The same instance unmarked is acted on (the test's teeth).
+TEST(ControllerClass, TheHostsOwnDaemonsAreNeverDemoted) {
+  const Topology& topo = topology("pack:1 numa:1 l3:1 core:4 pu:1");
+  for (const char* mode : {"always", "reactive"})
+    for (bool daemon : {true, false}) {
+      Controller c(class_spec(mode), topo);
+      bool db_acted = false, near_acted = false;
+      for (uint64_t t = 1; t <= 20; ++t) {
+        auto s = snapshot(t, {signals("db", true, 3000, 0.5), signals("near", false, 50, 3.0, 1.0),
+                              signals("apart", false, 50, 0.5)});
+        for (auto& w : s.workloads) {
+          w.cpus = w.instance == "apart" ? CpuSet::range(2, 3) : CpuSet::range(0, 1);
+          w.host_daemon = daemon && w.instance == "near";
+        }
+        const Plan& p = c.step(s);
+        for (const auto& a : p.actions) {
+          near_acted = near_acted || (a.instance == "near" && a.kind == Action::Kind::act);
+          db_acted = db_acted || a.instance == "db";
+        }
+        if (daemon) {
+          EXPECT_FALSE(in_class(p, "near")) << mode << " t=" << t;
+          if (auto d = p.desired.find("near"); d != p.desired.end()) {
+            EXPECT_FALSE(d->second.cpus) << mode << " t=" << t;
+            EXPECT_FALSE(d->second.shares) << mode << " t=" << t;
+          }
+        }
+      }
+      EXPECT_TRUE(db_acted) << mode << ": the violation is acted on";
+      EXPECT_EQ(near_acted, !daemon) << mode << (daemon ? ": a host daemon was acted on" : ": no teeth");
+    }
+}
+
 TEST(ControllerClass, OffNeverAndReactiveAsTheFirstRungBeforeWeights) {
   const Topology& topo = topology("pack:1 numa:1 l3:1 core:4 pu:1");
   Controller off(class_spec("off"), topo), reactive(class_spec("reactive"), topo);

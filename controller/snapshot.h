@@ -15,6 +15,9 @@ struct WorkloadSignals {
   std::string instance;  // "redis", or "batch/job-1" for an `each` workload's instance
   std::string workload;  // the config workload's name
   bool critical = false;
+  // Best-effort by a glob, but the host's own daemons (init.scope, system.slice's services: every cgroup
+  // of it spared by the inventory): measured, never demoted (no class, lower weight or narrower CPUs).
+  bool host_daemon = false;
   std::vector<std::string> cgroups;  // its cgroups, paths inside the hierarchy that defines workloads
   // The first tick of this instance, or of a new one under its name (its cgroup made again): nothing
   // decided for the old one carries over.

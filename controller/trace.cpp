@@ -77,6 +77,7 @@ std::string to_json_line(const Snapshot& s) {
   for (const auto& w : s.workloads) {
     Json o = {{"instance", w.instance}, {"workload", w.workload}, {"critical", w.critical}};
     if (w.fresh) o["fresh"] = true;
+    if (w.host_daemon) o["host_daemon"] = true;
     o["cgroups"] = w.cgroups;
     o["rq_waits"] = w.rq_waits;
     o["rq_p50_us"] = w.rq_p50_us;
@@ -171,6 +172,8 @@ Result<Snapshot> parse_json_line(std::string_view line) {
     ws.cross_numa_per_s = numa.value_or(0);
     ws.shares = *shares;
     if (auto f = w.find("fresh"); f != w.end() && f->is_boolean()) ws.fresh = f->get<bool>();
+    if (auto h = w.find("host_daemon"); h != w.end() && h->is_boolean())
+      ws.host_daemon = h->get<bool>() && !ws.critical;
     if (auto cg = w.find("cgroups"); cg != w.end() && cg->is_array())
       for (const Json& c : *cg)
         if (c.is_string()) ws.cgroups.push_back(c.get<std::string>());

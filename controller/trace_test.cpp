@@ -46,6 +46,7 @@ TEST(Trace, SnapshotsRoundTripExactly) {
   a.cpu_usage = 0.1 + 0.2;  // not representable in 6 digits
   a.cpus = CpuSet::range(2, 5);
   a.shares = 512;
+  a.host_daemon = true;
   WorkloadSignals b;
   b.instance = "redis";
   b.workload = "redis";
@@ -70,6 +71,8 @@ TEST(Trace, SnapshotsRoundTripExactly) {
   EXPECT_EQ(x.rq_wait_s_per_s, a.rq_wait_s_per_s);
   EXPECT_EQ(x.cpus, a.cpus);
   EXPECT_EQ(x.shares, a.shares);
+  EXPECT_TRUE(x.host_daemon);
+  EXPECT_FALSE(back->workloads[1].host_daemon);
   EXPECT_FALSE(x.mpki);  // unavailable stays unavailable, not 0
   EXPECT_TRUE(back->workloads[1].critical);
   EXPECT_EQ(back->workloads[1].mpki, 3.25);
