@@ -431,9 +431,10 @@ TEST_F(RunPriv, NotOnExitHandsOverAndTheNextKeelKeepsProtectionUntilRestore) {
   fs::path log1 = dir.path() / "keel1.log";
   pid_t first = start_keel({"run", "--config", cfg.string(), "--verbose"}, log1);
   ASSERT_TRUE(wait_for(split, 20s)) << slurp(log1);
-  std::this_thread::sleep_for(1s);
+  // Stopped while the split stands: under emulated CPUs it may not help the waker, and keel reverts a
+  // step that did not help after three ticks (1.5 s here), which would leave nothing to hand over.
   const auto during = knobs();
-  ASSERT_NE(during, before) << "the split was seen, a second later every knob is as found\n" << slurp(log1);
+  ASSERT_NE(during, before) << "the split was seen, yet every knob is as found\n" << slurp(log1);
   EXPECT_EQ(stop_keel(first), 0) << slurp(log1);
   EXPECT_NE(slurp(log1).find("handed over (daemon.rollback = \"not_on_exit\")"), std::string::npos)
       << slurp(log1);
@@ -1452,13 +1453,14 @@ TEST_F(RunPriv, TheSystemCatchAllNeverClassesTheHostsDaemonsAndADaemonReloadIsUn
   auto idle = [&](const char* leaf) { return leaf_file(leaf, "cpu.idle"); };
   auto noise_classed = [&] { return idle("be1") == "1" && idle("be2") == "1" && idle("be3") == "1"; };
   ASSERT_TRUE(wait_for(noise_classed, 15s)) << slurp(log);
-  ASSERT_TRUE(wait_for([&] { return slurp(log).find("is the host's own") != std::string::npos; }, 5s))
-      << slurp(log);
   std::this_thread::sleep_for(1s);  // two more ticks
+  // keel does not even plan it: no decision names a system service.
+  EXPECT_EQ(slurp(log).find(" act system/"), std::string::npos) << slurp(log);
   for (const auto& [path, was] : services)
     EXPECT_EQ(std::string(trim(slurp(path / "cpu.idle"))), was) << path << " was classed:\n" << slurp(log);
-  EXPECT_NE(slurp(log).find("system/" + unit), std::string::npos) << "the daemon is measured:\n"
-                                                                  << slurp(log);
+  // Measured all the same: its own series on the endpoint.
+  const std::string scrape = testing::http_get(metrics_port_, "/metrics").body;
+  EXPECT_NE(scrape.find("workload=\"system/" + unit + "\""), std::string::npos) << "the daemon is measured";
   if (scene_->v2()) {
     ASSERT_EQ(run_command("systemctl daemon-reload").first, 0);
     const auto reloaded = std::chrono::steady_clock::now();

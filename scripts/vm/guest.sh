@@ -12,6 +12,8 @@ cd "$repo" || exit 1
 # check behaviour and print their timings instead of asserting them: tests/support/scene.h).
 KEEL_VM_ACCEL=$(sed -n 's/.*keel\.accel=\([^ ]*\).*/\1/p' /proc/cmdline)
 export KEEL_VM_ACCEL
+# Boot over (this unit is not part of its transaction): systemd "running", as on the hosts keel is for.
+echo "keel-vm: systemd $(systemctl is-system-running --wait 2>&1)"
 echo "keel-vm: guest $(uname -r), $(systemctl --version | head -1), PID 1 $(cat /proc/1/comm)," \
   "$(nproc) CPUs on $(ls -d /sys/devices/system/node/node* | wc -l) NUMA nodes"
 echo "keel-vm: CPUs under ${KEEL_VM_ACCEL:-?}, clock source $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource); /sys/fs/cgroup is $(stat -f -c %T /sys/fs/cgroup), root controllers:" \
