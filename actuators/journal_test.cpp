@@ -202,6 +202,16 @@ TEST(Journal, OnlyKnobsKeelWritesAreJournaledOrLoaded) {
        "STEAL\nHRTICK",
        ValueKind::sched_feature},
       {EntryKind::file, {Root::debugfs, "sched/features"}, "STEAL", ValueKind::sched_feature},
+      // systemd units' properties: only those keel asks for, of a cgroup named as a unit, a plain value
+      {EntryKind::unit_property, {Root::cgroup, "system.slice/x.service/ExecStart"}, "", ValueKind::text},
+      {EntryKind::unit_property, {Root::cgroup, "system.slice/x/CPUWeight"}, "", ValueKind::text},
+      {EntryKind::unit_property, {Root::cgroup, "CPUWeight"}, "", ValueKind::text},
+      {EntryKind::unit_property,
+       {Root::cgroup, "system.slice/x.service/CPUWeight"},
+       "1; rm",
+       ValueKind::text},
+      {EntryKind::unit_property, {Root::proc, "x.service/CPUWeight"}, "", ValueKind::text},
+      {EntryKind::file, {Root::cgroup, "system.slice/x.service/CPUWeight"}, "", ValueKind::text},
   };
   testing::TempDir t;
   auto j = Journal::open(t.path() / "state", "b");
@@ -227,6 +237,11 @@ TEST(Journal, OnlyKnobsKeelWritesAreJournaledOrLoaded) {
       {EntryKind::file, {Root::proc, "irq/24/smp_affinity_list"}, "0-7", ValueKind::cpu_list},
       {EntryKind::file, {Root::sys, "class/net/eth0/queues/rx-3/rps_cpus"}, "ff", ValueKind::cpu_mask},
       {EntryKind::sched_feature, {Root::debugfs, "sched_features"}, "NO_STEAL", ValueKind::sched_feature},
+      {EntryKind::unit_property, {Root::cgroup, "system.slice/x.service/CPUWeight"}, "", ValueKind::text},
+      {EntryKind::unit_property,
+       {Root::cgroup, "machine.slice/machine-qemu\\x2d1\\x2dvm.scope/StartupAllowedCPUs"},
+       "",
+       ValueKind::text},
   };
   for (const auto& e : ours) EXPECT_TRUE(j->record(e)) << e.path.str();
   EXPECT_EQ(j->entries().size(), ours.size());

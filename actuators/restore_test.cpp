@@ -526,3 +526,88 @@ TEST(WriterPrune, GoneCgroupsLeaveNothingInTheWriterOrTheJournal) {
 
 }  // namespace
 }  // namespace keel::act
+
+namespace keel::act {
+namespace {
+
+// A systemd unit's runtime property keel asked for (so that systemd enables a controller for the unit)
+// is journaled as not set before systemd is asked, and goes back last, after the files below it: the
+// unit's weight is back when systemd is asked for "not set". A unit systemd no longer knows is gone;
+// one systemd refuses stays journaled, and a later restore asks again. Observe mode asks nothing.
+TEST_F(Tree, AUnitsPropertyIsJournaledFirstAndGoesBackAfterItsFiles) {
+  CgroupHierarchy h{0, true, {"cpu", "cpuset"}, roots_.cgroup, "/"};
+  for (const char* unit : {"a.service", "gone.service", "stuck.service"})
+    testing::make_tree(t_.path(),
+                       {{std::string("sys/fs/cgroup/system.slice/") + unit + "/cpu.weight", "100\n"}});
+  std::vector<std::string> asked;  // "unit Property=value (a.service's weight then)"
+  bool refuse = true;
+  DirOps ops = DirOps::real();
+  ops.unit_property = [&](const SysRoots& r, std::string_view unit, UnitProperty p,
+                          std::string_view value) -> Result<void> {
+    EXPECT_EQ(r.cgroup, roots_.cgroup);
+    asked.push_back(std::string(unit) + " " + std::string(to_string(p)) + "=" + std::string(value) + " (" +
+                    std::string(trim(slurp(t_.path() / "sys/fs/cgroup/system.slice/a.service/cpu.weight"))) +
+                    ")");
+    if (unit == "gone.service" && value.empty()) return fail("Unit gone.service not loaded.", "", ENOENT);
+    if (unit == "stuck.service" && value.empty() && refuse) return fail("Access denied");
+    return {};
+  };
+  {
+    KnobWriter observe(roots_, Mode::observe, nullptr, ops);
+    auto a = CgroupDir::open(h, "/system.slice/a.service");
+    ASSERT_TRUE(a);
+    EXPECT_TRUE(*observe.set_unit_property(*a, UnitProperty::cpu_weight, "100"));
+    EXPECT_TRUE(asked.empty());
+  }
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j, ops);
+    for (const char* unit : {"a.service", "gone.service", "stuck.service"}) {
+      auto dir = CgroupDir::open(h, std::string("/system.slice/") + unit);
+      ASSERT_TRUE(dir);
+      ASSERT_TRUE(w.set_unit_property(*dir, UnitProperty::cpu_weight, "100"));
+    }
+    auto a = CgroupDir::open(h, "/system.slice/a.service");
+    ASSERT_TRUE(a);
+    ASSERT_TRUE(w.set_unit_property(*a, UnitProperty::startup_allowed_cpus, "0-7"));
+    ASSERT_TRUE(w.set(*a, CgroupFile::weight, "400"));
+    // A slice is a unit too; a directory that names no unit (kubelet's cgroupfs driver's kubepods) is
+    // refused before anything is journaled or asked.
+    auto slice = CgroupDir::open(h, "/system.slice");
+    ASSERT_TRUE(slice);
+    ASSERT_TRUE(w.set_unit_property(*slice, UnitProperty::cpu_weight, "100"));
+    auto kube = CgroupDir::open(h, "/kubepods");
+    ASSERT_TRUE(kube);
+    EXPECT_FALSE(w.set_unit_property(*kube, UnitProperty::cpu_weight, "100"));
+    ASSERT_EQ(j.entries().size(), 6u);  // 3 + 1 properties, the weight, and system.slice's
+    for (const auto& e : j.entries()) {
+      if (e.kind == EntryKind::unit_property) {
+        EXPECT_EQ(e.original, "") << e.path.str();
+      }
+    }
+  }
+  EXPECT_EQ(asked.size(), 5u);
+  asked.clear();
+  {
+    Journal j = journal();
+    auto rep = restore(roots_, j, ops);
+    EXPECT_EQ(std::string(trim(slurp(t_.path() / "sys/fs/cgroup/system.slice/a.service/cpu.weight"))), "100");
+    ASSERT_EQ(asked.size(), 5u);
+    for (const std::string& a : asked) EXPECT_TRUE(a.ends_with("= (100)")) << a;  // not set, after the weight
+    EXPECT_EQ(rep.gone, 1u);
+    ASSERT_EQ(rep.failed.size(), 1u);
+    EXPECT_NE(rep.failed[0].message().find("Access denied"), std::string::npos) << rep.failed[0].message();
+    ASSERT_EQ(j.entries().size(), 1u);
+    EXPECT_EQ(j.entries()[0].path.rel, "system.slice/stuck.service/CPUWeight");
+  }
+  refuse = false;
+  asked.clear();
+  Journal j = journal();
+  auto rep = restore(roots_, j, ops);
+  EXPECT_TRUE(rep.failed.empty());
+  EXPECT_EQ(asked, std::vector<std::string>{"stuck.service CPUWeight= (100)"});
+  EXPECT_TRUE(j.entries().empty());
+}
+
+}  // namespace
+}  // namespace keel::act
