@@ -97,19 +97,20 @@ bool valid_unit_name(std::string_view name) {
   if (name.size() > 255) return false;
   std::string_view stem;
   for (std::string_view suffix : {".service", ".scope", ".slice"})
-    if (name.size() > suffix.size() && name.ends_with(suffix)) stem = name.substr(0, name.size() - suffix.size());
+    if (name.size() > suffix.size() && name.ends_with(suffix))
+      stem = name.substr(0, name.size() - suffix.size());
   if (stem.empty()) return false;
   for (char c : stem)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ':' || c == '-' ||
-          c == '_' || c == '.' || c == '\\' || c == '@'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ':' ||
+          c == '-' || c == '_' || c == '.' || c == '\\' || c == '@'))
       return false;
   return true;
 }
 
 Result<void> set_unit_property(const SysRoots& roots, std::string_view unit, UnitProperty p,
                                std::string_view value) {
-  const std::string u(unit), name(to_string(p)), what = "SetUnitProperties " + u + " " + name + "=" +
-                                                      std::string(value) + " (runtime)";
+  const std::string u(unit), name(to_string(p)),
+      what = "SetUnitProperties " + u + " " + name + "=" + std::string(value) + " (runtime)";
   if (!valid_unit_name(unit)) return fail(what + ": not a unit name keel asks systemd about");
   // Checked before the bus is asked: a bad value is an error that changes nothing.
   uint64_t weight = UINT64_MAX;  // systemd's "not set"
@@ -128,8 +129,9 @@ Result<void> set_unit_property(const SysRoots& roots, std::string_view unit, Uni
   auto bus = connect(roots);
   if (!bus) return std::unexpected(bus.error());
   sd_bus_message* raw = nullptr;
-  int r = sd_bus_message_new_method_call(bus->get(), &raw, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                         "org.freedesktop.systemd1.Manager", "SetUnitProperties");
+  int r = sd_bus_message_new_method_call(bus->get(), &raw, "org.freedesktop.systemd1",
+                                         "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+                                         "SetUnitProperties");
   if (r < 0) return fail(what + ": cannot build the call", roots.systemd_bus.string(), -r);
   Message call(raw);
   sd_bus_message* m = call.get();

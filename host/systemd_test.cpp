@@ -54,7 +54,8 @@ TEST(Systemd, ABadUnitOrValueIsRefusedBeforeSystemdIsAsked) {
   // A good question with nobody to answer it names the socket.
   auto none = set_unit_property(roots, "a.service", UnitProperty::cpu_weight, "100");
   ASSERT_FALSE(none);
-  EXPECT_NE(none.error().message().find(roots.systemd_bus.string()), std::string::npos) << none.error().message();
+  EXPECT_NE(none.error().message().find(roots.systemd_bus.string()), std::string::npos)
+      << none.error().message();
   EXPECT_FALSE(systemd_version(roots));
 }
 
