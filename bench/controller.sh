@@ -24,6 +24,9 @@
 # it (the noise so, and in (h) and (e) the hog off redis's CPUs).
 # Every cgroup and process it creates is removed on exit (also on failure and Ctrl-C); keel is stopped
 # with SIGTERM and its knobs are checked to be back. Needs root, cgroup v1 cpu, cpuacct and cpuset.
+# Two more scenarios, run only when named (issue 27): (g) static pinning against keel in short phased
+# windows, per run, window and SLO (GB_RUNS GB_WINDOWS GB_SLOS GB_CHUNK); (w) what redis's weight adds on
+# top of the class (W_ROUNDS W_SECONDS). `SCENARIOS="w g" NOISE_GROUPS=4` is the issue's measurement.
 # Usage: sudo bench/controller.sh   (env: CYCLES CYCLE IDLE BASE_RUNS REQUESTS CLIENTS NOISE_GROUPS NOISE_HOGS
 #        PERIOD SLO CRIT_CPUS KEEL FIRST_REQUESTS HOGS_TOP SCENARIOS="a b c o d h e")
 set -euo pipefail
@@ -314,6 +317,129 @@ static_pin() {
   log "static: redis on CPUs $crit_cpus, noise on $rest, cpu.shares 2048 everywhere"
 }
 
+# ---- (g) give-back follows load (issue 27) and (w) weights under the class ----
+# (g): per run (GB_RUNS of them), per phased window (GB_WINDOWS, "BUSY/IDLExCYCLES" in seconds), the
+# static pinning of (c) and then keel (enforce) at each SLO of GB_SLOS, each over the same window: redis
+# busy BUSY s (back-to-back redis-benchmark runs of GB_CHUNK requests per test), idle IDLE s, CYCLES
+# times; the noise runs throughout. Reported per run: best-effort CPU-s keel / static, redis p99 keel /
+# static (mean over the chunks' SET and GET p99s), and the most direction changes any one knob made in one
+# busy/idle cycle (from keel's log, timestamped as it is written).
+gb_runs=${GB_RUNS:-3}
+gb_windows=${GB_WINDOWS:-3/3x4 10/10x2}
+gb_slos=${GB_SLOS:-100us 500us}
+gb_chunk=${GB_CHUNK:-10000}
+gb_rows=()
+gb_config() {  # gb_config SLO FILE
+  sed "s/^slo = { runqueue_p99 = \".*\" }/slo = { runqueue_p99 = \"$1\" }/" "$tmp/keel.toml" > "$2"
+}
+gb_window() {  # gb_window TAG BUSY IDLE CYCLES: one phased window; gb.TAG: BE CPU-s, window s; cyc.TAG: cycle starts
+  local tag=$1 b=$2 i=$3 n=$4 c t0 u0 u1 t1 end k=0
+  start_noise $tag
+  sleep 1
+  : > "$tmp/cyc.$tag"
+  t0=$(now); u0=$(be_usage_ns)
+  for ((c = 0; c < n; c++)); do
+    echo "$(awk -v t=$t0 -v c=$c -v l=$((b + i)) 'BEGIN {printf "%.6f", t + c * l}')" >> "$tmp/cyc.$tag"
+    end=$(awk -v t=$t0 -v c=$c -v l=$((b + i)) -v b=$b 'BEGIN {printf "%.6f", t + c * l + b}')
+    while awk -v e=$end -v n="$EPOCHREALTIME" 'BEGIN {exit !(n < e)}'; do
+      (run_in redis redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 -n $gb_chunk --csv \
+        > "$tmp/gbrb.$tag.$k" 2>/dev/null) &
+      wait $!
+      k=$((k + 1))
+    done
+    sleep_until "$(awk -v t=$t0 -v c=$c -v l=$((b + i)) 'BEGIN {printf "%.6f", t + (c + 1) * l}')"
+  done
+  u1=$(be_usage_ns); t1=$(now)
+  stop_noise
+  awk -v a=$u0 -v b=$u1 -v s=$t0 -v e=$t1 'BEGIN {printf "%.3f %.3f\n", (b - a) / 1e9, e - s}' > "$tmp/gb.$tag"
+  cat "$tmp"/gbrb.$tag.* | tr -d '"' | awk -F, '$1 != "test" {k++; p += $7; if ($7 > w) w = $7} END {printf "%.4f %.3f %d\n", p / k, w, k}' >> "$tmp/gb.$tag"
+}
+gb_flips() {  # gb_flips LOG CYCLES_FILE: the most direction changes of one knob within one cycle
+  awk 'NR == FNR {starts[++n] = $1; next}
+    function size(v,  k, r, i, ab) {
+      if (v ~ /[,-]/) {k = split(v, r, ","); t = 0; for (i = 1; i <= k; i++) t += split(r[i], ab, "-") == 2 ? ab[2] - ab[1] + 1 : 1; return t}
+      return v + 0 }
+    $6 == "wrote" {
+      c = 0; for (i = 1; i <= n; i++) if ($1 >= starts[i]) c = i
+      if (c == 0) next
+      path = $7; from = $8; to = $10; gsub(/"/, "", from); gsub(/"/, "", to)
+      d = size(to) > size(from) ? 1 : size(to) < size(from) ? -1 : 0
+      if (d == 0) next
+      key = c SUBSEP path
+      if ((key in last) && last[key] != d) { f[key]++; if (f[key] > m) m = f[key] }
+      last[key] = d
+    }
+    END {print m + 0}' "$2" "$1"
+}
+gb_run() {  # gb_run RUN
+  local r=$1 win w b i n slo tag
+  for win in $gb_windows; do
+    b=${win%%/*}; i=${win#*/}; i=${i%%x*}; n=${win##*x}; w=${win//\//-}
+    static_pin; log "(g) run $r window $win: static"; gb_window s.$r.$w $b $i $n; reset_knobs
+    for slo in $gb_slos; do
+      tag=k.$r.$w.$slo
+      gb_config $slo "$tmp/keel.$slo.toml"
+      log "(g) run $r window $win: keel, SLO $slo"
+      "$keel" run --config "$tmp/keel.$slo.toml" 2> >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done > "$tmp/keel.$tag") &
+      keel_pid=$!
+      sleep 2
+      gb_window $tag $b $i $n
+      stop_keel
+      sleep 0.5
+      grep -q 'run: stopped' "$tmp/keel.$tag" || { cat "$tmp/keel.$tag" >&2; log "keel did not report its restore"; exit 1; }
+      knobs_as_found || { log "keel left knobs changed"; exit 1; }
+      [[ -n ${KEEL_LOG:-} ]] && cp "$tmp/keel.$tag" "$KEEL_LOG.$tag"
+      gb_rows+=("$r $win $slo $(tr '\n' ' ' < "$tmp/gb.s.$r.$w") $(tr '\n' ' ' < "$tmp/gb.$tag") $(gb_flips "$tmp/keel.$tag" "$tmp/cyc.$tag") $(grep -c ' enforce give-back ' "$tmp/keel.$tag" || true) $(grep -c ' enforce revert ' "$tmp/keel.$tag" || true)")
+    done
+  done
+}
+gb_table() {
+  echo "| run | window (busy/idle x cycles) | SLO | best-effort CPU-s static | keel | keel / static | redis p99 ms static | keel | keel / static | worst p99 ms static / keel | most direction changes of a knob in a cycle | give-back / revert lines |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  local row
+  for row in "${gb_rows[@]}"; do
+    echo "$row" | awk '{printf "| %s | %s | %s | %.1f | %.1f | %.2fx | %.3f | %.3f | %.2fx | %.3f / %.3f | %d | %d / %d |\n",
+      $1, $2, $3, $4, $9, $9 / $4, $6, $11, $11 / $6, $7, $12, $14, $15, $16}'
+  done
+  echo "(best-effort CPU-s: cpuacct.usage of the $groups_n noise cgroups over the window; p99: redis-benchmark --csv, mean over $gb_chunk-request SET and GET runs back to back while busy; keel period $period)"
+}
+# (w): the class alone (every noise cgroup in cpu.idle, all CPUs everywhere), redis's cpu.shares 1024
+# against the largest (262144), alternated W_ROUNDS times for W_SECONDS each: what weights add on top of the class.
+w_rounds=${W_ROUNDS:-3}
+w_seconds=${W_SECONDS:-8}
+w_test() {
+  local r sh n k end
+  start_noise w
+  sleep 1
+  for n in $(be_names); do echo 1 > "$cg/cpu/$base/$n/cpu.idle"; done
+  for ((r = 0; r < w_rounds; r++)); do
+    for sh in 1024 262144; do
+      echo $sh > "$cg/cpu/$base/redis/cpu.shares"
+      end=$(awk -v n="$EPOCHREALTIME" -v s=$w_seconds 'BEGIN {printf "%.6f", n + s}'); k=0
+      while awk -v e=$end -v n="$EPOCHREALTIME" 'BEGIN {exit !(n < e)}'; do
+        (run_in redis redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 -n $gb_chunk --csv \
+          > "$tmp/wrb.$sh.$r.$k" 2>/dev/null) &
+        wait $!
+        k=$((k + 1))
+      done
+    done
+  done
+  for n in $(be_names); do echo 0 > "$cg/cpu/$base/$n/cpu.idle"; done
+  stop_noise
+  echo 1024 > "$cg/cpu/$base/redis/cpu.shares"
+  echo "| redis cpu.shares (noise in cpu.idle) | round | redis p99 ms | worst p99 ms | req/s |"
+  echo "|---|---|---|---|---|"
+  for ((r = 0; r < w_rounds; r++)); do
+    for sh in 1024 262144; do
+      cat "$tmp"/wrb.$sh.$r.* | tr -d '"' | awk -F, -v sh=$sh -v r=$((r + 1)) '$1 != "test" {k++; p += $7; q += $2; if ($7 > w) w = $7}
+        END {printf "| %d | %d | %.3f | %.3f | %.0f |\n", sh, r, p / k, w, q / k}'
+    done
+  done
+  for sh in 1024 262144; do
+    cat "$tmp"/wrb.$sh.* | tr -d '"' | awk -F, -v sh=$sh '$1 != "test" {k++; p += $7} END {printf "redis cpu.shares %d with the class: p99 %.3f ms (mean over %d runs x tests)\n", sh, p / k, k}'
+  done
+}
+
 reset_knobs
 for s in $scenarios; do
   case $s in
@@ -335,6 +461,8 @@ for s in $scenarios; do
       [[ $(cat "$cg/cpuset/$hog_cg/cpuset.cpus") == "$all_cpus" ]] || { log "keel left the hog's cgroup changed"; exit 1; }
       [[ -n ${KEEL_LOG:-} ]] && cp "$tmp/keel.$s" "$KEEL_LOG.$s"
       ;;
+    g) for ((r = 1; r <= gb_runs; r++)); do gb_run $r; done ;;
+    w) w_test > "$tmp/w.table" ;;
     *) log "unknown scenario $s"; exit 2 ;;
   esac
 done
@@ -367,9 +495,13 @@ reaction() {  # reaction TAG: "noise N ms; spells A, B ms" ("-": not protected w
   for ((c = 0; c < cycles; c++)); do f=$tmp/react.$1.$c; out+=" $([[ -f $f ]] && cat "$f" || echo -)"; done
   echo "$out ms"
 }
+classic=$(echo " $scenarios " | tr ' ' '\n' | grep -E '^[abcodhe]$' | tr '\n' ' ' || true)
+[[ " $scenarios " == *" g "* ]] && { echo "(g) give-back follows load, one row per run, window and SLO:"; gb_table; echo; }
+[[ -f $tmp/w.table ]] && { echo "(w) weights on top of the class:"; cat "$tmp/w.table"; echo; }
+[[ -n ${classic// /} ]] || exit 0
 echo "| scenario | p50 ms | p99 ms | worst p99 ms | first-second p99 ms (worst) | req/s | best-effort CPU-s | best-effort CPUs, redis busy | best-effort CPUs, redis idle | best-effort bogo ops | reaction |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
-for s in $scenarios; do
+for s in $classic; do
   cat "$tmp"/rb.$s.* | tr -d '"' | awk -F, -v n=$requests -v lab="$(label $s)" -v be="$(tr '\n' ' ' < "$tmp/be.$s")" \
     -v phased=$(is_phased $s && echo 1 || echo 0) -v noise=$([[ $s == a ]] && echo 0 || echo 1) \
     -v first="$(first_second $s)" -v react="$(reaction $s)" '

@@ -1,6 +1,7 @@
 #include "controller/controller.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -89,6 +90,7 @@ Controller::Controller(config::Spec spec, Topology topo, Policy policy)
       fallback_critical_(fallback(true, topo_.online())),
       fallback_best_effort_(fallback(false, topo_.online())) {
   for (const auto& w : spec_.workloads) by_name_.emplace(w.name, &w);
+  period_s_ = std::chrono::duration<double>(spec_.period).count();
   const auto period = std::max<int64_t>(1, spec_.period.count());
   starvation_ticks_ = static_cast<unsigned>(
       std::max<int64_t>(1, (spec_.actuators.starvation_limit.count() + period - 1) / period));
@@ -121,8 +123,16 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
     if (!st.shares_found) st.shares_found = w.shares;
     const double a = policy_.ewma_alpha;
     const double waits_per_s = static_cast<double>(w.rq_waits) / std::max(1e-3, s.period_s);
-    st.demand = st.demand == 0 ? waits_per_s : a * waits_per_s + (1 - a) * st.demand;
-    if (w.rq_waits >= std::max(1u, policy_.min_waits)) {
+    st.rate = st.rate == 0 ? waits_per_s : a * waits_per_s + (1 - a) * st.rate;
+    if (w.cpu_usage) st.cpu = st.cpu == 0 ? *w.cpu_usage : a * *w.cpu_usage + (1 - a) * st.cpu;
+    // The peak while it holds steps, from ticks at least half a period long (an early tick's few
+    // milliseconds can look several times busier than the load is).
+    if (!st.steps.empty() && s.period_s >= 0.5 * period_s_) {
+      st.peak_rate = std::max(st.peak_rate, st.rate);
+      st.peak_cpu = std::max(st.peak_cpu, st.cpu);
+    }
+    const bool measured = w.rq_waits >= std::max(1u, policy_.min_waits);
+    if (measured) {
       st.p99_us = st.seen ? a * w.rq_p99_us + (1 - a) * st.p99_us : w.rq_p99_us;
       st.migrations_per_s =
           st.seen ? a * w.migrations_per_s + (1 - a) * st.migrations_per_s : w.migrations_per_s;
@@ -154,7 +164,9 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
         consider(st.migrations_per_s, *sp.slo_migrations_per_s, "migrations", "/s");
       if (sp.slo_mpki && st.mpki) consider(*st.mpki, *sp.slo_mpki, "MPKI", "");
       st.bad = v.slack < policy_.act_below ? st.bad + 1 : 0;
-      st.good = v.slack > policy_.give_back_above ? st.good + 1 : 0;
+      // Slack only counts where it was measured: a tick with too few waits is a reason to wait, not
+      // evidence that the protection can go (the victim's falling demand is, see step()).
+      if (measured) st.good = v.slack > policy_.give_back_above ? st.good + 1 : 0;
       v.violated = st.bad >= policy_.violate_ticks ||
                    (v.slack < policy_.severe_below && w.rq_waits >= 5 * std::max(1u, policy_.min_waits));
     }
@@ -184,16 +196,90 @@ std::vector<Interference> Controller::rank(const Snapshot& s, const WorkloadSign
   return out;
 }
 
+// The cores rung: whole cores for `victim` from its pool (sized by its CPU use the first time, one more
+// after), best-effort work off them, never below a best-effort instance's minimum; none with a note.
+std::optional<Controller::Step> Controller::cores_step(const Snapshot& s, const WorkloadSignals& victim,
+                                                       std::vector<std::string>& notes) const {
+  const config::WorkloadSpec& vs = spec_of(victim);
+  auto current = [&](const std::string& inst) {
+    auto it = plan_.desired.find(inst);
+    return it == plan_.desired.end() ? KnobState{} : it->second;
+  };
+  auto signals = [&](const std::string& inst) -> const WorkloadSignals* {
+    auto it = at_.find(inst);
+    return it == at_.end() ? nullptr : &s.workloads[it->second];
+  };
+  const CpuSet host = topo_.online();
+  CpuSet other_critical;
+  for (const auto& [inst, k] : plan_.desired)
+    if (inst != victim.instance && k.cpus) {
+      const WorkloadSignals* w = signals(inst);
+      if (w && w->critical) other_critical |= *k.cpus;
+    }
+  KnobState vk = current(victim.instance);
+  unsigned have = vk.cpus ? vk.cpus->count() : 0;
+  unsigned want = have == 0
+                      ? std::max(1u, static_cast<unsigned>(std::ceil(victim.cpu_usage.value_or(0.5) * 1.25)))
+                      : have + 1;  // already dedicated and still violated: one more
+  const unsigned lo = vs.cpus_min, hi = vs.cpus_max;
+  // Best-effort keeps its minimum: the victim can take at most what that leaves.
+  unsigned be_min = config::kDefaults.best_effort_cpus_min;
+  for (const auto& w : s.workloads)
+    if (!w.critical) be_min = std::max(be_min, spec_of(w).cpus_min);
+  const unsigned reserved = (spec_.reserved & host).count();
+  unsigned room = host.count() > reserved + other_critical.count() + be_min
+                      ? host.count() - reserved - other_critical.count() - be_min
+                      : 0;
+  want = std::min({std::max(want, lo), hi, room});
+  if (want > have && want >= lo) {
+    CpuRequest req;
+    req.cpus = want;
+    req.max_cpus = hi;
+    req.numa = vs.numa_single ? NumaPolicy::single : NumaPolicy::any;
+    req.critical = true;
+    if (vs.has_pool) req.pool = vs.pool;
+    req.reserved = spec_.reserved;
+    req.other_critical = other_critical;
+    if (vk.cpus) req.current = *vk.cpus;
+    auto placed = plan_cpus(topo_, req);
+    if (placed) {
+      Step step;
+      step.rung = Rung::cpus;
+      step.before[victim.instance] = vk;
+      vk.cpus = placed->cpus;
+      step.after[victim.instance] = vk;
+      // Best-effort work must keep its minimum on what is left (it is moved there every tick).
+      CpuSet taken = placed->cpus | placed->held_idle | other_critical;
+      bool ok = true;
+      for (const auto& w : s.workloads) {
+        if (w.critical) continue;
+        const config::WorkloadSpec& bs = spec_of(w);
+        const unsigned left = (bs.pool - taken - spec_.reserved).count();
+        if (left < bs.cpus_min) {
+          ok = false;
+          notes.push_back("best-effort " + w.instance + " would keep " + std::to_string(left) +
+                          " CPUs, below its minimum " + std::to_string(bs.cpus_min));
+          break;
+        }
+      }
+      if (ok) return step;
+    } else {
+      notes.push_back("no placement: " + placed.error().message());
+    }
+  } else {
+    notes.push_back(have ? "dedicated CPUs at their bound (" + std::to_string(have) + ")"
+                         : "no room for dedicated CPUs");
+  }
+  return std::nullopt;
+}
+
 // The next rung with room, lowest first, as a step; none (with the reason) when nothing is left.
 std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const WorkloadSignals& victim,
                                                       InstanceState& st,
                                                       const std::vector<Interference>& antagonists,
                                                       std::string& why_not, bool jump) const {
   const config::WorkloadSpec& vs = spec_of(victim);
-  // Recalling the last busy spell: only the rung it took next.
-  const bool recalling = st.steps.size() < st.recall.size();
   auto locked = [&](Rung r) {
-    if (recalling && st.recall[st.steps.size()] != r) return true;
     if (jump && r == Rung::weight) return true;  // the class stays: it suffices as often as cores
     auto it = st.locked_until.find(r);
     return it != st.locked_until.end() && s.tick < it->second;
@@ -230,6 +316,11 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     notes.push_back("antagonists in the preemption class");
   }
 
+  // Every antagonist in the preemption class already (their weights are the kernel's).
+  const bool classed = !antagonists.empty() &&
+                       std::all_of(antagonists.begin(), antagonists.end(),
+                                   [&](const Interference& a) { return current(a.antagonist).preempt; });
+
   // 1. Weight: the victim's up (x2, to its bounds), the antagonists' down (/2, to theirs).
   std::optional<Step> weight_fallback;
   if (spec_.actuators.cpu_weight && !locked(Rung::weight)) {
@@ -260,79 +351,34 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     // No best-effort antagonist left to lower (they yield already, in the class): what still delays the
     // victim is work keel does not manage, which its own weight does not reach (they meet higher up). With
     // unmanaged work kept off critical cores, whole cores are the rung that suffices.
-    const bool unmanaged =
-        spec_.actuators.isolate_unmanaged && spec_.actuators.cpuset && lowered == 0 && !recalling;
-    if (!step.after.empty() && !unmanaged) return step;
-    if (!step.after.empty()) weight_fallback = std::move(step);  // if whole cores cannot be had
-    notes.push_back(unmanaged
-                        ? "the antagonists yield already (the class): unmanaged work is kept off whole cores"
-                        : "weights at their bounds");
-  }
-
-  // 2. Whole cores for the victim from its pool, best-effort work off them.
-  if (spec_.actuators.cpuset && !locked(Rung::cpus)) {
-    const CpuSet host = topo_.online();
-    CpuSet other_critical;
-    for (const auto& [inst, k] : plan_.desired)
-      if (inst != victim.instance && k.cpus) {
-        const WorkloadSignals* w = signals(inst);
-        if (w && w->critical) other_critical |= *k.cpus;
-      }
-    KnobState vk = current(victim.instance);
-    unsigned have = vk.cpus ? vk.cpus->count() : 0;
-    unsigned want =
-        have == 0 ? std::max(1u, static_cast<unsigned>(std::ceil(victim.cpu_usage.value_or(0.5) * 1.25)))
-                  : have + 1;  // already dedicated and still violated: one more
-    const unsigned lo = vs.cpus_min, hi = vs.cpus_max;
-    // Best-effort keeps its minimum: the victim can take at most what that leaves.
-    unsigned be_min = config::kDefaults.best_effort_cpus_min;
-    for (const auto& w : s.workloads)
-      if (!w.critical) be_min = std::max(be_min, spec_of(w).cpus_min);
-    const unsigned reserved = (spec_.reserved & host).count();
-    unsigned room = host.count() > reserved + other_critical.count() + be_min
-                        ? host.count() - reserved - other_critical.count() - be_min
-                        : 0;
-    want = std::min({std::max(want, lo), hi, room});
-    if (want > have && want >= lo) {
-      CpuRequest req;
-      req.cpus = want;
-      req.max_cpus = hi;
-      req.numa = vs.numa_single ? NumaPolicy::single : NumaPolicy::any;
-      req.critical = true;
-      if (vs.has_pool) req.pool = vs.pool;
-      req.reserved = spec_.reserved;
-      req.other_critical = other_critical;
-      if (vk.cpus) req.current = *vk.cpus;
-      auto placed = plan_cpus(topo_, req);
-      if (placed) {
-        Step step;
-        step.rung = Rung::cpus;
-        step.before[victim.instance] = vk;
-        vk.cpus = placed->cpus;
-        step.after[victim.instance] = vk;
-        // Best-effort work must keep its minimum on what is left (it is moved there every tick).
-        CpuSet taken = placed->cpus | placed->held_idle | other_critical;
-        bool ok = true;
-        for (const auto& w : s.workloads) {
-          if (w.critical) continue;
-          const config::WorkloadSpec& bs = spec_of(w);
-          const unsigned left = (bs.pool - taken - spec_.reserved).count();
-          if (left < bs.cpus_min) {
-            ok = false;
-            notes.push_back("best-effort " + w.instance + " would keep " + std::to_string(left) +
-                            " CPUs, below its minimum " + std::to_string(bs.cpus_min));
-            break;
-          }
-        }
-        if (ok) return step;
-      } else {
-        notes.push_back("no placement: " + placed.error().message());
-      }
+    const bool unmanaged = spec_.actuators.isolate_unmanaged && spec_.actuators.cpuset && lowered == 0;
+    // The victim's weight alone against antagonists in the class gains nothing worth a step (measured:
+    // bench/README.md, "weights on top of the class"): the class is what orders them.
+    const bool useless = classed && lowered == 0 && !unmanaged;
+    // On CPUs of its own with no best-effort work there, its weight has nothing to order either.
+    const bool alone = antagonists.empty() && current(victim.instance).cpus.has_value();
+    if (alone) {
+      notes.push_back("no best-effort work on its own CPUs: a weight has nothing there to order");
+    } else if (useless) {
+      notes.push_back("the antagonists are in the preemption class: its own weight beyond it gains nothing");
     } else {
-      notes.push_back(have ? "dedicated CPUs at their bound (" + std::to_string(have) + ")"
-                           : "no room for dedicated CPUs");
+      if (!step.after.empty() && !unmanaged) return step;
+      if (!step.after.empty()) weight_fallback = std::move(step);  // if whole cores cannot be had
+      notes.push_back(
+          unmanaged ? "the antagonists yield already (the class): unmanaged work is kept off whole cores"
+                    : "weights at their bounds");
     }
   }
+
+  // 2. Whole cores for the victim from its pool, best-effort work off them. Worth their cost only while
+  // the victim keeps a good part of a CPU busy: with every antagonist in the class, what still delays a
+  // light one is wake-up latency, and a core of its own would sit idle most of the time.
+  const bool light = classed && st.cpu < policy_.pin_min_cpus;
+  if (spec_.actuators.cpuset && !locked(Rung::cpus) && light)
+    notes.push_back("its demand (" + fmt("%.2f", st.cpu) + " CPUs busy) is below " +
+                    fmt("%.2f", policy_.pin_min_cpus) + " with the antagonists in the class: no whole cores");
+  if (spec_.actuators.cpuset && !locked(Rung::cpus) && !light)
+    if (auto step = cores_step(s, victim, notes)) return step;
 
   if (weight_fallback) return weight_fallback;
 
@@ -576,11 +622,109 @@ void Controller::take_adopted(const Snapshot& s) {
     step.tick = s.tick;
     step.verified = true;  // it held before the handover
     InstanceState& st = states_[owners[i]];
-    step.demand = st.demand;
     step.be_usage = be_usage_;
+    if (st.steps.empty()) st.peak_rate = st.rate, st.peak_cpu = st.cpu;
     for (const auto& [inst, k] : step.after) plan_.desired[inst] = k;
     st.steps.push_back(std::move(step));
   }
+}
+
+// Whether the victim's own demand fell since its first step: this tick's wake-ups per second and CPUs
+// busy both under eased_ratio of their smoothed peak, over a tick at least half a period long (an early
+// tick's few milliseconds are no evidence of a lull).
+bool Controller::demand_fell(const Snapshot& s, const WorkloadSignals& v, const InstanceState& st) const {
+  if (s.period_s < 0.5 * period_s_ || st.peak_rate <= 0) return false;
+  const double rate = static_cast<double>(v.rq_waits) / std::max(1e-3, s.period_s);
+  const bool fewer = rate < policy_.eased_ratio * st.peak_rate;
+  const bool idler = !v.cpu_usage || st.peak_cpu <= 0 || *v.cpu_usage < policy_.eased_ratio * st.peak_cpu;
+  return fewer && idler;
+}
+
+// Applies several steps in one tick as one change per knob, from its value now to its last.
+void Controller::apply_merged(const std::vector<const Step*>& steps, Plan& plan, Action::Kind kind,
+                              const std::string& reason) {
+  Plan scratch;
+  scratch.tick = plan.tick;
+  for (const Step* step : steps) apply(*step, scratch, kind, reason);
+  const size_t first = plan.actions.size();
+  for (const Action& a : scratch.actions) {
+    auto same = std::find_if(plan.actions.begin() + static_cast<std::ptrdiff_t>(first), plan.actions.end(),
+                             [&](const Action& b) { return b.instance == a.instance && b.knob == a.knob; });
+    if (same != plan.actions.end())
+      same->to = a.to;
+    else
+      plan.actions.push_back(a);
+  }
+  plan.actions.erase(std::remove_if(plan.actions.begin() + static_cast<std::ptrdiff_t>(first),
+                                    plan.actions.end(), [](const Action& a) { return a.from == a.to; }),
+                     plan.actions.end());
+}
+
+// Whether the victim's own demand is high on contended CPUs (Policy::demand_pin_cpus): it keeps that
+// many CPUs busy over a tick at least half a period long (any_window: any tick, for cores a violation
+// takes), and it and its antagonists want more CPUs than it has.
+bool Controller::wants_cores(const Snapshot& s, const WorkloadSignals& v, const InstanceState& st,
+                             const std::vector<Interference>& antagonists, bool any_window) const {
+  if (!spec_.actuators.cpuset || (!any_window && s.period_s < 0.5 * period_s_) || !v.cpu_usage) return false;
+  if (*v.cpu_usage < policy_.demand_pin_cpus || v.cpus.empty()) return false;
+  if (auto it = st.locked_until.find(Rung::cpus); it != st.locked_until.end() && s.tick < it->second)
+    return false;
+  double wanted = *v.cpu_usage + v.rq_wait_s_per_s;
+  for (const auto& a : antagonists) wanted += a.score;
+  return wanted > static_cast<double>(v.cpus.count());
+}
+
+// Gives back every step the victim holds, newest first, and parks them; false (nothing changed) when
+// another victim's step this tick changed one of their knobs.
+bool Controller::park(const Snapshot& s, const WorkloadSignals& v, InstanceState& st, Plan& plan,
+                      const std::string& numbers) {
+  for (const Step& step : st.steps)
+    if (clashes(step, plan, false)) return false;
+  const double rate = static_cast<double>(v.rq_waits) / std::max(1e-3, s.period_s);
+  const std::string why = numbers + "; its demand fell (" + fmt("%.0f", rate) + " waits/s, " +
+                          fmt("%.2f", v.cpu_usage.value_or(0)) + " CPUs busy; " + fmt("%.0f", st.peak_rate) +
+                          " and " + fmt("%.2f", st.peak_cpu) + " at its busiest since the first step): all " +
+                          std::to_string(st.steps.size()) + " given back, parked until its next SLO crossing";
+  std::vector<const Step*> newest_first;
+  for (auto it = st.steps.rbegin(); it != st.steps.rend(); ++it) newest_first.push_back(&*it);
+  apply_merged(newest_first, plan, Action::Kind::give_back, why);
+  st.parked = std::move(st.steps);
+  st.steps.clear();
+  st.given_back.reset();
+  st.good = st.bad = 0;
+  st.seen = false;
+  st.peak_rate = st.peak_cpu = 0;
+  return true;
+}
+
+// Re-applies the parked steps, oldest first, in one tick; false (and the ladder from here) when they
+// no longer fit, or wait a tick when another victim's step changed one of their knobs.
+bool Controller::unpark(const Snapshot& s, InstanceState& st, Plan& plan, const std::string& numbers) {
+  std::string unfit;
+  for (const Step& step : st.parked) {
+    if (clashes(step, plan, true)) return false;
+    if (!fits(s, step.after, unfit)) {
+      st.parked.clear();
+      return false;
+    }
+  }
+  const std::string why = numbers + "; recalling steps 1-" + std::to_string(st.parked.size()) +
+                          " held in its last busy spell, at once";
+  std::vector<const Step*> oldest_first;
+  for (const Step& step : st.parked) oldest_first.push_back(&step);
+  apply_merged(oldest_first, plan, Action::Kind::act, why);
+  for (Step& step : st.parked) {
+    step.tick = s.tick;
+    step.verified = true;  // they worked then
+    step.be_usage = be_usage_;
+  }
+  st.steps = std::move(st.parked);
+  st.parked.clear();
+  st.peak_rate = st.rate, st.peak_cpu = st.cpu;
+  st.quiet_until = s.tick + policy_.cooldown_ticks;
+  st.bad = st.good = 0;
+  st.seen = false;
+  return true;
 }
 
 const Plan& Controller::step(const Snapshot& s) {
@@ -648,8 +792,40 @@ const Plan& Controller::step(const Snapshot& s) {
       st.seen = false;  // smoothing restarts: the old history is of another configuration
       continue;
     }
-    const bool recalling = view.violated && st.steps.size() < st.recall.size();
-    if (s.tick < st.quiet_until && !recalling) continue;
+    const bool measured = v->rq_waits >= std::max(1u, policy_.min_waits);
+    // Its own demand fell (it went idle): everything it holds goes back now, parked for its next
+    // busy spell. Not while a violation is measured this tick: then it still needs them.
+    if (!st.steps.empty() && !(view.violated && measured) && demand_fell(s, *v, st) &&
+        park(s, *v, st, plan, numbers))
+      continue;
+    // Its next SLO crossing (the early tick brings it at once): the parked steps again, all in one tick.
+    if (!st.parked.empty() && st.bad >= 1 && measured && unpark(s, st, plan, numbers)) continue;
+    if (s.tick < st.quiet_until) continue;
+    // Its demand is high on contended CPUs: whole cores while that lasts (the parked ones if it has them).
+    if (!view.violated && st.steps.empty() && wants_cores(s, *v, st, antagonists)) {
+      if (!st.parked.empty() && unpark(s, st, plan, numbers)) continue;
+      std::vector<std::string> notes;
+      auto cores = cores_step(s, *v, notes);
+      if (cores && !clashes(*cores, plan, true)) {
+        cores->tick = s.tick;
+        cores->slack_before = view.slack;
+        cores->be_usage = be_usage_;
+        cores->verified = true;  // no violation to judge it by
+        cores->by_demand = true;
+        apply(*cores, plan, Action::Kind::act,
+              numbers + "; its demand is high (" + fmt("%.2f", *v->cpu_usage) +
+                  " CPUs busy) where it and best-effort work want more CPUs than it has: whole cores while "
+                  "that lasts" +
+                  named);
+        st.peak_rate = st.rate, st.peak_cpu = st.cpu;
+        st.steps.push_back(*cores);
+        st.parked.clear();
+        st.quiet_until = s.tick + policy_.cooldown_ticks;
+        st.seen = false;
+        st.bad = 0;
+        continue;
+      }
+    }
     // A step that did not raise slack within revert_after ticks is undone; its rung is locked out.
     if (!st.steps.empty() && !st.steps.back().verified &&
         s.tick >= st.steps.back().tick + policy_.revert_after) {
@@ -664,13 +840,13 @@ const Plan& Controller::step(const Snapshot& s) {
                   fmt("%.2f", undo.slack_before) + " -> " + fmt("%.2f", view.slack) + ")");
         st.locked_until[undo.rung] = s.tick + policy_.lockout_ticks;
         st.quiet_until = s.tick + policy_.cooldown_ticks;
-        st.recall.clear();  // what worked last time does not now
+        st.parked.clear();  // what worked last time does not now
         st.bad = st.good = 0;
         st.seen = false;  // smoothing restarts: the old history is of another configuration
         continue;
       }
     }
-    if (view.violated && !st.steps.empty() && !st.steps.back().verified && !recalling) {
+    if (view.violated && !st.steps.empty() && !st.steps.back().verified) {
       // Escalate only on evidence: the last step has to have raised slack; else wait for its verdict.
       if (view.slack > st.steps.back().slack_before + 0.02)
         st.steps.back().verified = true;
@@ -680,7 +856,7 @@ const Plan& Controller::step(const Snapshot& s) {
     if (view.violated) {
       std::string why_not;
       // Many times the SLO over plenty of waits: whole cores at once where they can be had.
-      const bool jump = !recalling && spec_.actuators.cpuset && view.slack <= policy_.jump_below &&
+      const bool jump = spec_.actuators.cpuset && view.slack <= policy_.jump_below &&
                         v->rq_waits >= 5 * static_cast<uint64_t>(policy_.min_waits);
       auto next = jump ? next_step(s, *v, st, antagonists, why_not, true) : std::nullopt;
       const bool jumped = next.has_value();
@@ -693,50 +869,44 @@ const Plan& Controller::step(const Snapshot& s) {
       if (next) {
         next->tick = s.tick;
         next->slack_before = view.slack;
-        next->demand = st.demand;
         next->be_usage = be_usage_;
-        std::string recalled = recalling
-                                   ? "; recalling step " + std::to_string(st.steps.size() + 1) + " of " +
-                                         std::to_string(st.recall.size()) + " held in its last busy spell"
-                                   : "";
         apply(*next, plan, Action::Kind::act,
               numbers +
                   (st.bad >= policy_.violate_ticks ? " for " + std::to_string(st.bad) + " ticks"
                                                    : " (severe: over twice the SLO, at once)") +
-                  named + recalled + (jumped ? "; many times the SLO: whole cores at once" : ""));
-        next->verified = recalling;  // it worked in the last episode
+                  named + (jumped ? "; many times the SLO: whole cores at once" : ""));
+        // Cores taken while its demand is high on contended CPUs are held for that demand, not judged by
+        // the slack they bring: whole cores can raise a run-queue p99 (its own threads now queue behind
+        // each other) while the end-to-end latency is static pinning's; reverting them hands the noise
+        // the core back until the lockout ends.
+        next->by_demand = next->rung == Rung::cpus && wants_cores(s, *v, st, antagonists, true);
+        next->verified = next->by_demand;
+        if (st.steps.empty()) st.peak_rate = st.rate, st.peak_cpu = st.cpu;
         st.steps.push_back(*next);
-        if (st.steps.size() >= st.recall.size()) st.recall.clear();
+        st.parked.clear();  // a new climb: what the last spell held is superseded
         st.quiet_until = s.tick + policy_.cooldown_ticks;
         st.bad = 0;  // the next step needs a violation measured after this one
         st.seen = false;
         st.given_back.reset();
-      } else if (recalling) {
-        st.recall.clear();  // the recalled rung is not possible now: the ladder from here, next tick
       } else {
         plan.workloads[v->instance].blocked = why_not;
       }
       continue;
     }
-    // Pressure gone for long enough: give back one step, newest first, once the load has eased since
-    // it was taken (the victim busy at half the rate, or best-effort work at half the CPU); under the
-    // same load only as a probe, after probe_ticks.
+    // Slack measured good for long enough while it stays busy: give back one step, newest first, once
+    // the best-effort load has eased since it was taken (half the CPUs busy or queued); under the same
+    // load only as a probe, after probe_ticks. A wrong one is reverted above.
     if (st.good >= policy_.give_back_ticks && !st.steps.empty() && s.tick >= st.give_back_locked_until &&
         st.steps.back().verified && !clashes(st.steps.back(), plan, false)) {
       const Step& last = st.steps.back();
-      bool victim_eased = st.demand < 0.5 * last.demand;
-      bool noise_eased = be_usage_ < 0.5 * last.be_usage;
-      if (!victim_eased && !noise_eased && st.good < policy_.probe_ticks) continue;
-      std::string why = victim_eased ? "; its load eased (" + fmt("%.0f", st.demand) + " waits/s, " +
-                                           fmt("%.0f", last.demand) + " at the step)"
-                        : noise_eased
+      // Cores held for its demand stay while it is high (they would be taken again next tick).
+      if (last.by_demand && wants_cores(s, *v, st, antagonists)) continue;
+      const bool noise_eased = be_usage_ < 0.5 * last.be_usage;
+      if (!noise_eased && st.good < policy_.probe_ticks) continue;
+      std::string why = noise_eased
                             ? "; best-effort load eased (" + fmt("%.2f", be_usage_) +
                                   " CPUs busy or queued, " + fmt("%.2f", last.be_usage) + " at the step)"
                             : "; a probe under unchanged load";
-      if (victim_eased && st.steps.size() > st.recall.size()) {
-        st.recall.clear();
-        for (const auto& step : st.steps) st.recall.push_back(step.rung);
-      }
       Step back = last;
       st.steps.pop_back();
       apply(back, plan, Action::Kind::give_back,

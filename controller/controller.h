@@ -5,14 +5,20 @@
 // Per critical workload: the run-queue p99 (and migrations/s and MPKI where the SLO declares them and
 // they are measured) is smoothed (EWMA); slack = (target - value) / target, the smallest over the
 // declared targets; a violation is slack below `act_below` for `violate_ticks` ticks. Then one step per tick
-// up a ladder, cheap to strong: (1) the victim's CPU weight up, the antagonists' down; (2) whole cores for
-// the victim (CPU planner), best-effort work off them; (3) L3 ways to the victim, (4) antagonists' memory
+// up a ladder, cheap to strong: (1) the victim's CPU weight up, the antagonists' down (not when they are
+// all in the preemption class: its own weight beyond the class gains nothing); (2) whole cores for
+// the victim (CPU planner), best-effort work off them (only for a victim that keeps `pin_min_cpus` busy
+// when its antagonists are in the class; and before any violation while its demand is high on contended
+// CPUs, `demand_pin_cpus`); (3) L3 ways to the victim, (4) antagonists' memory
 // bandwidth down (when resctrl is enabled); (5) steal_task on (when enabled and the victim spans
 // several CPUs of one LLC). After a step: a cooldown; a step that did not raise slack within
 // `revert_after` ticks is reverted and its rung locked out for `lockout_ticks`. With slack above
-// `give_back_above` for `give_back_ticks` ticks and the load eased since the step (else after
-// `probe_ticks`), one rung is given back per tick in reverse order; a give-back that brings a
-// violation back is reverted and give-back locked out.
+// `give_back_above` for `give_back_ticks` measured ticks (a tick with too few waits is no evidence of
+// slack) and the best-effort load eased since the step (else after `probe_ticks`), one rung is given back
+// per tick in reverse order; a give-back that brings a violation back while the load stayed is reverted
+// and give-back locked out. When the victim's own demand falls (its wake-ups per second and the CPUs it
+// keeps busy both under `eased_ratio` of their peak since the first step), everything is given back in
+// that tick and parked; its next SLO crossing (the early tick) or high demand re-applies them at once.
 #pragma once
 
 #include <cstdint>
@@ -105,9 +111,21 @@ struct Policy {
   // A violation with slack at or below this (p99 four times the target or more) over at least
   // 5 x min_waits waits jumps to the rung that suffices: whole cores at once, not weights first.
   double jump_below = -3.0;
-  // Give-back needs the load to have eased since the step (the victim's waits/s or the best-effort
-  // CPUs busy or queued halved); under unchanged load it is only probed, after this many good ticks.
+  // Give-back on slack needs the best-effort load to have eased since the step (its CPUs busy or queued
+  // halved); under unchanged load it is only probed, after this many good ticks.
   unsigned probe_ticks = 30;
+  // The victim's demand fell: this tick's wake-ups per second and CPUs busy both under this fraction of
+  // their (smoothed) peak since its first step, over a tick at least half a period long. Everything it
+  // holds is given back at once and parked until its next SLO crossing.
+  double eased_ratio = 0.5;
+  // Whole cores only for a victim that keeps at least this many CPUs busy (smoothed) when every antagonist
+  // is in the preemption class already.
+  double pin_min_cpus = 0.25;
+  // A critical workload keeping at least this many CPUs busy over a whole tick, on CPUs where it and the
+  // best-effort work beside it want more than there is, gets whole cores while that lasts, before any
+  // violation: the class orders the run queue but leaves it sharing cores with the noise (end-to-end
+  // p99 up to 1.6x static pinning's while the run-queue SLO held, bench/README.md).
+  double demand_pin_cpus = 0.5;
 };
 
 // Where the preemption class cannot help: the class orders a cgroup against its siblings only, so a
@@ -139,6 +157,7 @@ class Controller {
   config::Spec spec_;
   Topology topo_;
   Policy policy_;
+  double period_s_ = 1.0;  // the tick period the spec declares
   Plan plan_;
   config::WorkloadSpec fallback_critical_, fallback_best_effort_;  // for workloads the config lacks
   std::unordered_map<std::string, const config::WorkloadSpec*> by_name_;
@@ -158,19 +177,19 @@ class Controller {
     uint64_t tick = 0;
     double slack_before = 0;
     bool verified = false;
-    double demand = 0;    // the victim's waits per second when the step was taken
-    double be_usage = 0;  // best-effort CPUs busy or queued then
+    double be_usage = 0;     // best-effort CPUs busy or queued when the step was taken
+    bool by_demand = false;  // whole cores taken for the victim's high demand, not for a violation
   };
   struct InstanceState {
     double p99_us = 0;
-    double migrations_per_s = 0;  // smoothed like the p99
-    std::optional<double> mpki;   // smoothed, where counted
-    std::string binding;          // the signal whose slack is the smallest, in numbers
-    double demand = 0;            // waits per second, smoothed (never restarted)
-    // The rungs held when the last episode ended because the victim's load eased: when it is violated
-    // again they are climbed back, those rungs only, one per tick, without cooldowns or verdicts
-    // (they worked then).
-    std::vector<Rung> recall;
+    double migrations_per_s = 0;         // smoothed like the p99
+    std::optional<double> mpki;          // smoothed, where counted
+    std::string binding;                 // the signal whose slack is the smallest, in numbers
+    double rate = 0, cpu = 0;            // wake-ups (run-queue waits) per second and CPUs busy, smoothed
+    double peak_rate = 0, peak_cpu = 0;  // their highest since the first step it holds
+    // The steps it held when its demand fell, oldest first: its next SLO crossing re-applies them at
+    // once (they worked then), without cooldowns or verdicts.
+    std::vector<Step> parked;
     bool seen = false;
     unsigned bad = 0, good = 0;  // consecutive ticks below act_below / above give_back_above
     uint64_t quiet_until = 0;    // cooldown: no step before this tick
@@ -191,7 +210,17 @@ class Controller {
   std::optional<Step> next_step(const Snapshot& s, const WorkloadSignals& victim, InstanceState& st,
                                 const std::vector<Interference>& antagonists, std::string& why_not,
                                 bool jump = false) const;
+  std::optional<Step> cores_step(const Snapshot& s, const WorkloadSignals& victim,
+                                 std::vector<std::string>& notes) const;
   void apply(const Step& step, Plan& plan, Action::Kind kind, const std::string& reason);
+  void apply_merged(const std::vector<const Step*>& steps, Plan& plan, Action::Kind kind,
+                    const std::string& reason);
+  bool wants_cores(const Snapshot& s, const WorkloadSignals& v, const InstanceState& st,
+                   const std::vector<Interference>& antagonists, bool any_window = false) const;
+  bool demand_fell(const Snapshot& s, const WorkloadSignals& v, const InstanceState& st) const;
+  bool park(const Snapshot& s, const WorkloadSignals& v, InstanceState& st, Plan& plan,
+            const std::string& numbers);
+  bool unpark(const Snapshot& s, InstanceState& st, Plan& plan, const std::string& numbers);
   bool fits(const Snapshot& s, const std::map<std::string, KnobState>& to, std::string& why) const;
   bool clashes(const Step& step, const Plan& plan, bool forward) const;
   void preempt_classes(const Snapshot& s, Plan& plan);
