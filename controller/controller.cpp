@@ -373,7 +373,10 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   // 2. Whole cores for the victim from its pool, best-effort work off them. Worth their cost only while
   // the victim keeps a good part of a CPU busy: with every antagonist in the class, what still delays a
   // light one is wake-up latency, and a core of its own would sit idle most of the time.
-  const bool light = classed && st.cpu < policy_.pin_min_cpus;
+  // Its demand is what it used plus what it waited to use; a victim four times over its SLO or more is
+  // starved, and what it got says little of what it needs.
+  const bool starved = vs.slo_p99_us && st.p99_us >= (1.0 - policy_.jump_below) * *vs.slo_p99_us;
+  const bool light = classed && !starved && st.cpu + victim.rq_wait_s_per_s < policy_.pin_min_cpus;
   if (spec_.actuators.cpuset && !locked(Rung::cpus) && light)
     notes.push_back("its demand (" + fmt("%.2f", st.cpu) + " CPUs busy) is below " +
                     fmt("%.2f", policy_.pin_min_cpus) + " with the antagonists in the class: no whole cores");

@@ -1853,14 +1853,29 @@ TEST(ControllerGiveBack, AProbeUnderTheSameLoadThatWasWrongIsRevertedAndLockedOu
 // Whole cores only while the victim's own demand is high: a light one (0.1 CPUs) beside classed batch
 // work never gets them; the same violation at 0.9 CPUs does.
 TEST(ControllerGiveBack, WholeCoresOnlyWhileItsDemandIsHigh) {
-  const Replay light = replay_redis(20, [](uint64_t) { return Load{2000, 0.1}; });
+  auto over = [](bool held) { return held ? 50.0 : 450.0; };  // 1.5x its SLO: not starved
+  const Replay light = replay_redis(
+      20,
+      [](uint64_t) {
+        return Load{2000, 0.1};
+      },
+      {}, over);
   EXPECT_TRUE(light.ticks("redis", Knob::cpus, Action::Kind::act).empty()) << light.log();
   bool said = false;
   for (const auto& p : light.plans)
     said = said || p.workloads.at("redis").blocked.find("no whole cores") != std::string::npos;
   EXPECT_TRUE(said) << light.log();
-  const Replay heavy = replay_redis(20, [](uint64_t) { return Load{2000, 0.9}; });
+  const Replay heavy = replay_redis(
+      20,
+      [](uint64_t) {
+        return Load{2000, 0.9};
+      },
+      {}, over);
   EXPECT_FALSE(heavy.ticks("redis", Knob::cpus, Action::Kind::act).empty()) << heavy.log();
+  // Ten times its SLO with 0.1 CPUs is a starved victim, not a light one (found by keel plan beside
+  // uncontrolled noise): it gets whole cores.
+  const Replay starved = replay_redis(20, [](uint64_t) { return Load{2000, 0.1}; });
+  EXPECT_FALSE(starved.ticks("redis", Knob::cpus, Action::Kind::act).empty()) << starved.log();
 }
 
 // Cores a violation takes while the victim's demand is high on contended CPUs are held for that demand:
