@@ -374,7 +374,8 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   std::printf("waker with noise, keel enforcing: mean run-queue wait %.0f us over %" PRIu64
               " times on a CPU; lateness p99 %.0f us over %zu wake-ups (steal %" PRIu64 " jiffies)\n",
               wait_after, s3.slices - s2.slices, p99_after, n_after, steal3 - steal2);
-  EXPECT_GT(s3.slices - s2.slices, 500u);
+  // Under the emulator the waker wakes about 250 times a second (the same bound as before keel).
+  EXPECT_GT(s3.slices - s2.slices, timing ? 500u : 200u);
   // The kernel's own count: the noise no longer queues ahead of the waker.
   if (timing) {
     EXPECT_LT(wait_after, wait_before / 4) << slurp(log);
