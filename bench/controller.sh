@@ -332,8 +332,17 @@ gb_rows=()
 gb_config() {  # gb_config SLO FILE
   sed "s/^slo = { runqueue_p99 = \".*\" }/slo = { runqueue_p99 = \"$1\" }/" "$tmp/keel.toml" > "$2"
 }
+bench_until() {  # bench_until END PREFIX: redis-benchmark runs of GB_CHUNK requests back to back until END, CSVs in PREFIX.K
+  local k=0
+  while awk -v e=$1 -v n="$EPOCHREALTIME" 'BEGIN {exit !(n < e)}'; do
+    (run_in redis redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 -n $gb_chunk --csv \
+      > "$2.$k" 2>/dev/null) &
+    wait $!
+    k=$((k + 1))
+  done
+}
 gb_window() {  # gb_window TAG BUSY IDLE CYCLES: one phased window; gb.TAG: BE CPU-s, window s; cyc.TAG: cycle starts
-  local tag=$1 b=$2 i=$3 n=$4 c t0 u0 u1 t1 end k=0
+  local tag=$1 b=$2 i=$3 n=$4 c t0 u0 u1 t1 end
   start_noise $tag
   sleep 1
   : > "$tmp/cyc.$tag"
@@ -341,12 +350,7 @@ gb_window() {  # gb_window TAG BUSY IDLE CYCLES: one phased window; gb.TAG: BE C
   for ((c = 0; c < n; c++)); do
     echo "$(awk -v t=$t0 -v c=$c -v l=$((b + i)) 'BEGIN {printf "%.6f", t + c * l}')" >> "$tmp/cyc.$tag"
     end=$(awk -v t=$t0 -v c=$c -v l=$((b + i)) -v b=$b 'BEGIN {printf "%.6f", t + c * l + b}')
-    while awk -v e=$end -v n="$EPOCHREALTIME" 'BEGIN {exit !(n < e)}'; do
-      (run_in redis redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 -n $gb_chunk --csv \
-        > "$tmp/gbrb.$tag.$k" 2>/dev/null) &
-      wait $!
-      k=$((k + 1))
-    done
+    bench_until $end "$tmp/gbrb.$tag.$c"
     sleep_until "$(awk -v t=$t0 -v c=$c -v l=$((b + i)) 'BEGIN {printf "%.6f", t + (c + 1) * l}')"
   done
   u1=$(be_usage_ns); t1=$(now)
@@ -408,20 +412,14 @@ gb_table() {
 w_rounds=${W_ROUNDS:-3}
 w_seconds=${W_SECONDS:-8}
 w_test() {
-  local r sh n k end
+  local r sh n
   start_noise w
   sleep 1
   for n in $(be_names); do echo 1 > "$cg/cpu/$base/$n/cpu.idle"; done
   for ((r = 0; r < w_rounds; r++)); do
     for sh in 1024 262144; do
       echo $sh > "$cg/cpu/$base/redis/cpu.shares"
-      end=$(awk -v n="$EPOCHREALTIME" -v s=$w_seconds 'BEGIN {printf "%.6f", n + s}'); k=0
-      while awk -v e=$end -v n="$EPOCHREALTIME" 'BEGIN {exit !(n < e)}'; do
-        (run_in redis redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 -n $gb_chunk --csv \
-          > "$tmp/wrb.$sh.$r.$k" 2>/dev/null) &
-        wait $!
-        k=$((k + 1))
-      done
+      bench_until "$(awk -v n="$EPOCHREALTIME" -v s=$w_seconds 'BEGIN {printf "%.6f", n + s}')" "$tmp/wrb.$sh.$r"
     done
   done
   for n in $(be_names); do echo 0 > "$cg/cpu/$base/$n/cpu.idle"; done
