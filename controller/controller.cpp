@@ -634,13 +634,26 @@ void Controller::take_adopted(const Snapshot& s) {
 
 // Whether the victim's own demand fell since its first step: this tick's wake-ups per second and CPUs
 // busy both under eased_ratio of their smoothed peak, over a tick at least half a period long (an early
-// tick's few milliseconds are no evidence of a lull).
+// tick's few milliseconds are no evidence of a lull); or a lull of lull_s the demand watch saw between
+// ticks, with no more wake-ups per second than at the peak (a victim starved of CPU still wakes).
 bool Controller::demand_fell(const Snapshot& s, const WorkloadSignals& v, const InstanceState& st) const {
-  if (s.period_s < 0.5 * period_s_ || st.peak_rate <= 0) return false;
+  if (st.peak_rate <= 0) return false;
   const double rate = static_cast<double>(v.rq_waits) / std::max(1e-3, s.period_s);
+  if (v.lull_s >= policy_.lull_s && st.peak_cpu > 0 && rate <= st.peak_rate) return true;
+  if (s.period_s < 0.5 * period_s_) return false;
   const bool fewer = rate < policy_.eased_ratio * st.peak_rate;
   const bool idler = !v.cpu_usage || st.peak_cpu <= 0 || *v.cpu_usage < policy_.eased_ratio * st.peak_cpu;
   return fewer && idler;
+}
+
+std::vector<DemandWatch> Controller::demand_watch() const {
+  std::vector<DemandWatch> out;
+  for (const auto& [instance, st] : states_)
+    if (!st.steps.empty() && st.peak_rate > 0 && st.peak_cpu > 0)
+      out.push_back({instance, policy_.eased_ratio * st.peak_cpu});
+  std::sort(out.begin(), out.end(),
+            [](const DemandWatch& a, const DemandWatch& b) { return a.instance < b.instance; });
+  return out;
 }
 
 // Applies several steps in one tick as one change per knob, from its value now to its last.

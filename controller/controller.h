@@ -19,6 +19,8 @@
 // and give-back locked out. When the victim's own demand falls (its wake-ups per second and the CPUs it
 // keeps busy both under `eased_ratio` of their peak since the first step), everything is given back in
 // that tick and parked; its next SLO crossing (the early tick) or high demand re-applies them at once.
+// Between ticks the loop watches the CPU use of each instance holding steps (demand_watch()); a lull of
+// `lull_s` there wakes an early tick, in which that lull is evidence however short the tick.
 #pragma once
 
 #include <cstdint>
@@ -126,6 +128,16 @@ struct Policy {
   // violation: the class orders the run queue but leaves it sharing cores with the noise (end-to-end
   // p99 up to 1.6x static pinning's while the run-queue SLO held, bench/README.md).
   double demand_pin_cpus = 0.5;
+  // A lull the demand watch saw between ticks (its CPUs busy under eased_ratio of the peak) this long is
+  // evidence that its demand fell, in a tick of any length, when its wake-ups did not rise.
+  double lull_s = 0.2;
+};
+
+// An instance whose CPU use the loop reads between ticks while it holds steps: a lull (CPUs busy under
+// `cpu_below`) wakes an early tick, so what it holds goes back within a fraction of a period.
+struct DemandWatch {
+  std::string instance;
+  double cpu_below = 0;
 };
 
 // Where the preemption class cannot help: the class orders a cgroup against its siblings only, so a
@@ -143,6 +155,8 @@ class Controller {
   // What keel wants each instance's knobs to be now (the last plan's), for a handover or a reload.
   const std::map<std::string, KnobState>& desired() const { return plan_.desired; }
   bool steal() const { return steal_; }
+  // The instances holding steps with a measured peak, and the CPU use under which their demand fell.
+  std::vector<DemandWatch> demand_watch() const;
   // Takes over what another controller (a keel that handed over, or this one before a reload) wanted:
   // at the next step, the instances of `desired` that the snapshot has keep those values, held as one
   // verified step per critical instance (its own state; the first also holds the best-effort ones), so

@@ -1734,7 +1734,8 @@ TEST(ControllerSlo, GiveBackWaitsForTheLoadToEaseOrProbesLate) {
 // holds CPUs for it, then 50 us. `busy(t)`: its load on tick t.
 
 struct Replay {
-  std::vector<Plan> plans;  // one per tick, from tick 1
+  std::vector<Plan> plans;                      // one per tick, from tick 1
+  std::vector<std::vector<DemandWatch>> watch;  // after each tick
   const Plan& at(uint64_t t) const { return plans.at(t - 1); }
   // The ticks with an action on `inst`'s `knob` of `kind`.
   std::vector<uint64_t> ticks(const std::string& inst, Knob knob, Action::Kind kind) const {
@@ -1759,6 +1760,7 @@ struct Load {
   uint64_t waits = 0;  // per tick (1 s)
   double cpu = 0;
   double period_s = 1.0;
+  double lull_s = 0;  // what the demand watch saw between ticks
 };
 const Load kBusy{2000, 0.9}, kIdle{3, 0.01};
 
@@ -1781,10 +1783,12 @@ Replay replay_redis(
     w.rq_p50_us = 20;
     w.rq_p99_us = p99(held);
     w.cpu_usage = l.cpu;
+    w.lull_s = l.lull_s;
     w.shares = 1024;
     Snapshot s = victim_and_batch(t, topo, w, 1.8);
     s.period_s = l.period_s;
     r.plans.push_back(c.step(s));
+    r.watch.push_back(c.demand_watch());
   }
   return r;
 }
@@ -1829,6 +1833,30 @@ TEST(ControllerGiveBack, ALullInAShortEarlyTickIsNoEvidence) {
     return t >= 8 ? kIdle : kBusy;
   });
   EXPECT_EQ(r.ticks("redis", Knob::cpus, Action::Kind::give_back), std::vector<uint64_t>{8}) << r.log();
+}
+
+// Between ticks the loop watches the CPU use of a victim holding steps, under half its peak; a lull of
+// lull_s there wakes an early tick, and in that tick the lull is evidence however short the tick and
+// however busy its first part was (tick 8: 0.25 s, 1600 waits/s, a lull of 0.2 s). Not a shorter lull,
+// nor one with more wake-ups per second than at its busiest (a victim starved of CPU wakes all the same).
+TEST(ControllerGiveBack, ALullTheDemandWatchSawIsEvidenceInAShortTick) {
+  auto with = [](Load at8) {
+    return replay_redis(12, [at8](uint64_t t) { return t == 8 ? at8 : t > 8 ? kIdle : kBusy; });
+  };
+  const Replay r = with(Load{400, 0.5, 0.25, 0.2});
+  EXPECT_EQ(r.ticks("redis", Knob::cpus, Action::Kind::give_back), std::vector<uint64_t>{8}) << r.log();
+  // Watched from its first step while it holds them, at half its peak CPU use (0.9); not once parked.
+  EXPECT_TRUE(r.watch[0].empty() || r.watch[0][0].instance == "redis");
+  ASSERT_EQ(r.watch[6].size(), 1u);
+  EXPECT_EQ(r.watch[6][0].instance, "redis");
+  EXPECT_NEAR(r.watch[6][0].cpu_below, 0.45, 0.05);
+  EXPECT_TRUE(r.watch[7].empty());
+  const Replay shorter = with(Load{400, 0.5, 0.25, 0.1});
+  EXPECT_EQ(shorter.ticks("redis", Knob::cpus, Action::Kind::give_back), std::vector<uint64_t>{9})
+      << shorter.log();
+  const Replay waking = with(Load{600, 0.5, 0.25, 0.3});
+  EXPECT_EQ(waking.ticks("redis", Knob::cpus, Action::Kind::give_back), std::vector<uint64_t>{9})
+      << waking.log();
 }
 
 // Under unchanged load the held cores are only probed (after probe_ticks); the probe brings the

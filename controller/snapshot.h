@@ -35,6 +35,9 @@ struct WorkloadSignals {
   std::optional<double> mpki;
   std::optional<double> cpu_usage;  // CPUs busy: CPU-seconds per second, from cgroupfs
   std::optional<double> throttled_per_s;
+  // How long, up to this sample, its CPU use has stayed under the demand watch's bound (the controller's
+  // DemandWatch) as read between ticks; 0 when it is not watched or was busy at the last read.
+  double lull_s = 0;
   CpuSet cpus;                     // where it may run now (its cpuset's effective CPUs)
   std::optional<uint64_t> shares;  // its CPU weight now, as cpu.shares (v2 weight mapped back)
 };

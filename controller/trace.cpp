@@ -90,6 +90,7 @@ std::string to_json_line(const Snapshot& s) {
     o["mpki"] = optional_number(w.mpki);
     o["cpu_usage"] = optional_number(w.cpu_usage);
     o["throttled_per_s"] = optional_number(w.throttled_per_s);
+    if (w.lull_s > 0) o["lull_s"] = w.lull_s;
     o["cpus"] = w.cpus.to_list();
     o["shares"] = w.shares ? Json(*w.shares) : Json(nullptr);
     workloads.push_back(std::move(o));
@@ -143,7 +144,7 @@ Result<Snapshot> parse_json_line(std::string_view line) {
       double hi;
       std::optional<double>* to;
     };
-    std::optional<double> p50, p99, wait, migrations, llc, numa;
+    std::optional<double> p50, p99, wait, migrations, llc, numa, lull;
     const Real reals[] = {{"rq_p50_us", kInf, &p50},
                           {"rq_p99_us", kInf, &p99},
                           {"rq_wait_s_per_s", kInf, &wait},
@@ -153,7 +154,8 @@ Result<Snapshot> parse_json_line(std::string_view line) {
                           {"cache_misses_per_s", kInf, &ws.cache_misses_per_s},
                           {"mpki", kInf, &ws.mpki},
                           {"cpu_usage", CpuSet::kMaxCpu, &ws.cpu_usage},
-                          {"throttled_per_s", kInf, &ws.throttled_per_s}};
+                          {"throttled_per_s", kInf, &ws.throttled_per_s},
+                          {"lull_s", kInf, &lull}};
     if (!waits) return fail(who + waits.error().what);
     if (!shares) return fail(who + shares.error().what);
     for (const Real& r : reals) {
@@ -170,6 +172,7 @@ Result<Snapshot> parse_json_line(std::string_view line) {
     ws.migrations_per_s = migrations.value_or(0);
     ws.cross_llc_per_s = llc.value_or(0);
     ws.cross_numa_per_s = numa.value_or(0);
+    ws.lull_s = lull.value_or(0);
     ws.shares = *shares;
     if (auto f = w.find("fresh"); f != w.end() && f->is_boolean()) ws.fresh = f->get<bool>();
     if (auto h = w.find("host_daemon"); h != w.end() && h->is_boolean())

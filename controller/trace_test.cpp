@@ -53,6 +53,7 @@ TEST(Trace, SnapshotsRoundTripExactly) {
   b.critical = true;
   b.mpki = 3.25;
   b.cache_misses_per_s = 1e6;
+  b.lull_s = 0.3;
   s.workloads = {a, b};
   std::string line = to_json_line(s);
   EXPECT_EQ(line.find('\n'), std::string::npos);
@@ -77,6 +78,8 @@ TEST(Trace, SnapshotsRoundTripExactly) {
   EXPECT_TRUE(back->workloads[1].critical);
   EXPECT_EQ(back->workloads[1].mpki, 3.25);
   EXPECT_FALSE(back->workloads[1].cpu_usage);
+  EXPECT_EQ(back->workloads[1].lull_s, 0.3);  // the demand watch's lull, which a short tick decides by
+  EXPECT_EQ(x.lull_s, 0.0);
   EXPECT_EQ(to_json_line(*back), line);
 }
 

@@ -221,6 +221,16 @@ void Loop::log_early(uint64_t n, const bpf::SloEvent& e) {
       " ms (the last " + wait + "), " + ms_since(e.at_ns) + " ago");
 }
 
+void Loop::log_lull(uint64_t n, const std::string& instance, std::chrono::duration<double> lull) const {
+  double below = 0;
+  for (const auto& w : watch_)
+    if (w.instance == instance) below = w.cpu_below;
+  char cpus[32];
+  std::snprintf(cpus, sizeof cpus, "%.2f", below);
+  log("tick " + std::to_string(n) + " early: " + instance + " kept under " + cpus + " CPUs busy for " +
+      std::to_string(static_cast<int>(lull.count() * 1000)) + " ms (its demand watch)");
+}
+
 void Loop::adopt(std::map<std::string, ctl::KnobState> desired) {
   controller_->adopt(std::move(desired));
   reconciler_.adopt();
@@ -248,13 +258,19 @@ Loop::Exit Loop::run(Events& events, bool once) {
   auto next = next_.value_or(Clock::now() + period);
   auto last = Clock::now() - gap;      // the latest tick's start
   std::optional<bpf::SloEvent> early;  // the crossing an early tick is due for
+  std::string lull;                    // or the instance whose lull it is due for
   Clock::time_point early_at;
+  const auto watch_every = std::chrono::duration_cast<Clock::duration>(kWatchEvery);
+  const std::chrono::duration<double> lull_for(controller_->policy().lull_s);
+  auto watch_at = Clock::now() + watch_every;
   // systemd's watchdog: pinged from this thread between ticks, so a tick that hangs stops the pings.
   const auto ping_every = p_.notifier != nullptr ? p_.notifier->watchdog_every() : std::nullopt;
   auto ping_at = Clock::now();
   for (uint64_t& n = n_;;) {
-    auto until = early ? std::min(next, early_at) : next;
+    const bool due = early || !lull.empty();
+    auto until = due ? std::min(next, early_at) : next;
     if (ping_every) until = std::min(until, ping_at);
+    if (!watch_.empty() && !due) until = std::min(until, watch_at);
     const auto w = events.wait_until(until);
     if (w == Events::Wake::stop) break;
     if (w == Events::Wake::reload) {
@@ -268,26 +284,40 @@ Loop::Exit Loop::run(Events& events, bool once) {
     }
     if (w == Events::Wake::event) {
       auto crossings = p_.sensing->take_events();
-      if (!crossings.empty() && !early) {
+      if (!crossings.empty() && !early && lull.empty()) {
         early = crossings.front();
         early_at = std::max(now, last + gap);  // at most one early tick per gap
       }
-      if (!early || early_at > now) continue;
+    }
+    if (!watch_.empty() && now >= watch_at && !early && lull.empty()) {
+      watch_at = now + watch_every;
+      if (auto quiet = p_.sensing->watch_demand(watch_, lull_for); !quiet.empty()) {
+        lull = quiet.front();
+        early_at = std::max(now, last + gap);
+      }
     }
     const bool periodic = now >= next;
-    if (!periodic && !(early && now >= early_at)) continue;
+    const bool early_now = (early || !lull.empty()) && now >= early_at;
+    if (!periodic && !early_now) continue;
     if (periodic) {
       next += period;
       if (next < now) next = now + period;  // fell behind
     }
-    if (early && !periodic) log_early(n, *early);
+    if (!periodic && early) log_early(n, *early);
+    if (!periodic && !lull.empty()) log_lull(n, lull, lull_for);
     const bool was_early = early.has_value() && !periodic;
     const bpf::SloEvent cause = early.value_or(bpf::SloEvent{});
     early.reset();
+    lull.clear();
     last = now;
     tick(n);
     if (was_early)
       log("tick " + std::to_string(n) + " early: done " + ms_since(cause.at_ns) + " after the crossing");
+    // The demand watch follows what the controller holds now (none left: its state goes too).
+    const bool watched = !watch_.empty();
+    watch_ = p_.spec.early_ticks ? controller_->demand_watch() : std::vector<ctl::DemandWatch>{};
+    if (watched && watch_.empty()) (void)p_.sensing->watch_demand({}, lull_for);
+    watch_at = std::min(watch_at, now + watch_every);
     ++n;
     if (once) break;
   }

@@ -85,6 +85,9 @@ class Loop {
   enum class Exit { stop, reload };
   // At most one early tick (daemon.early_ticks: a critical cgroup's waits crossed its SLO) per this.
   static constexpr std::chrono::milliseconds kEarlyGap{100};
+  // The demand watch (with early ticks): while the controller holds steps for critical instances, their
+  // CPU use is read this often between ticks; a lull of Policy::lull_s wakes an early tick.
+  static constexpr std::chrono::milliseconds kWatchEvery{100};
   // Ticks every period, and early when the sensing's SLO watch wakes it, until a stop signal (or
   // after one tick with `once`) or a reload signal.
   Exit run(Events& events, bool once);
@@ -101,6 +104,8 @@ class Loop {
 
  private:
   void log_early(uint64_t n, const bpf::SloEvent& e);
+  void log_lull(uint64_t n, const std::string& instance, std::chrono::duration<double> lull) const;
+  std::vector<ctl::DemandWatch> watch_;  // after the latest tick: the instances the demand watch reads
   void keep_off_critical_cpus(const ctl::Plan& plan, const ctl::Snapshot& snap);
   CpuSet started_cpus_, own_cpus_;  // where keel's loop thread was started, and may run now
   Parts p_;

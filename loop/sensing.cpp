@@ -63,6 +63,17 @@ struct Sensing::State {
   SensedCounts counts;
   std::vector<bpf::SloWatch> watch;
   std::vector<CgroupId> critical;  // the critical instances' cgroups with tasks, for the sensor
+  // The demand watch's state of each watched instance: CPU time at its last read, and since when
+  // (from the read before the first quiet interval) it has stayed under its bound.
+  struct Lull {
+    uint64_t usage_ns = 0;
+    std::chrono::steady_clock::time_point at;
+    std::optional<std::chrono::steady_clock::time_point> since;
+    bool said = false;
+  };
+  std::unordered_map<std::string, Lull> lulls;
+
+  std::optional<uint64_t> usage_ns(const inv::Node& n) const;
 
   void read_facts(const inv::Node& n, NodeState& ns);
   void read_counters(const inv::Node& n, NodeState& ns, bool ran, double& usage_s, bool& usage,
@@ -154,6 +165,60 @@ void Sensing::State::read_facts(const inv::Node& n, NodeState& ns) {
   ns.facts_tick = inv.tick();
 }
 
+// A cgroup's CPU time so far (v2: cpu.stat's usage_usec; v1: cpuacct.usage where the inventory places it).
+std::optional<uint64_t> Sensing::State::usage_ns(const inv::Node& n) const {
+  const inv::Inventory& inv = *inventory;
+  if (inv.defining().unified) {
+    auto text = n.dir.read(CgroupFile::cpu_stat);
+    if (!text) return std::nullopt;
+    auto us = stat_field(*text, "usage_usec");
+    return us ? std::optional<uint64_t>(*us * 1000) : std::nullopt;
+  }
+  auto p = inv.place(n, CgroupFile::usage);
+  if (!p) return std::nullopt;
+  auto v = p->dir->read_u64(CgroupFile::usage, p->below);
+  return v ? std::optional<uint64_t>(*v) : std::nullopt;
+}
+
+std::vector<std::string> Sensing::watch_demand(const std::vector<ctl::DemandWatch>& watch,
+                                               std::chrono::duration<double> lull) {
+  State& st = *s_;
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> out;
+  std::unordered_map<std::string, State::Lull> next;
+  for (const ctl::DemandWatch& w : watch) {
+    const inv::Instance* ins = nullptr;
+    for (const inv::Instance& i : st.inventory->instances())
+      if (i.name == w.instance) ins = &i;
+    if (ins == nullptr || ins->cgroups.empty()) continue;
+    uint64_t sum = 0;
+    bool read = true;
+    for (const inv::Node* n : ins->cgroups) {
+      auto u = st.usage_ns(*n);
+      read = read && u.has_value();
+      sum += u.value_or(0);
+    }
+    if (!read) continue;  // a cgroup gone or unreadable: not watched until the next tick sorts it out
+    State::Lull l{sum, now, std::nullopt, false};
+    if (auto prev = st.lulls.find(w.instance);
+        prev != st.lulls.end() && sum >= prev->second.usage_ns && now > prev->second.at) {
+      const double cpus = static_cast<double>(sum - prev->second.usage_ns) / 1e9 /
+                          std::chrono::duration<double>(now - prev->second.at).count();
+      if (cpus < w.cpu_below) {
+        l.since = prev->second.since.value_or(prev->second.at);
+        l.said = prev->second.said;
+      }
+    }
+    if (l.since && !l.said && now - *l.since >= lull) {
+      out.push_back(w.instance);
+      l.said = true;
+    }
+    next.emplace(w.instance, l);
+  }
+  st.lulls = std::move(next);
+  return out;
+}
+
 // CPU usage, and throttling where a quota is set (nothing else is ever throttled); on v2 one cpu.stat
 // holds both. Read every tick for a cgroup whose tasks ran (the sensor saw one switched in or migrate)
 // or whose usage grew at the last read; one that was idle then and ran nothing since is idle still
@@ -173,8 +238,7 @@ void Sensing::State::read_counters(const inv::Node& n, NodeState& ns, bool ran, 
       cs.nr_throttled = stat_field(*text, "nr_throttled");
     }
   } else {
-    if (auto p = inv.place(n, CgroupFile::usage))
-      if (auto ns_used = p->dir->read_u64(CgroupFile::usage, p->below)) cs.usage_ns = *ns_used;
+    cs.usage_ns = usage_ns(n);
     if (ns.limited) {
       if (auto p = inv.place(n, CgroupFile::cpu_stat))
         if (auto text = p->dir->read(CgroupFile::cpu_stat, p->below))
@@ -329,6 +393,8 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
     }
     if (usage) w.cpu_usage = usage_s / secs;
     if (throttle) w.throttled_per_s = throttled / secs;
+    if (auto l = st.lulls.find(ins.name); l != st.lulls.end() && l->second.since)
+      w.lull_s = std::chrono::duration<double>(l->second.at - *l->second.since).count();
   }
   return {};
 }

@@ -16,6 +16,7 @@
 
 #include "bpf/sched_sensor.h"
 #include "config/spec.h"
+#include "controller/controller.h"
 #include "controller/snapshot.h"
 #include "host/error.h"
 #include "host/sys_roots.h"
@@ -68,6 +69,12 @@ class Sensing {
   static constexpr std::chrono::milliseconds kEarlyWindow{100};
   int events_fd() const;
   std::vector<bpf::SloEvent> take_events();
+  // The demand watch, between ticks: reads the CPU use of the `watch` instances since the previous
+  // call and returns those whose use has stayed under their bound for `lull` or longer (each once per
+  // lull). The next sample reports each one's lull so far (ctl::WorkloadSignals::lull_s); instances no
+  // longer watched are forgotten.
+  std::vector<std::string> watch_demand(const std::vector<ctl::DemandWatch>& watch,
+                                        std::chrono::duration<double> lull);
 
   const SensedCounts& counts() const;  // of the latest sample
   inv::Inventory& inventory();

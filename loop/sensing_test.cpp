@@ -12,6 +12,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <thread>
 
 #include "actuators/journal.h"
 #include "actuators/writer.h"
@@ -195,6 +196,48 @@ TEST(SensingFakeSensor, InstancesCountsAndCpuUsagePerTick) {
   auto next = sensing.sample(2);
   ASSERT_TRUE(next);
   EXPECT_EQ(*signals(*next, "crit").cpu_usage, 0.0);  // nothing since
+}
+
+// The demand watch between ticks: a lull (CPU use under the bound) is reported once it has lasted, once
+// per lull; the next sample carries how long it has lasted; CPU use over the bound ends it, and an
+// instance no longer watched is forgotten (watched again, it starts from a new baseline).
+TEST(SensingFakeSensor, TheDemandWatchReportsALullOnceAndTheSampleCarriesIt) {
+  TempDir tmp;
+  const SysRoots roots = v1_noprefix_host(tmp);
+  auto [sensing, fake] = open(roots, spec_of(kCritAndBatch));
+  const std::vector<ctl::DemandWatch> watch{{"crit", 0.5}};
+  const std::chrono::milliseconds lull{200};
+  auto usage = [&](const char* ns) {
+    make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", std::string(ns) + "\n"}});
+  };
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty());  // the baseline
+  usage("10000000000");                                    // 10 CPU-s at once: busy
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty()) << "quiet for 20 ms of the 200";
+  std::this_thread::sleep_for(lull);
+  EXPECT_EQ(sensing.watch_demand(watch, lull), std::vector<std::string>{"crit"});
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty()) << "once per lull";
+  auto snap = sensing.sample(1);
+  ASSERT_TRUE(snap);
+  EXPECT_GE(signals(*snap, "crit").lull_s, 0.2);
+  EXPECT_EQ(signals(*snap, "batch").lull_s, 0.0);  // not watched
+  usage("20000000000");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty());
+  snap = sensing.sample(2);
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(signals(*snap, "crit").lull_s, 0.0) << "busy again";
+  // Quiet again, then no longer watched: forgotten, and watched anew it starts from a baseline.
+  std::this_thread::sleep_for(lull + std::chrono::milliseconds(20));
+  EXPECT_EQ(sensing.watch_demand(watch, lull), std::vector<std::string>{"crit"});
+  EXPECT_TRUE(sensing.watch_demand({}, lull).empty());
+  snap = sensing.sample(3);
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(signals(*snap, "crit").lull_s, 0.0);
+  std::this_thread::sleep_for(lull + std::chrono::milliseconds(20));
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty()) << "a new baseline, not the old lull";
 }
 
 // Every tick the sensor learns which cgroups' map entries matter: the critical instance's cgroup with

@@ -773,6 +773,7 @@ TEST_F(RunPriv, UnderTheUnitsCapabilitiesKeelNotifiesSensesWritesAndGivesBack) {
 // violation is the second bad tick: tick 3, woken early by the next crossing. The scenario needs a good
 // tick 1 (the SLO met before the noise): under emulated CPUs (the v2 guest under TCG) the waker alone
 // waits 0.5-0.7 ms at p99, so there the SLO is 1.5 ms, which the noise still crosses many times over.
+// When the waker's load then stops, the demand watch wakes an early tick that gives its protection back.
 TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
   testing::TempDir dir;
   const double slo_us = testing::emulated_cpus() ? 1500 : kSloUs;
@@ -820,6 +821,26 @@ TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
   if (!testing::emulated_cpus()) {
     EXPECT_LT(acted_s, 3.0) << "the periodic tick 2 is due 4 s after tick 1";
   }
+  // The waker's load stops: its demand watch (its CPU use read between ticks) sees the lull and wakes
+  // an early tick, which gives back what it holds; a periodic tick could not (the lull would be a
+  // fraction of its 4 s).
+  log_->idle.store(1);
+  const auto idle_at = std::chrono::steady_clock::now();
+  const std::string lull_mark = " early: crit kept under ";
+  const bool lulled = wait_for(
+      [&] {
+        text = slurp(log);
+        return text.find(lull_mark) != std::string::npos && text.find("give-back crit") != std::string::npos;
+      },
+      10s);
+  ASSERT_TRUE(lulled) << text;
+  const size_t lull_at = text.rfind("tick ", text.find(lull_mark));
+  const std::string lull_tick = text.substr(lull_at, text.find(lull_mark) - lull_at);  // "tick N"
+  std::printf("%s, %.2f s after the load stopped\n", lull_tick.c_str(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_at).count());
+  EXPECT_NE(text.find(lull_tick + " enforce give-back crit"), std::string::npos)
+      << "the give-back is not the demand watch's early tick's (" << lull_tick << ")\n"
+      << text;
   EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
 }
 
