@@ -25,8 +25,9 @@
 # Every cgroup and process it creates is removed on exit (also on failure and Ctrl-C); keel is stopped
 # with SIGTERM and its knobs are checked to be back. Needs root, cgroup v1 cpu, cpuacct and cpuset.
 # Two more scenarios, run only when named (issue 27): (g) static pinning against keel in short phased
-# windows, per run, window and SLO (GB_RUNS GB_WINDOWS GB_SLOS GB_CHUNK); (w) what redis's weight adds on
-# top of the class (W_ROUNDS W_SECONDS). `SCENARIOS="w g" NOISE_GROUPS=4` is the issue's measurement.
+# windows, per run, window and SLO (GB_RUNS GB_WINDOWS GB_SLOS GB_CHUNK; GB_KEELS="before:OLD after:NEW"
+# runs two builds over one static baseline); (w) what redis's weight adds on top of the class (W_ROUNDS
+# W_SECONDS). `SCENARIOS="w g" NOISE_GROUPS=4` is the issue's measurement.
 # Usage: sudo bench/controller.sh   (env: CYCLES CYCLE IDLE BASE_RUNS REQUESTS CLIENTS NOISE_GROUPS NOISE_HOGS
 #        PERIOD SLO CRIT_CPUS KEEL FIRST_REQUESTS HOGS_TOP SCENARIOS="a b c o d h e")
 set -euo pipefail
@@ -322,24 +323,51 @@ static_pin() {
 # static pinning of (c) and then keel (enforce) at each SLO of GB_SLOS, each over the same window: redis
 # busy BUSY s (back-to-back redis-benchmark runs of GB_CHUNK requests per test), idle IDLE s, CYCLES
 # times; the noise runs throughout. Reported per run: best-effort CPU-s keel / static, redis p99 keel /
-# static (mean over the chunks' SET and GET p99s), and the most direction changes any one knob made in one
+# static (every request of the busy spells pooled), and the most direction changes any one knob made in one
 # busy/idle cycle (from keel's log, timestamped as it is written).
 gb_runs=${GB_RUNS:-3}
 gb_windows=${GB_WINDOWS:-3/3x4 10/10x2}
 gb_slos=${GB_SLOS:-100us 500us}
 gb_chunk=${GB_CHUNK:-10000}
+gb_keels=${GB_KEELS:-keel:$keel}  # LABEL:BINARY ...: each keel over the same static baseline (before:OLD after:NEW)
 gb_rows=()
 gb_config() {  # gb_config SLO FILE
   sed "s/^slo = { runqueue_p99 = \".*\" }/slo = { runqueue_p99 = \"$1\" }/" "$tmp/keel.toml" > "$2"
 }
-bench_until() {  # bench_until END PREFIX: redis-benchmark runs of GB_CHUNK requests back to back until END, CSVs in PREFIX.K
-  local k=0
-  while awk -v e=$1 -v n="$EPOCHREALTIME" 'BEGIN {exit !(n < e)}'; do
-    (run_in redis redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 -n $gb_chunk --csv \
-      > "$2.$k" 2>/dev/null) &
-    wait $!
+bench_until() {  # bench_until END PREFIX: redis-benchmark runs of GB_CHUNK requests back to back until END (the one
+  # running then is cut off: a test it had not finished counts nothing), output in PREFIX.K
+  local k=0 rem
+  while rem=$(awk -v e=$1 -v n="$EPOCHREALTIME" 'BEGIN {r = e - n; if (r < 0.01) exit 1; printf "%.3f", r}'); do
+    (run_in redis timeout -s INT $rem redis-benchmark -h 127.0.0.1 -p $port -t set,get -d 256 -c $clients -P 1 \
+      -n $gb_chunk --precision 3 > "$2.$k" 2>/dev/null) &
+    wait $! || true
     k=$((k + 1))
   done
+}
+rb_tests() {  # rb_tests FILE...: per test redis-benchmark finished, "TEST req/s p50 p99" (ms), from its summary
+  cat "$@" | tr '\r' '\n' | awk '/^====== / {t = $2} /throughput summary:/ {r = $3}
+    /^ +avg +min +p50/ {getline; if (t != "") print t, r, $3, $5; t = ""}'
+}
+pooled_p99() {  # pooled_p99 FILE...: the p99 (ms) of all their tests' requests pooled: each test's cumulative
+  # counts by latency (both of redis-benchmark's tables), linear between them, summed over the tests
+  local pts=$tmp/pooled.pts
+  cat "$@" | tr '\r' '\n' | awk '/^====== / {run++} /cumulative count/ && run {c = $NF; sub(/\)/, "", c); print run, $3, c}' |
+    sort -k1,1n -k2,2g > "$pts"
+  [[ -s $pts ]] || { echo nan; return; }
+  sort -k2,2g "$pts" | awk '
+    function at(r, x,   k) {
+      if (x < L[r, 1]) return 0
+      for (k = p[r] ? p[r] : 1; k < n[r] && L[r, k + 1] <= x; k++) ;
+      p[r] = k
+      if (k == n[r] || L[r, k + 1] == L[r, k]) return C[r, k]
+      return C[r, k] + (C[r, k + 1] - C[r, k]) * (x - L[r, k]) / (L[r, k + 1] - L[r, k])
+    }
+    NR == FNR {k = ++n[$1]; L[$1, k] = $2; C[$1, k] = (k > 1 && C[$1, k - 1] > $3) ? C[$1, k - 1] : $3; next}
+    FNR == 1 {for (r in n) N += C[r, n[r]]; want = 0.99 * N}
+    {x = $2; F = 0; for (r in n) F += at(r, x)
+     if (F >= want) {printf "%.4f\n", (FNR == 1 || F == pF) ? x : pX + (want - pF) * (x - pX) / (F - pF); found = 1; exit}
+     pX = x; pF = F}
+    END {if (!found) print "nan"}' "$pts" -
 }
 gb_window() {  # gb_window TAG BUSY IDLE CYCLES: one phased window; gb.TAG: BE CPU-s, window s; cyc.TAG: cycle starts
   local tag=$1 b=$2 i=$3 n=$4 c t0 u0 u1 t1 end
@@ -356,7 +384,7 @@ gb_window() {  # gb_window TAG BUSY IDLE CYCLES: one phased window; gb.TAG: BE C
   u1=$(be_usage_ns); t1=$(now)
   stop_noise
   awk -v a=$u0 -v b=$u1 -v s=$t0 -v e=$t1 'BEGIN {printf "%.3f %.3f\n", (b - a) / 1e9, e - s}' > "$tmp/gb.$tag"
-  cat "$tmp"/gbrb.$tag.* | tr -d '"' | awk -F, '$1 != "test" {k++; p += $7; if ($7 > w) w = $7} END {printf "%.4f %.3f %d\n", p / k, w, k}' >> "$tmp/gb.$tag"
+  echo "$(pooled_p99 "$tmp"/gbrb.$tag.*) $(rb_tests "$tmp"/gbrb.$tag.* | awk '{k++; if ($4 > w) w = $4} END {printf "%.3f %d", w, k}')" >> "$tmp/gb.$tag"
 }
 gb_flips() {  # gb_flips LOG CYCLES_FILE: the most direction changes of one knob within one cycle
   awk 'NR == FNR {starts[++n] = $1; next}
@@ -376,36 +404,39 @@ gb_flips() {  # gb_flips LOG CYCLES_FILE: the most direction changes of one knob
     END {print m + 0}' "$2" "$1"
 }
 gb_run() {  # gb_run RUN
-  local r=$1 win w b i n slo tag
+  local r=$1 win w b i n slo tag kb lab bin
   for win in $gb_windows; do
     b=${win%%/*}; i=${win#*/}; i=${i%%x*}; n=${win##*x}; w=${win//\//-}
     static_pin; log "(g) run $r window $win: static"; gb_window s.$r.$w $b $i $n; reset_knobs
-    for slo in $gb_slos; do
-      tag=k.$r.$w.$slo
-      gb_config $slo "$tmp/keel.$slo.toml"
-      log "(g) run $r window $win: keel, SLO $slo"
-      "$keel" run --config "$tmp/keel.$slo.toml" 2> >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done > "$tmp/keel.$tag") &
-      keel_pid=$!
-      sleep 2
-      gb_window $tag $b $i $n
-      stop_keel
-      sleep 0.5
-      grep -q 'run: stopped' "$tmp/keel.$tag" || { cat "$tmp/keel.$tag" >&2; log "keel did not report its restore"; exit 1; }
-      knobs_as_found || { log "keel left knobs changed"; exit 1; }
-      [[ -n ${KEEL_LOG:-} ]] && cp "$tmp/keel.$tag" "$KEEL_LOG.$tag"
-      gb_rows+=("$r $win $slo $(tr '\n' ' ' < "$tmp/gb.s.$r.$w") $(tr '\n' ' ' < "$tmp/gb.$tag") $(gb_flips "$tmp/keel.$tag" "$tmp/cyc.$tag") $(grep -c ' enforce give-back ' "$tmp/keel.$tag" || true) $(grep -c ' enforce revert ' "$tmp/keel.$tag" || true)")
+    for kb in $gb_keels; do
+      lab=${kb%%:*}; bin=${kb#*:}
+      for slo in $gb_slos; do
+        tag=k.$lab.$r.$w.$slo
+        gb_config $slo "$tmp/keel.$slo.toml"
+        log "(g) run $r window $win: keel $lab, SLO $slo"
+        "$bin" run --config "$tmp/keel.$slo.toml" 2> >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done > "$tmp/keel.$tag") &
+        keel_pid=$!
+        sleep 2
+        gb_window $tag $b $i $n
+        stop_keel
+        sleep 0.5
+        grep -q 'run: stopped' "$tmp/keel.$tag" || { cat "$tmp/keel.$tag" >&2; log "keel did not report its restore"; exit 1; }
+        knobs_as_found || { log "keel left knobs changed"; exit 1; }
+        [[ -n ${KEEL_LOG:-} ]] && cp "$tmp/keel.$tag" "$KEEL_LOG.$tag"
+        gb_rows+=("$r $win $slo $lab $(tr '\n' ' ' < "$tmp/gb.s.$r.$w") $(tr '\n' ' ' < "$tmp/gb.$tag") $(gb_flips "$tmp/keel.$tag" "$tmp/cyc.$tag") $(grep -c ' enforce give-back ' "$tmp/keel.$tag" || true) $(grep -c ' enforce revert ' "$tmp/keel.$tag" || true) $(grep -c ' early: .* kept under ' "$tmp/keel.$tag" || true)")
+      done
     done
   done
 }
 gb_table() {
-  echo "| run | window (busy/idle x cycles) | SLO | best-effort CPU-s static | keel | keel / static | redis p99 ms static | keel | keel / static | worst p99 ms static / keel | most direction changes of a knob in a cycle | give-back / revert lines |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| run | window (busy/idle x cycles) | SLO | keel | best-effort CPU-s static | keel | keel / static | redis p99 ms static | keel | keel / static | worst p99 ms static / keel | most direction changes of a knob in a cycle | give-back / revert lines | demand-watch early ticks |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   local row
   for row in "${gb_rows[@]}"; do
-    echo "$row" | awk '{printf "| %s | %s | %s | %.1f | %.1f | %.2fx | %.3f | %.3f | %.2fx | %.3f / %.3f | %d | %d / %d |\n",
-      $1, $2, $3, $4, $9, $9 / $4, $6, $11, $11 / $6, $7, $12, $14, $15, $16}'
+    echo "$row" | awk '{printf "| %s | %s | %s | %s | %.1f | %.1f | %.2fx | %.3f | %.3f | %.2fx | %.3f / %.3f | %d | %d / %d | %d |\n",
+      $1, $2, $3, $4, $5, $10, $10 / $5, $7, $12, $12 / $7, $8, $13, $15, $16, $17, $18}'
   done
-  echo "(best-effort CPU-s: cpuacct.usage of the $groups_n noise cgroups over the window; p99: redis-benchmark --csv, mean over $gb_chunk-request SET and GET runs back to back while busy; keel period $period)"
+  echo "(best-effort CPU-s: cpuacct.usage of the $groups_n noise cgroups over the window; p99: every request of the $gb_chunk-request SET and GET runs back to back while busy, pooled (redis-benchmark's cumulative counts by latency), the one running at the end of a busy spell cut off; worst: the highest p99 of one run and test; keel period $period)"
 }
 # (w): the class alone (every noise cgroup in cpu.idle, all CPUs everywhere), redis's cpu.shares 1024
 # against the largest (262144), alternated W_ROUNDS times for W_SECONDS each: what weights add on top of the class.
@@ -429,12 +460,12 @@ w_test() {
   echo "|---|---|---|---|---|"
   for ((r = 0; r < w_rounds; r++)); do
     for sh in 1024 262144; do
-      cat "$tmp"/wrb.$sh.$r.* | tr -d '"' | awk -F, -v sh=$sh -v r=$((r + 1)) '$1 != "test" {k++; p += $7; q += $2; if ($7 > w) w = $7}
-        END {printf "| %d | %d | %.3f | %.3f | %.0f |\n", sh, r, p / k, w, q / k}'
+      rb_tests "$tmp"/wrb.$sh.$r.* | awk -v sh=$sh -v r=$((r + 1)) -v p="$(pooled_p99 "$tmp"/wrb.$sh.$r.*)" '{k++; q += $2; if ($4 > w) w = $4}
+        END {printf "| %d | %d | %.3f | %.3f | %.0f |\n", sh, r, p, w, q / k}'
     done
   done
   for sh in 1024 262144; do
-    cat "$tmp"/wrb.$sh.* | tr -d '"' | awk -F, -v sh=$sh '$1 != "test" {k++; p += $7} END {printf "redis cpu.shares %d with the class: p99 %.3f ms (mean over %d runs x tests)\n", sh, p / k, k}'
+    echo "redis cpu.shares $sh with the class: p99 $(pooled_p99 "$tmp"/wrb.$sh.*) ms (pooled over $(rb_tests "$tmp"/wrb.$sh.* | wc -l) runs x tests)"
   done
 }
 
