@@ -21,18 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Built by appending: g++ 12 at -O3 warns falsely (-Wrestrict) on "'" + std::string.
-std::string quoted(std::string_view s) {
-  std::string q = "'";
-  q += s;
-  q += '\'';
-  return q;
-}
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 struct Token {
   std::string_view text;
   size_t at;  // offset in the line

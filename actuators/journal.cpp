@@ -70,50 +70,8 @@ bool parse_kind(std::string_view s, EntryKind& k) {
 
 // Percent-encoding of everything outside [A-Za-z0-9._/,:=;+-], so values and paths never contain
 // the separators (space, newline).
-std::string encode(std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 std::string_view("._/,:=;+-").find(static_cast<char>(c)) != std::string_view::npos;
-    if (plain) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
-bool decode(std::string_view s, std::string& out) {
-  out.clear();
-  auto val = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    if (i + 2 >= s.size()) return false;  // "%" needs two hex digits
-    int hi = val(s[i + 1]), lo = val(s[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return true;
-}
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && s.size() <= 10 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
+std::string encode(std::string_view s) { return percent_encode(s, "._/,:=;+-"); }
+bool decode(std::string_view s, std::string& out) { return percent_decode(s, out); }
 
 std::optional<uint64_t> parse_u64(std::string_view s) {
   uint64_t v = 0;
@@ -223,7 +181,7 @@ Result<void> check_entry(const JournalEntry& e) {
       return kind_is(ValueKind::text);
     }
     case Root::proc:
-      if (e.kind != EntryKind::file || n != 3 || parts[0] != "irq" || !all_digits(parts[1]))
+      if (e.kind != EntryKind::file || n != 3 || parts[0] != "irq" || !all_digits(parts[1], 10))
         return bad("not an IRQ's affinity");
       if (name == "smp_affinity_list") return kind_is(ValueKind::cpu_list);
       if (name == "smp_affinity") return kind_is(ValueKind::cpu_mask);
@@ -232,7 +190,7 @@ Result<void> check_entry(const JournalEntry& e) {
       const bool queue = n == 6 && parts[0] == "class" && parts[1] == "net" && parts[3] == "queues" &&
                          ((parts[4].starts_with("rx-") && name == "rps_cpus") ||
                           (parts[4].starts_with("tx-") && name == "xps_cpus")) &&
-                         all_digits(std::string_view(parts[4]).substr(3));
+                         all_digits(std::string_view(parts[4]).substr(3), 10);
       if (e.kind != EntryKind::file || !queue) return bad("not a network queue's RPS/XPS mask");
       return kind_is(ValueKind::cpu_mask);
     }

@@ -71,21 +71,24 @@ Result<std::string> every_cpu_of_hierarchy(const fs::path& dir) {
   // The root of a v2 hierarchy is the one cgroup without its own cpuset.cpus (only .effective).
   std::error_code ec;
   fs::path at = dir;
-  for (int up = 0; up < 4096 && fs::exists(at / "cpuset.cpus", ec) && at.has_relative_path(); ++up)
+  const auto cpus_file = cgroup_file_name(CgroupFile::cpus, /*unified=*/true);
+  const auto effective = cgroup_file_name(CgroupFile::effective_cpus, /*unified=*/true);
+  for (int up = 0; up < 4096 && fs::exists(at / cpus_file, ec) && at.has_relative_path(); ++up)
     at = at.parent_path();
-  auto cpus = read_file(at / "cpuset.cpus.effective");
+  auto cpus = read_file(at / effective);
   if (!cpus) return std::unexpected(cpus.error());
   auto set = CpuSet::parse_list(trim(*cpus));
-  if (!set || set->empty()) return fail((at / "cpuset.cpus.effective").string() + ": no CPUs");
+  if (!set || set->empty()) return fail((at / effective).string() + ": no CPUs");
   return set->to_list();
 }
 
 Result<size_t> move_procs_to_parent(const fs::path& dir) {
-  const fs::path to = dir.parent_path() / "cgroup.procs";
+  const auto procs_file = cgroup_file_name(CgroupFile::procs, /*unified=*/true);  // the same on v1
+  const fs::path to = dir.parent_path() / procs_file;
   size_t moved = 0;
   // Processes may fork while they are moved: read again until nothing is left (bounded).
   for (int pass = 0; pass < 8; ++pass) {
-    auto procs = read_file(dir / "cgroup.procs");
+    auto procs = read_file(dir / procs_file);
     if (!procs) return std::unexpected(procs.error());
     size_t here = 0;
     Error last;
@@ -274,7 +277,8 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
       auto want = CpuSet::parse_list(e.original);
       std::error_code ec;
       // v2 (a cgroup.controllers file beside it): "" is "not set", the parent's CPUs, written back as is.
-      const bool unset_v2 = want && want->empty() && fs::exists(p.parent_path() / "cgroup.controllers", ec);
+      const bool unset_v2 = want && want->empty() &&
+                            fs::exists(p.parent_path() / cgroup_file_name(CgroupFile::controllers, true), ec);
       if (unset_v2) {
         steps.push_back({&e, e.original, true, 3, -depth, 0, true});
         continue;

@@ -14,14 +14,6 @@ namespace {
 // Newest layout first: 5.13 moved sched_features into the sched/ directory.
 constexpr std::array<std::string_view, 2> kFeatureFiles = {"sched/features", "sched_features"};
 
-// Built by appending: g++ 12 at -O3 warns falsely (-Wrestrict) on "'" + std::string.
-std::string quoted(std::string_view s) {
-  std::string q = "'";
-  q += s;
-  q += '\'';
-  return q;
-}
-
 bool valid_name(std::string_view name) {
   if (name.empty() || name.starts_with("NO_")) return false;
   for (char c : name)

@@ -51,6 +51,22 @@ TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_NE(out3.find("check-config FILE"), std::string::npos);
 }
 
+// The flags a command's usage line shows are exactly those its parser takes: a switch as "[--x]", a
+// flag with a value as "--x VALUE" (each parser reads its FlagSpec from the same table entry).
+TEST(Cli, UsageLinesAndFlagSpecsAgree) {
+  for (const auto& c : command_usages()) {
+    const std::string syn(c.synopsis);
+    std::set<std::string> switches, with_value;
+    for (size_t at = syn.find("--"); at != std::string::npos; at = syn.find("--", at + 2)) {
+      const size_t end = syn.find_first_of(" ]\n", at);
+      const std::string flag = syn.substr(at + 2, end - at - 2);
+      (end < syn.size() && syn[end] == ' ' ? with_value : switches).insert(flag);
+    }
+    EXPECT_EQ(switches, c.flags.switches) << c.name << ": " << syn;
+    EXPECT_EQ(with_value, c.flags.with_value) << c.name << ": " << syn;
+  }
+}
+
 // Every command answers --help and -h with its own usage (exit 0), `keel help CMD` prints the same, and
 // a usage error names the command's usage line.
 TEST(Cli, EveryCommandAnswersHelpWithItsOwnUsage) {

@@ -18,7 +18,7 @@ int usage_error(const std::string& cmd, const std::string& message) {
 }
 
 int cmd_check_config(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {}, .with_value = {"synthetic", "resctrl"}});
+  auto args = parse_args(argv, command_usage("check-config")->flags);
   if (!args) return usage_error("check-config", args.error().message());
   if (args->positional.size() != 1) return usage_error("check-config", "expects exactly one FILE");
   const std::string file = args->positional[0];

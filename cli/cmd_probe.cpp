@@ -7,6 +7,7 @@
 #include "bpf/features.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "host/caps.h"
 #include "host/cgroup.h"
 #include "host/fileio.h"
@@ -87,8 +88,8 @@ V2Facts v2_facts(const SysRoots& roots, const CgroupHierarchy& unified) {
       places.push_back("/" + e.path().filename().string());
   std::sort(places.begin() + 1, places.end());
   for (const std::string& p : places) {
-    auto text =
-        read_file(unified.mount / std::filesystem::path(p).relative_path() / "cgroup.subtree_control");
+    auto text = read_file(unified.mount / std::filesystem::path(p).relative_path() /
+                          cgroup_file_name(CgroupFile::subtree_control, /*unified=*/true));
     if (!text) continue;
     const auto on = split_blanks(trim(*text));
     const bool cpu = std::ranges::find(on, "cpu") != on.end(),
@@ -101,7 +102,7 @@ V2Facts v2_facts(const SysRoots& roots, const CgroupHierarchy& unified) {
 }  // namespace
 
 int cmd_probe(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {"json"}, .with_value = {}});
+  auto args = parse_args(argv, command_usage("probe")->flags);
   if (!args) return usage_error("probe", args.error().message());
   if (!args->positional.empty()) return usage_error("probe", "takes no arguments");
   const SysRoots roots = SysRoots::host();

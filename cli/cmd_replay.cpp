@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/host_facts.h"
+#include "cli/usage.h"
 #include "config/config.h"
 #include "controller/controller.h"
 #include "controller/trace.h"
@@ -14,7 +15,7 @@
 namespace keel::cli {
 
 int cmd_replay(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {}, .with_value = {"config", "synthetic"}});
+  auto args = parse_args(argv, command_usage("replay")->flags);
   if (!args) return usage_error("replay", args.error().message());
   if (args->positional.size() != 1) return usage_error("replay", "takes one trace file");
   auto file = args->value("config");

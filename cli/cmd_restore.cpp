@@ -9,13 +9,14 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/host_facts.h"
+#include "cli/usage.h"
 #include "config/config.h"
 #include "host/json.h"
 
 namespace keel::cli {
 
 int cmd_restore(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {"json"}, .with_value = {"state", "config", "root"}});
+  auto args = parse_args(argv, command_usage("restore")->flags);
   if (!args) return usage_error("restore", args.error().message());
   if (!args->positional.empty())
     return usage_error("restore", "takes no arguments (the journal is in --state DIR)");

@@ -12,6 +12,7 @@
 #include "controller/trace.h"
 #include "host/log.h"
 #include "host/topology.h"
+#include "loop/daemon.h"
 #include "loop/events.h"
 #include "loop/loop.h"
 #include "loop/sensing.h"
@@ -32,9 +33,7 @@ std::optional<bpf::BpfStats> parse_bpf_stats(const std::optional<std::string>& v
 }
 
 int cmd_run(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {"observe", "once", "verbose"},
-                                .with_value = {"config", "record", "state", "bpf-stats", "metrics-listen",
-                                               "root", "log-level"}});
+  auto args = parse_args(argv, command_usage("run")->flags);
   if (!args) return usage_error("run", args.error().message());
   auto level = logging::parse_level(args->value("log-level").value_or("info"));
   if (!level) return usage_error("run", "--log-level takes error, warning, notice, info or debug");
@@ -129,7 +128,7 @@ void print_unmanaged(const config::Spec& spec, const SysRoots& roots, const inv:
 }  // namespace
 
 int cmd_plan(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {}, .with_value = {"config", "window"}});
+  auto args = parse_args(argv, command_usage("plan")->flags);
   if (!args) return usage_error("plan", args.error().message());
   if (!args->positional.empty()) return usage_error("plan", "takes no arguments");
   auto file = args->value("config");
@@ -158,8 +157,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
     log("plan: " + topo.error().message());
     return kExitFailure;
   }
-  loop::drop_missing(cfg, roots, log);
-  const config::Spec spec = config::compile(cfg, topo->online());
+  const config::Spec spec = loop::compile_for_host(cfg, roots, *topo, log);
   auto sensing = loop::Sensing::open(spec, roots, *topo, bpf::BpfStats::sampled);
   if (!sensing) {
     log("plan: " + sensing.error().message());

@@ -13,6 +13,7 @@
 #include "config/spec.h"
 #include "host/json.h"
 #include "host/topology.h"
+#include "loop/daemon.h"
 #include "loop/events.h"
 #include "loop/loop.h"
 #include "loop/sensing.h"
@@ -52,8 +53,7 @@ struct Row {
 }  // namespace
 
 int cmd_top(const std::vector<std::string>& argv) {
-  auto args =
-      parse_args(argv, {.switches = {"json"}, .with_value = {"interval", "count", "config", "bpf-stats"}});
+  auto args = parse_args(argv, command_usage("top")->flags);
   if (!args) return usage_error("top", args.error().message());
   if (!args->positional.empty()) return usage_error("top", "takes no arguments");
   double interval = 1.0;
@@ -95,7 +95,8 @@ int cmd_top(const std::vector<std::string>& argv) {
     return kExitFailure;
   }
   // Cache misses, references, instructions and cycles where there is a PMU; "n/a", never 0, without.
-  auto sensing = loop::Sensing::open(config::compile(cfg, topo->online()), roots, *topo, *stats);
+  auto sensing = loop::Sensing::open(loop::compile_for_host(cfg, roots, *topo, [](const std::string&) {}),
+                                     roots, *topo, *stats);
   if (!sensing) {
     std::fprintf(stderr, "keel top: %s\n", sensing.error().message().c_str());
     return kExitFailure;

@@ -2,12 +2,13 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "host/topology.h"
 
 namespace keel::cli {
 
 int cmd_topology(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {"json"}, .with_value = {"synthetic"}});
+  auto args = parse_args(argv, command_usage("topology")->flags);
   if (!args) return usage_error("topology", args.error().message());
   if (!args->positional.empty()) return usage_error("topology", "takes no arguments");
   auto spec = args->value("synthetic");

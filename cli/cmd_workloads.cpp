@@ -3,13 +3,14 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/host_facts.h"
+#include "cli/usage.h"
 #include "config/config.h"
 #include "inventory/workloads.h"
 
 namespace keel::cli {
 
 int cmd_workloads(const std::vector<std::string>& argv) {
-  auto args = parse_args(argv, {.switches = {"json"}, .with_value = {"config"}});
+  auto args = parse_args(argv, command_usage("workloads")->flags);
   if (!args) return usage_error("workloads", args.error().message());
   if (!args->positional.empty()) return usage_error("workloads", "takes no arguments (use --config FILE)");
   SysRoots roots = SysRoots::host();

@@ -9,7 +9,7 @@ namespace keel::cli {
 
 namespace {
 
-constexpr CommandUsage kCommands[] = {
+const CommandUsage kCommands[] = {
     {"run",
      "--config FILE [--observe] [--once] [--record TRACE] [--state DIR] [--verbose]\n"
      "      [--bpf-stats sampled|always|off] [--metrics-listen HOST:PORT|off] [--root DIR]\n"
@@ -21,24 +21,44 @@ constexpr CommandUsage kCommands[] = {
      "the host's /sys, /proc and the runtimes' state (docker, containerd, CRI-O, podman,\n"
      "libvirt) are under DIR (keel in a container);\n"
      "log lines carry a level (syslog priorities when stderr is the journal), --log-level\n"
-     "drops those below it (default info)"},
-    {"plan", "--config FILE [--window S]",
-     "one observation window, then the actions keel would take and why (root)"},
-    {"check-config", "FILE [--synthetic SPEC] [--resctrl DIR]",
-     "validate a config; errors print as FILE:LINE:COL: message (exit 2)"},
-    {"topology", "[--synthetic SPEC] [--json]", "the host (or an hwloc synthetic host) as keel sees it"},
-    {"workloads", "[--config FILE] [--json]", "discovered cgroups, their ids and the workload each matches"},
-    {"probe", "[--json]",
+     "drops those below it (default info)",
+     {{"observe", "once", "verbose"},
+      {"config", "record", "state", "bpf-stats", "metrics-listen", "root", "log-level"}}},
+    {"plan",
+     "--config FILE [--window S]",
+     "one observation window, then the actions keel would take and why (root)",
+     {{}, {"config", "window"}}},
+    {"check-config",
+     "FILE [--synthetic SPEC] [--resctrl DIR]",
+     "validate a config; errors print as FILE:LINE:COL: message (exit 2)",
+     {{}, {"synthetic", "resctrl"}}},
+    {"topology",
+     "[--synthetic SPEC] [--json]",
+     "the host (or an hwloc synthetic host) as keel sees it",
+     {{"json"}, {"synthetic"}}},
+    {"workloads",
+     "[--config FILE] [--json]",
+     "discovered cgroups, their ids and the workload each matches",
+     {{"json"}, {"config"}}},
+    {"probe",
+     "[--json]",
      "what this kernel offers keel (BTF, tp_btf/raw_tp, PMU, cgroups, resctrl) and, per feature, what "
-     "privilege keel lacks for it"},
-    {"top", "[--interval S] [--count N] [--json] [--config FILE] [--bpf-stats sampled|always|off]",
-     "live per-cgroup (or per-workload) run-queue latency, migrations, CPU (root)"},
-    {"restore", "[--state DIR] [--config FILE] [--root DIR] [--json]",
+     "privilege keel lacks for it",
+     {{"json"}, {}}},
+    {"top",
+     "[--interval S] [--count N] [--json] [--config FILE] [--bpf-stats sampled|always|off]",
+     "live per-cgroup (or per-workload) run-queue latency, migrations, CPU (root)",
+     {{"json"}, {"interval", "count", "config", "bpf-stats"}}},
+    {"restore",
+     "[--state DIR] [--config FILE] [--root DIR] [--json]",
      "every knob keel changed back to its original value, from the journal\n"
-     "(default state /var/lib/keel, or the config's daemon.state_dir)"},
-    {"replay", "TRACE --config FILE [--synthetic SPEC]",
-     "the controller over recorded ticks (JSON lines), printing its decisions"},
-    {"help", "[COMMAND]", "this text, or one command's (also: keel COMMAND --help)"},
+     "(default state /var/lib/keel, or the config's daemon.state_dir)",
+     {{"json"}, {"state", "config", "root"}}},
+    {"replay",
+     "TRACE --config FILE [--synthetic SPEC]",
+     "the controller over recorded ticks (JSON lines), printing its decisions",
+     {{}, {"config", "synthetic"}}},
+    {"help", "[COMMAND]", "this text, or one command's (also: keel COMMAND --help)", {{}, {}}},
 };
 
 // Each line of `text` indented by `pad` spaces.

@@ -1,6 +1,6 @@
-// The usage text of every command, in one place: `keel help`, `keel help CMD`, `keel CMD --help` and
-// usage errors all print from it. And strict number parsing for flags (garbage after a number is an
-// error, never ignored).
+// The usage text and flags of every command, in one place: `keel help`, `keel help CMD`, `keel CMD
+// --help`, usage errors and each command's parser all take them from here. And strict number parsing for
+// flags (garbage after a number is an error, never ignored).
 #pragma once
 
 #include <optional>
@@ -8,12 +8,15 @@
 #include <string>
 #include <string_view>
 
+#include "cli/args.h"
+
 namespace keel::cli {
 
 struct CommandUsage {
   std::string_view name;      // "run"
   std::string_view synopsis;  // its options, as one usage line continues them
   std::string_view text;      // what it does
+  FlagSpec flags;             // what its parser accepts: the synopsis's --flags (a test holds them equal)
 };
 
 std::span<const CommandUsage> command_usages();

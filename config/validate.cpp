@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "config/internal.h"
+#include "host/fileio.h"
 
 namespace keel::config::detail {
 namespace {
@@ -33,11 +34,6 @@ std::string join(const Words& words) {
     out += std::string(w);
   }
   return out;
-}
-
-// "1 whole core", "3 CPUs".
-std::string count_of(unsigned long long n, std::string_view one, std::string_view many) {
-  return std::to_string(n) + " " + std::string(n == 1 ? one : many);
 }
 
 bool is_hex_digit(char c) {

@@ -71,6 +71,18 @@ const char* to_string(Knob k) {
   return "?";
 }
 
+const char* to_string(Action::Kind k) {
+  switch (k) {
+    case Action::Kind::act:
+      return "act";
+    case Action::Kind::give_back:
+      return "give-back";
+    case Action::Kind::revert:
+      return "revert";
+  }
+  return "?";
+}
+
 namespace {
 
 // The spec a workload the config does not know (a trace recorded with another config) is decided by.
@@ -651,6 +663,8 @@ std::vector<DemandWatch> Controller::demand_watch() const {
   for (const auto& [instance, st] : states_)
     if (!st.steps.empty() && st.peak_rate > 0 && st.peak_cpu > 0)
       out.push_back({instance, policy_.eased_ratio * st.peak_cpu});
+    else if (st.steps.empty() && !st.parked.empty() && spec_.actuators.cpuset)
+      out.push_back({instance, 0, policy_.demand_pin_cpus});
   std::sort(out.begin(), out.end(),
             [](const DemandWatch& a, const DemandWatch& b) { return a.instance < b.instance; });
   return out;
@@ -681,11 +695,15 @@ void Controller::apply_merged(const std::vector<const Step*>& steps, Plan& plan,
 // takes), and it and its antagonists want more CPUs than it has.
 bool Controller::wants_cores(const Snapshot& s, const WorkloadSignals& v, const InstanceState& st,
                              const std::vector<Interference>& antagonists, bool any_window) const {
-  if (!spec_.actuators.cpuset || (!any_window && s.period_s < 0.5 * period_s_) || !v.cpu_usage) return false;
-  if (*v.cpu_usage < policy_.demand_pin_cpus || v.cpus.empty()) return false;
+  // The demand watch's read between ticks (about 100 ms) is evidence in a tick of any length.
+  const bool watched = v.watch_cpu && *v.watch_cpu >= policy_.demand_pin_cpus;
+  if (!spec_.actuators.cpuset || (!any_window && !watched && s.period_s < 0.5 * period_s_) || !v.cpu_usage)
+    return false;
+  const double cpu = std::max(*v.cpu_usage, watched ? *v.watch_cpu : 0.0);
+  if (cpu < policy_.demand_pin_cpus || v.cpus.empty()) return false;
   if (auto it = st.locked_until.find(Rung::cpus); it != st.locked_until.end() && s.tick < it->second)
     return false;
-  double wanted = *v.cpu_usage + v.rq_wait_s_per_s;
+  double wanted = cpu + v.rq_wait_s_per_s;
   for (const auto& a : antagonists) wanted += a.score;
   return wanted > static_cast<double>(v.cpus.count());
 }

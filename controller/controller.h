@@ -19,11 +19,13 @@
 // and give-back locked out. When the victim's own demand falls (its wake-ups per second and the CPUs it
 // keeps busy both under `eased_ratio` of their peak since the first step), everything is given back in
 // that tick and parked; its next SLO crossing (the early tick) or high demand re-applies them at once.
-// Between ticks the loop watches the CPU use of each instance holding steps (demand_watch()); a lull of
-// `lull_s` there wakes an early tick, in which that lull is evidence however short the tick.
+// Between ticks the loop watches the CPU use of each instance holding steps or with parked ones
+// (demand_watch()); a lull of `lull_s`, or a rise to `demand_pin_cpus`, wakes an early tick, in which
+// what the watch read is evidence however short the tick.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,6 +63,9 @@ struct Action {
   enum class Kind { act, give_back, revert } kind = Kind::act;
   std::string reason;  // in numbers: "rq p99 7.3 ms > SLO 5 ms (slack -0.46) for 2 ticks; antagonist batch"
 };
+
+// An action's kind as the decision log spells it: "act", "give-back", "revert".
+const char* to_string(Action::Kind k);
 
 struct Interference {
   std::string victim, antagonist;
@@ -133,11 +138,13 @@ struct Policy {
   double lull_s = 0.2;
 };
 
-// An instance whose CPU use the loop reads between ticks while it holds steps: a lull (CPUs busy under
-// `cpu_below`) wakes an early tick, so what it holds goes back within a fraction of a period.
+// An instance whose CPU use the loop reads between ticks: while it holds steps, a lull (CPUs busy under
+// `cpu_below`) wakes an early tick, so what it holds goes back within a fraction of a period; while its
+// steps are parked, a rise (`cpu_above` or more) does, so they come back as soon as its demand does.
 struct DemandWatch {
   std::string instance;
   double cpu_below = 0;
+  double cpu_above = std::numeric_limits<double>::infinity();
 };
 
 // Where the preemption class cannot help: the class orders a cgroup against its siblings only, so a
@@ -155,7 +162,8 @@ class Controller {
   // What keel wants each instance's knobs to be now (the last plan's), for a handover or a reload.
   const std::map<std::string, KnobState>& desired() const { return plan_.desired; }
   bool steal() const { return steal_; }
-  // The instances holding steps with a measured peak, and the CPU use under which their demand fell.
+  // The instances holding steps with a measured peak (the CPU use under which their demand fell), and
+  // those whose steps are parked (the CPU use at which their demand is high again: demand_pin_cpus).
   std::vector<DemandWatch> demand_watch() const;
   // Takes over what another controller (a keel that handed over, or this one before a reload) wanted:
   // at the next step, the instances of `desired` that the snapshot has keep those values, held as one

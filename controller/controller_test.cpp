@@ -1760,7 +1760,8 @@ struct Load {
   uint64_t waits = 0;  // per tick (1 s)
   double cpu = 0;
   double period_s = 1.0;
-  double lull_s = 0;  // what the demand watch saw between ticks
+  double lull_s = 0;      // what the demand watch saw between ticks
+  double watch_cpu = -1;  // its latest read (negative: none)
 };
 const Load kBusy{2000, 0.9}, kIdle{3, 0.01};
 
@@ -1784,6 +1785,7 @@ Replay replay_redis(
     w.rq_p99_us = p99(held);
     w.cpu_usage = l.cpu;
     w.lull_s = l.lull_s;
+    if (l.watch_cpu >= 0) w.watch_cpu = l.watch_cpu;
     w.shares = 1024;
     Snapshot s = victim_and_batch(t, topo, w, 1.8);
     s.period_s = l.period_s;
@@ -1845,18 +1847,46 @@ TEST(ControllerGiveBack, ALullTheDemandWatchSawIsEvidenceInAShortTick) {
   };
   const Replay r = with(Load{400, 0.5, 0.25, 0.2});
   EXPECT_EQ(r.ticks("redis", Knob::cpus, Action::Kind::give_back), std::vector<uint64_t>{8}) << r.log();
-  // Watched from its first step while it holds them, at half its peak CPU use (0.9); not once parked.
+  // Watched from its first step while it holds them, at half its peak CPU use (0.9).
   EXPECT_TRUE(r.watch[0].empty() || r.watch[0][0].instance == "redis");
   ASSERT_EQ(r.watch[6].size(), 1u);
   EXPECT_EQ(r.watch[6][0].instance, "redis");
   EXPECT_NEAR(r.watch[6][0].cpu_below, 0.45, 0.05);
-  EXPECT_TRUE(r.watch[7].empty());
+  ASSERT_EQ(r.watch[7].size(), 1u);  // parked: watched for its demand rising instead
+  EXPECT_EQ(r.watch[7][0].cpu_below, 0.0);
   const Replay shorter = with(Load{400, 0.5, 0.25, 0.1});
   EXPECT_EQ(shorter.ticks("redis", Knob::cpus, Action::Kind::give_back), std::vector<uint64_t>{9})
       << shorter.log();
   const Replay waking = with(Load{600, 0.5, 0.25, 0.3});
   EXPECT_EQ(waking.ticks("redis", Knob::cpus, Action::Kind::give_back), std::vector<uint64_t>{9})
       << waking.log();
+}
+
+// Parked (idle from tick 8), the victim is watched for its demand rising again: a read of 1.4 CPUs busy
+// between ticks wakes an early tick (tick 12: 0.1 s, 0.3 CPUs over the whole tick), in which the parked
+// cores come back on that read alone, before any SLO crossing (its p99 stays under the SLO here). The
+// same short tick without the read gives nothing back; the next whole busy tick does.
+TEST(ControllerGiveBack, ARiseTheDemandWatchSawBringsTheParkedCoresBackInAShortTick) {
+  auto with = [](double watch_cpu) {
+    return replay_redis(
+        14,
+        [watch_cpu](uint64_t t) {
+          if (t == 12) return Load{200, 0.3, 0.1, 0, watch_cpu};
+          return t >= 8 && t < 12 ? kIdle : kBusy;
+        },
+        {}, [](bool) { return 50.0; });
+  };
+  const Replay r = with(1.4);
+  const auto acts = r.ticks("redis", Knob::cpus, Action::Kind::act);
+  ASSERT_EQ(acts.size(), 2u) << r.log();
+  EXPECT_EQ(acts[1], 12u) << r.log();
+  ASSERT_EQ(r.watch[8].size(), 1u) << "watched while parked";
+  EXPECT_EQ(r.watch[8][0].cpu_above, Policy{}.demand_pin_cpus);
+  EXPECT_EQ(r.watch[8][0].cpu_below, 0.0);
+  const Replay unwatched = with(-1);
+  const auto later = unwatched.ticks("redis", Knob::cpus, Action::Kind::act);
+  ASSERT_EQ(later.size(), 2u) << unwatched.log();
+  EXPECT_EQ(later[1], 13u) << unwatched.log();
 }
 
 // Under unchanged load the held cores are only probed (after probe_ticks); the probe brings the

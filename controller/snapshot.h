@@ -38,8 +38,13 @@ struct WorkloadSignals {
   // How long, up to this sample, its CPU use has stayed under the demand watch's bound (the controller's
   // DemandWatch) as read between ticks; 0 when it is not watched or was busy at the last read.
   double lull_s = 0;
+  // CPUs busy over the demand watch's latest read between ticks (about 100 ms), where it watches it.
+  std::optional<double> watch_cpu;
   CpuSet cpus;                     // where it may run now (its cpuset's effective CPUs)
   std::optional<uint64_t> shares;  // its CPU weight now, as cpu.shares (v2 weight mapped back)
+  // In the preemption class now (every cgroup of it: cpu.idle 1, or openEuler's cpu.qos_level / Anolis's
+  // cpu.bvt_warp_ns at -1); none where the kernel has no such file.
+  std::optional<bool> in_class;
 };
 
 struct Snapshot {

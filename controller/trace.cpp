@@ -91,8 +91,10 @@ std::string to_json_line(const Snapshot& s) {
     o["cpu_usage"] = optional_number(w.cpu_usage);
     o["throttled_per_s"] = optional_number(w.throttled_per_s);
     if (w.lull_s > 0) o["lull_s"] = w.lull_s;
+    if (w.watch_cpu) o["watch_cpu"] = *w.watch_cpu;
     o["cpus"] = w.cpus.to_list();
     o["shares"] = w.shares ? Json(*w.shares) : Json(nullptr);
+    if (w.in_class) o["in_class"] = *w.in_class;
     workloads.push_back(std::move(o));
   }
   Json j = {{"tick", s.tick}, {"period_s", s.period_s}, {"workloads", std::move(workloads)}};
@@ -155,7 +157,8 @@ Result<Snapshot> parse_json_line(std::string_view line) {
                           {"mpki", kInf, &ws.mpki},
                           {"cpu_usage", CpuSet::kMaxCpu, &ws.cpu_usage},
                           {"throttled_per_s", kInf, &ws.throttled_per_s},
-                          {"lull_s", kInf, &lull}};
+                          {"lull_s", kInf, &lull},
+                          {"watch_cpu", CpuSet::kMaxCpu, &ws.watch_cpu}};
     if (!waits) return fail(who + waits.error().what);
     if (!shares) return fail(who + shares.error().what);
     for (const Real& r : reals) {
@@ -175,6 +178,7 @@ Result<Snapshot> parse_json_line(std::string_view line) {
     ws.lull_s = lull.value_or(0);
     ws.shares = *shares;
     if (auto f = w.find("fresh"); f != w.end() && f->is_boolean()) ws.fresh = f->get<bool>();
+    if (auto c = w.find("in_class"); c != w.end() && c->is_boolean()) ws.in_class = c->get<bool>();
     if (auto h = w.find("host_daemon"); h != w.end() && h->is_boolean())
       ws.host_daemon = h->get<bool>() && !ws.critical;
     if (auto cg = w.find("cgroups"); cg != w.end() && cg->is_array())
@@ -193,10 +197,7 @@ std::string format_actions(const Plan& p, std::string_view mode) {
   const std::string head = "tick " + std::to_string(p.tick) + (mode.empty() ? "" : " " + std::string(mode));
   const char* would = mode == "observe" ? "would " : "";
   for (const auto& a : p.actions) {
-    const char* kind = a.kind == Action::Kind::act         ? "act"
-                       : a.kind == Action::Kind::give_back ? "give-back"
-                                                           : "revert";
-    out += head + " " + would + kind + " " + (a.instance.empty() ? "(host)" : a.instance) + " " +
+    out += head + " " + would + to_string(a.kind) + " " + (a.instance.empty() ? "(host)" : a.instance) + " " +
            to_string(a.knob) + " " + (a.from.empty() ? "(as found)" : a.from) + " -> " +
            (a.to.empty() ? "(as found)" : a.to) + ": " + a.reason + "\n";
   }

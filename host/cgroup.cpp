@@ -19,17 +19,6 @@
 namespace keel {
 namespace {
 
-// Splits at `sep`, keeping empty pieces.
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  for (;;) {
-    size_t at = s.find(sep);
-    out.push_back(s.substr(0, at));
-    if (at == std::string_view::npos) return out;
-    s.remove_prefix(at + 1);
-  }
-}
-
 template <class T>
 std::optional<T> parse_uint(std::string_view s) {
   T v{};

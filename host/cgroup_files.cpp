@@ -25,7 +25,7 @@ struct FileInfo {
 };
 
 // The kernel's names. With `noprefix` a v1 controller file loses its "<controller>." prefix.
-constexpr std::array<FileInfo, 18> kFiles = {{
+constexpr std::array<FileInfo, 19> kFiles = {{
     {CgroupFile::procs, "cgroup.procs", "cgroup.procs", "", "", ValueKind::text},
     {CgroupFile::threads, "tasks", "cgroup.threads", "", "", ValueKind::text},
     {CgroupFile::controllers, "", "cgroup.controllers", "", "", ValueKind::text},
@@ -47,12 +47,13 @@ constexpr std::array<FileInfo, 18> kFiles = {{
     // Preemption classes of vendor kernels: restored before weights, like cpu.idle.
     {CgroupFile::qos_level, "cpu.qos_level", "cpu.qos_level", "cpu", "cpu", ValueKind::idle},
     {CgroupFile::bvt_warp, "cpu.bvt_warp_ns", "cpu.bvt_warp_ns", "cpu", "cpu", ValueKind::idle},
+    {CgroupFile::subtree_control, "", "cgroup.subtree_control", "", "", ValueKind::text},
 }};
 
 constexpr bool in_enum_order() {
   for (size_t i = 0; i < kFiles.size(); ++i)
     if (static_cast<size_t>(kFiles[i].file) != i) return false;
-  return kFiles.size() == static_cast<size_t>(CgroupFile::bvt_warp) + 1;
+  return kFiles.size() == static_cast<size_t>(CgroupFile::subtree_control) + 1;
 }
 static_assert(in_enum_order());
 

@@ -22,24 +22,25 @@
 namespace keel {
 
 enum class CgroupFile : uint8_t {
-  procs,           // cgroup.procs: pids, one per line
-  threads,         // v1 tasks, v2 cgroup.threads: thread ids
-  controllers,     // v2 cgroup.controllers
-  weight,          // v1 cpu.shares, v2 cpu.weight
-  idle,            // cpu.idle
-  cpu_stat,        // cpu.stat: throttling (v1 and v2) and usage_usec (v2)
-  usage,           // v1 cpuacct.usage (ns); v2 keeps it in cpu.stat
-  pressure,        // v2 cpu.pressure (PSI)
-  cpu_max,         // v2 cpu.max "QUOTA|max PERIOD"
-  cfs_quota,       // v1 cpu.cfs_quota_us (-1: no limit)
-  cfs_period,      // v1 cpu.cfs_period_us
-  burst,           // v1 cpu.cfs_burst_us, v2 cpu.max.burst
-  cpus,            // cpuset.cpus
-  mems,            // cpuset.mems
-  effective_cpus,  // v1 cpuset.effective_cpus, v2 cpuset.cpus.effective
-  effective_mems,  // v1 cpuset.effective_mems, v2 cpuset.mems.effective
-  qos_level,       // openEuler cpu.qos_level: 0 online, -1 offline (v1; multilevel builds take -2..2)
-  bvt_warp,        // Anolis cpu.bvt_warp_ns: -1 best-effort, 0 default .. 2 latency-critical
+  procs,            // cgroup.procs: pids, one per line
+  threads,          // v1 tasks, v2 cgroup.threads: thread ids
+  controllers,      // v2 cgroup.controllers
+  weight,           // v1 cpu.shares, v2 cpu.weight
+  idle,             // cpu.idle
+  cpu_stat,         // cpu.stat: throttling (v1 and v2) and usage_usec (v2)
+  usage,            // v1 cpuacct.usage (ns); v2 keeps it in cpu.stat
+  pressure,         // v2 cpu.pressure (PSI)
+  cpu_max,          // v2 cpu.max "QUOTA|max PERIOD"
+  cfs_quota,        // v1 cpu.cfs_quota_us (-1: no limit)
+  cfs_period,       // v1 cpu.cfs_period_us
+  burst,            // v1 cpu.cfs_burst_us, v2 cpu.max.burst
+  cpus,             // cpuset.cpus
+  mems,             // cpuset.mems
+  effective_cpus,   // v1 cpuset.effective_cpus, v2 cpuset.cpus.effective
+  effective_mems,   // v1 cpuset.effective_mems, v2 cpuset.mems.effective
+  qos_level,        // openEuler cpu.qos_level: 0 online, -1 offline (v1; multilevel builds take -2..2)
+  bvt_warp,         // Anolis cpu.bvt_warp_ns: -1 best-effort, 0 default .. 2 latency-critical
+  subtree_control,  // v2 cgroup.subtree_control: the controllers enabled for the children
 };
 
 // The file's name on v2 (`unified`) or v1 (`noprefix`: the cpuset hierarchy mounted without the

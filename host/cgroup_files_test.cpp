@@ -28,12 +28,12 @@ CgroupHierarchy hier(uint32_t id, bool unified, std::vector<std::string> ctl, fs
   return h;
 }
 
-constexpr CgroupFile kAll[] = {CgroupFile::procs,          CgroupFile::threads,    CgroupFile::controllers,
-                               CgroupFile::weight,         CgroupFile::idle,       CgroupFile::cpu_stat,
-                               CgroupFile::usage,          CgroupFile::pressure,   CgroupFile::cpu_max,
-                               CgroupFile::cfs_quota,      CgroupFile::cfs_period, CgroupFile::burst,
-                               CgroupFile::cpus,           CgroupFile::mems,       CgroupFile::effective_cpus,
-                               CgroupFile::effective_mems, CgroupFile::qos_level,  CgroupFile::bvt_warp};
+constexpr CgroupFile kAll[] = {
+    CgroupFile::procs,     CgroupFile::threads,   CgroupFile::controllers,    CgroupFile::weight,
+    CgroupFile::idle,      CgroupFile::cpu_stat,  CgroupFile::usage,          CgroupFile::pressure,
+    CgroupFile::cpu_max,   CgroupFile::cfs_quota, CgroupFile::cfs_period,     CgroupFile::burst,
+    CgroupFile::cpus,      CgroupFile::mems,      CgroupFile::effective_cpus, CgroupFile::effective_mems,
+    CgroupFile::qos_level, CgroupFile::bvt_warp,  CgroupFile::subtree_control};
 
 TEST(CgroupFiles, NamesOnV1V2AndNoprefix) {
   EXPECT_EQ(cgroup_file_name(CgroupFile::weight, false), "cpu.shares");
@@ -53,6 +53,8 @@ TEST(CgroupFiles, NamesOnV1V2AndNoprefix) {
   EXPECT_EQ(cgroup_file_name(CgroupFile::cpu_max, false), "");
   EXPECT_EQ(cgroup_file_name(CgroupFile::pressure, false), "");
   EXPECT_EQ(cgroup_file_name(CgroupFile::cfs_quota, true), "");
+  EXPECT_EQ(cgroup_file_name(CgroupFile::subtree_control, true), "cgroup.subtree_control");
+  EXPECT_EQ(cgroup_file_name(CgroupFile::subtree_control, false), "");
 }
 
 TEST(CgroupFiles, EverySpellingNamesItsFile) {

@@ -5,6 +5,8 @@
 #include <map>
 #include <utility>
 
+#include "host/fileio.h"
+
 namespace keel {
 
 namespace {
@@ -26,10 +28,6 @@ struct Place {
   CpuSet cpus;                      // all usable CPUs
   unsigned whole_cores = 0;
 };
-
-std::string count_of(unsigned n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
 
 std::string id_list(const std::vector<unsigned>& ids) {
   CpuSet s;  // same compact "0-3,8" form as CPU lists

@@ -37,5 +37,17 @@ Result<std::string> read_owned_file(const std::filesystem::path& path, size_t ma
 std::string_view trim(std::string_view s);
 // Splits at runs of spaces and tabs, dropping empty pieces.
 std::vector<std::string_view> split_blanks(std::string_view s);
+// Splits at `sep`, keeping empty pieces.
+std::vector<std::string_view> split(std::string_view s, char sep);
+// "1 whole core", "3 CPUs".
+std::string count_of(unsigned long long n, std::string_view one, std::string_view many);
+// 'text', in single quotes, as keel's messages quote a kernel's words.
+std::string quoted(std::string_view s);
+// Only ASCII digits, at least one and at most `max` (10: any u32 fits and nothing longer is a pid).
+bool all_digits(std::string_view s, size_t max = std::string_view::npos);
+// Percent-encoding (%xx, lower-case hex) of every byte but ASCII letters, digits and those in `plain`;
+// decoding fails on a '%' without two hex digits after it.
+std::string percent_encode(std::string_view s, std::string_view plain);
+bool percent_decode(std::string_view s, std::string& out);
 
 }  // namespace keel

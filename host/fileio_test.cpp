@@ -103,5 +103,25 @@ TEST(FileIo, NofollowRefusesALink) {
   EXPECT_FALSE(read_line_nofollow(t.path() / "link"));
 }
 
+// The journal's and the D-Bus address's encoding: bytes outside the plain set as %xx, every byte back.
+TEST(FileIo, PercentEncodingRoundTripsEveryByte) {
+  std::string all;
+  for (int c = 0; c < 256; ++c) all += static_cast<char>(c);
+  const std::string enc = percent_encode(all, "._/-");
+  for (char c : enc)
+    EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                std::string_view("._/-%").find(c) != std::string_view::npos)
+        << static_cast<int>(c);
+  EXPECT_EQ(percent_encode("/run/a b.sock", "_/.-"), "/run/a%20b.sock");
+  EXPECT_EQ(percent_encode("x=1,y", "=,"), "x=1,y");
+  EXPECT_EQ(percent_encode(std::string_view("a\0b", 3), std::string_view("\0", 1)), "a%00b");
+  std::string back;
+  ASSERT_TRUE(percent_decode(enc, back));
+  EXPECT_EQ(back, all);
+  EXPECT_TRUE(percent_decode("%2F%2f", back));
+  EXPECT_EQ(back, "//");
+  for (const char* bad : {"%", "%4", "a%g0", "%%41"}) EXPECT_FALSE(percent_decode(bad, back)) << bad;
+}
+
 }  // namespace
 }  // namespace keel

@@ -29,19 +29,7 @@ using Message = std::unique_ptr<sd_bus_message, MessageDeleter>;
 
 // sd-bus's address syntax: a path's bytes other than [A-Za-z0-9_/.-] percent-encoded.
 std::string bus_address(const std::filesystem::path& socket) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "unix:path=";
-  for (unsigned char c : socket.string()) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '/' ||
-        c == '.' || c == '-') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
+  return "unix:path=" + percent_encode(socket.string(), "_/.-");
 }
 
 Result<Bus> connect(const SysRoots& roots) {

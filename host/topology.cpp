@@ -1,6 +1,7 @@
 #include "host/topology.h"
 
 #include <hwloc.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -469,21 +470,18 @@ std::string id_list(const std::vector<unsigned>& ids) {
   return s.to_list();
 }
 
-std::string plural(unsigned n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 std::string smt_text(const Topology& topo) {
   unsigned lo = topo.min_smt_width(), hi = topo.smt_width();
   return lo == hi ? "SMT " + std::to_string(hi) : "SMT " + std::to_string(lo) + "-" + std::to_string(hi);
 }
 
 std::string summary_line(const Topology& topo) {
-  return plural(static_cast<unsigned>(topo.pus().size()), "PU", "PUs") + ", " +
-         plural(static_cast<unsigned>(topo.cores().size()), "core", "cores") + ", " +
-         plural(static_cast<unsigned>(topo.numa_nodes().size()), "NUMA node", "NUMA nodes") + ", " +
-         plural(static_cast<unsigned>(topo.l3_domains().size()), "L3 domain", "L3 domains") + ", " +
-         plural(static_cast<unsigned>(topo.packages().size()), "package", "packages") + ", " + smt_text(topo);
+  return count_of(static_cast<unsigned>(topo.pus().size()), "PU", "PUs") + ", " +
+         count_of(static_cast<unsigned>(topo.cores().size()), "core", "cores") + ", " +
+         count_of(static_cast<unsigned>(topo.numa_nodes().size()), "NUMA node", "NUMA nodes") + ", " +
+         count_of(static_cast<unsigned>(topo.l3_domains().size()), "L3 domain", "L3 domains") + ", " +
+         count_of(static_cast<unsigned>(topo.packages().size()), "package", "packages") + ", " +
+         smt_text(topo);
 }
 
 std::string sibling_group(const CpuSet& cpus) {
@@ -499,7 +497,7 @@ std::string sibling_group(const CpuSet& cpus) {
 // `smt`: topo.smt_width(), counted once by the caller (it is a pass over every core).
 std::string cores_line(const Topology& topo, unsigned smt, const std::vector<unsigned>& core_ids) {
   constexpr size_t kHead = 8, kTail = 2;
-  std::string line = plural(static_cast<unsigned>(core_ids.size()), "core ", "cores ") + id_list(core_ids);
+  std::string line = count_of(static_cast<unsigned>(core_ids.size()), "core ", "cores ") + id_list(core_ids);
   if (smt <= 1) return line + ", 1 PU each";
   line += ", siblings";
   for (size_t i = 0; i < core_ids.size(); ++i) {
@@ -636,6 +634,24 @@ std::string format_json(const Topology& topo) {
     pus.push_back({{"os", p.os}, {"core", p.core}, {"l3", p.l3}, {"numa", p.numa}, {"package", p.package}});
   j["pus"] = std::move(pus);
   return json_text(j);
+}
+
+CpuSet thread_affinity(const CpuSet& online) {
+  CpuSet out;
+  cpu_set_t now;
+  CPU_ZERO(&now);
+  if (::sched_getaffinity(0, sizeof now, &now) == 0)
+    for (unsigned c : online.cpus())
+      if (c < CPU_SETSIZE && CPU_ISSET(c, &now)) out.add(c);
+  return out;
+}
+
+bool set_thread_affinity(const CpuSet& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (unsigned c : cpus.cpus())
+    if (c < CPU_SETSIZE) CPU_SET(c, &set);
+  return ::sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
 }  // namespace keel

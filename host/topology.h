@@ -99,4 +99,9 @@ std::string format_text(const Topology& topo);
 // `keel topology --json`: summary counts, every domain and every PU.
 std::string format_json(const Topology& topo);
 
+// The calling thread's CPUs (sched_getaffinity), among `online`.
+CpuSet thread_affinity(const CpuSet& online);
+// Moves the calling thread to `cpus`; false (errno set) when the kernel refuses.
+bool set_thread_affinity(const CpuSet& cpus);
+
 }  // namespace keel

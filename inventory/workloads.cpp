@@ -23,10 +23,6 @@ namespace keel {
 
 namespace {
 
-std::string count_of(unsigned long long n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 std::string join(const std::vector<std::string>& items, const char* sep) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
@@ -530,7 +526,7 @@ void say_missing_controllers(WorkloadReport& report, const SysRoots& roots) {
   for (const WorkloadMatch& r : report.matches.cgroups) {
     if (r.workload.empty() || r.path == "/") continue;
     const std::filesystem::path dir = h.mount / std::filesystem::path(r.path).relative_path();
-    auto listed = read_file(dir / "cgroup.controllers");
+    auto listed = read_file(dir / cgroup_file_name(CgroupFile::controllers, /*unified=*/true));
     if (!listed) continue;
     const auto have = split_blanks(trim(*listed));
     std::vector<std::string> lacks;
@@ -549,8 +545,9 @@ void say_missing_controllers(WorkloadReport& report, const SysRoots& roots) {
       first += "keel run asks systemd for " + join(props, " and ") + " on " + std::string(path_leaf(r.path)) +
                " when it acts on it (at runtime, given back when keel stops)";
     } else {
-      first += "keel needs it enabled in " +
-               (h.mount / std::filesystem::path(parent).relative_path() / "cgroup.subtree_control").string();
+      first += "keel needs it enabled in " + (h.mount / std::filesystem::path(parent).relative_path() /
+                                              cgroup_file_name(CgroupFile::subtree_control, /*unified=*/true))
+                                                 .string();
     }
   }
   for (WorkloadSummary& w : report.matches.workloads)

@@ -133,31 +133,6 @@ Result<std::map<std::string, ctl::KnobState>> parse_desired(std::string_view tex
   return out;
 }
 
-void drop_missing(config::Config& cfg, const SysRoots& roots,
-                  const std::function<void(const std::string&)>& say) {
-  if (cfg.actuators.resctrl) {
-    auto info = read_resctrl_info(roots.resctrl);
-    if (!info || !info->has_value()) {
-      say("resctrl is not mounted at " + roots.resctrl.string() +
-          ": the L3-ways and memory-bandwidth steps are off");
-      cfg.actuators.resctrl = false;
-    }
-  }
-  if (cfg.actuators.steal_task) {
-    auto p = act::probe_sched_feature(roots, act::kSteal);
-    if (!p || p->state == act::FeatureState::unsupported) {
-      say("steal_task is unavailable (" + (p ? p->why : p.error().message()) +
-          "): the steal_task step is off");
-      cfg.actuators.steal_task = false;
-    }
-  }
-  if (cfg.actuators.irq_affinity)
-    if (std::string why = act::irq_affinity_unwritable(roots); !why.empty()) {
-      say("IRQ affinity is unavailable (" + why + "): IRQs stay where they are");
-      cfg.actuators.irq_affinity = false;
-    }
-}
-
 // ---- The loop ----
 
 Loop::Loop(Parts parts)
@@ -165,29 +140,6 @@ Loop::Loop(Parts parts)
       controller_(std::make_unique<ctl::Controller>(p_.spec, p_.topo)),
       reconciler_(p_.spec, p_.topo, *p_.writer),
       labels_(p_.spec.metrics_max_workloads) {}
-
-namespace {
-
-// The calling thread's CPUs, among `online`.
-CpuSet thread_affinity(const CpuSet& online) {
-  CpuSet out;
-  cpu_set_t now;
-  CPU_ZERO(&now);
-  if (::sched_getaffinity(0, sizeof now, &now) == 0)
-    for (unsigned c : online.cpus())
-      if (c < CPU_SETSIZE && CPU_ISSET(c, &now)) out.add(c);
-  return out;
-}
-
-bool set_thread_affinity(const CpuSet& cpus) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (unsigned c : cpus.cpus())
-    if (c < CPU_SETSIZE) CPU_SET(c, &set);
-  return ::sched_setaffinity(0, sizeof set, &set) == 0;
-}
-
-}  // namespace
 
 // keel's own loop thread runs off the CPUs critical instances hold: on the reserved CPUs where the
 // config declares some, else on every CPU no critical instance holds (all of them when none does).
@@ -221,14 +173,19 @@ void Loop::log_early(uint64_t n, const bpf::SloEvent& e) {
       " ms (the last " + wait + "), " + ms_since(e.at_ns) + " ago");
 }
 
-void Loop::log_lull(uint64_t n, const std::string& instance, std::chrono::duration<double> lull) const {
-  double below = 0;
+void Loop::log_watch(uint64_t n, const Sensing::DemandWake& wake, std::chrono::duration<double> lull) const {
+  double bound = 0;
   for (const auto& w : watch_)
-    if (w.instance == instance) below = w.cpu_below;
-  char cpus[32];
-  std::snprintf(cpus, sizeof cpus, "%.2f", below);
-  log("tick " + std::to_string(n) + " early: " + instance + " kept under " + cpus + " CPUs busy for " +
-      std::to_string(static_cast<int>(lull.count() * 1000)) + " ms (its demand watch)");
+    if (w.instance == wake.instance) bound = wake.rose ? w.cpu_above : w.cpu_below;
+  char text[96];
+  if (wake.rose)
+    std::snprintf(text, sizeof text,
+                  " kept %.2f CPUs busy over the last read (%.2f or more: its demand is high)", wake.cpus,
+                  bound);
+  else
+    std::snprintf(text, sizeof text, " kept under %.2f CPUs busy for %d ms", bound,
+                  static_cast<int>(lull.count() * 1000));
+  log("tick " + std::to_string(n) + " early: " + wake.instance + text + " (its demand watch)");
 }
 
 void Loop::adopt(std::map<std::string, ctl::KnobState> desired) {
@@ -256,9 +213,9 @@ Loop::Exit Loop::run(Events& events, bool once) {
     if (auto r = events.add(fd); !r) warn("early ticks off: " + r.error().message());
   // After a reload the tick that was due stays due: SIGHUPs faster than the period do not stop ticks.
   auto next = next_.value_or(Clock::now() + period);
-  auto last = Clock::now() - gap;      // the latest tick's start
-  std::optional<bpf::SloEvent> early;  // the crossing an early tick is due for
-  std::string lull;                    // or the instance whose lull it is due for
+  auto last = Clock::now() - gap;           // the latest tick's start
+  std::optional<bpf::SloEvent> early;       // the crossing an early tick is due for
+  std::optional<Sensing::DemandWake> wake;  // or the demand watch's lull or rise it is due for
   Clock::time_point early_at;
   const auto watch_every = std::chrono::duration_cast<Clock::duration>(kWatchEvery);
   const std::chrono::duration<double> lull_for(controller_->policy().lull_s);
@@ -267,7 +224,7 @@ Loop::Exit Loop::run(Events& events, bool once) {
   const auto ping_every = p_.notifier != nullptr ? p_.notifier->watchdog_every() : std::nullopt;
   auto ping_at = Clock::now();
   for (uint64_t& n = n_;;) {
-    const bool due = early || !lull.empty();
+    const bool due = early || wake;
     auto until = due ? std::min(next, early_at) : next;
     if (ping_every) until = std::min(until, ping_at);
     if (!watch_.empty() && !due) until = std::min(until, watch_at);
@@ -284,31 +241,31 @@ Loop::Exit Loop::run(Events& events, bool once) {
     }
     if (w == Events::Wake::event) {
       auto crossings = p_.sensing->take_events();
-      if (!crossings.empty() && !early && lull.empty()) {
+      if (!crossings.empty() && !early && !wake) {
         early = crossings.front();
         early_at = std::max(now, last + gap);  // at most one early tick per gap
       }
     }
-    if (!watch_.empty() && now >= watch_at && !early && lull.empty()) {
+    if (!watch_.empty() && now >= watch_at && !early && !wake) {
       watch_at = now + watch_every;
-      if (auto quiet = p_.sensing->watch_demand(watch_, lull_for); !quiet.empty()) {
-        lull = quiet.front();
+      if (auto wakes = p_.sensing->watch_demand(watch_, lull_for); !wakes.empty()) {
+        wake = wakes.front();
         early_at = std::max(now, last + gap);
       }
     }
     const bool periodic = now >= next;
-    const bool early_now = (early || !lull.empty()) && now >= early_at;
+    const bool early_now = (early || wake) && now >= early_at;
     if (!periodic && !early_now) continue;
     if (periodic) {
       next += period;
       if (next < now) next = now + period;  // fell behind
     }
     if (!periodic && early) log_early(n, *early);
-    if (!periodic && !lull.empty()) log_lull(n, lull, lull_for);
+    if (!periodic && wake) log_watch(n, *wake, lull_for);
     const bool was_early = early.has_value() && !periodic;
     const bpf::SloEvent cause = early.value_or(bpf::SloEvent{});
     early.reset();
-    lull.clear();
+    wake.reset();
     last = now;
     tick(n);
     if (was_early)
@@ -393,288 +350,6 @@ void Loop::tick(uint64_t n) {
     *p_.record << ctl::to_json_line(*snap) << '\n';
     p_.record->flush();
   }
-}
-
-// ---- keel run ----
-
-namespace {
-
-// "BPF run-time stats: needs CAP_SYS_ADMIN, which keel does not have: keel's own BPF cost is not measured"
-std::string unprivileged(Feature f, const Verdict& v) {
-  const FeatureRow& row = privilege_row(f);
-  return std::string(row.label) + ": needs " + v.needs +
-         ", which keel does not have: " + std::string(row.without);
-}
-
-// As drop_missing, for privileges (host/caps.h): the mechanisms the config enables that keel lacks the
-// privilege for are turned off, and BPF run-time stats (`stats`, where given), each with a line.
-void drop_unprivileged(config::Config& cfg, const Privileges& p, bpf::BpfStats* stats,
-                       const std::function<void(const std::string&)>& say) {
-  for (auto [f, on] : {std::pair{Feature::resctrl, &cfg.actuators.resctrl},
-                       std::pair{Feature::steal_task, &cfg.actuators.steal_task},
-                       std::pair{Feature::irq_affinity, &cfg.actuators.irq_affinity}})
-    if (auto v = check(f, p); *on && !v.held) {
-      say("run: " + unprivileged(f, v));
-      *on = false;
-    }
-  if (cfg.actuators.isolate_unmanaged && cfg.actuators.isolate_root_tasks)
-    if (auto v = check(Feature::root_moves, p); !v.held) say("run: " + unprivileged(Feature::root_moves, v));
-  if (stats != nullptr && *stats != bpf::BpfStats::off)
-    if (auto v = check(Feature::bpf_stats, p); !v.held) {
-      say("run: " + unprivileged(Feature::bpf_stats, v));
-      *stats = bpf::BpfStats::off;
-    }
-}
-
-}  // namespace
-
-int run(config::Config cfg, const RunOptions& o, const SysRoots& roots) {
-  constexpr int kOk = 0, kFailure = 1;
-  // Before any thread starts: stop signals become events.
-  auto events = Events::open(/*hup_reloads=*/true);
-  if (!events) {
-    log_error("run: " + events.error().message());
-    return kFailure;
-  }
-  auto notifier = Notifier::from_environment();  // systemd's Type=notify (nothing outside a unit)
-  if (!notifier) {
-    log_error("run: " + notifier.error().message());
-    return kFailure;
-  }
-  // A tick's vectors on a large host are megabytes (a snapshot, a report): mapped and given back each
-  // tick rather than kept in the heap (glibc would raise its threshold to the largest one freed).
-  ::mallopt(M_MMAP_THRESHOLD, 256 * 1024);
-  ::mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
-  // One arena: the exporter's threads would each keep one as large as the biggest scrape they built
-  // (megabytes on a large host), for a few scrapes a minute that need no malloc parallelism.
-  ::mallopt(M_ARENA_MAX, 1);
-  const bool observe = o.observe || cfg.daemon.mode == config::Mode::observe;
-  const char* mode = observe ? "observe" : "enforce";
-  const std::filesystem::path state = o.state.value_or(cfg.daemon.state_dir);
-  auto topo = Topology::detect(roots);
-  if (!topo) {
-    log_error("run: " + topo.error().message());
-    return kFailure;
-  }
-  drop_missing(cfg, roots, notice);
-  const Privileges privs = current_privileges(roots);
-  bpf::BpfStats stats = o.stats;
-  drop_unprivileged(cfg, privs, &stats, notice);
-  config::Spec spec = config::compile(cfg, topo->online());
-  // keel on the reserved CPUs when the config has them, before any thread starts (the metrics server's
-  // inherit it); within the affinity it was started with (a unit's CPUAffinity=, a taskset).
-  if (!spec.reserved.empty()) {
-    const CpuSet allowed = thread_affinity(topo->online()), want = spec.reserved & allowed;
-    if (want.empty())
-      warn("run: the reserved CPUs " + spec.reserved.to_list() + " are outside keel's affinity " +
-           allowed.to_list() + ": keel stays there");
-    else if (!set_thread_affinity(want))
-      warn("run: cannot place keel on the reserved CPUs " + want.to_list() + ": " + std::strerror(errno));
-  }
-
-  // The metrics endpoint before anything else: a taken port stops keel before it changes a thing
-  // (or truncates a trace). Only a journal a crashed keel left is still restored (enforce mode).
-  const std::string listen = o.metrics_listen.value_or(cfg.daemon.metrics_listen);
-  const std::string listen_source = o.metrics_listen
-                                        ? "--metrics-listen " + *o.metrics_listen
-                                        : "daemon.metrics_listen = \"" + cfg.daemon.metrics_listen + "\"";
-  std::unique_ptr<metrics::Endpoint> endpoint;
-  if (listen != "off") {
-    auto e = metrics::Endpoint::listen(listen);
-    if (!e) {
-      log_error("run: metrics: " + listen_source + ": " + e.error().message());
-      if (!observe && act::journal_exists(state)) {
-        auto s = act::Session::start(roots, state, act::Mode::enforce);
-        if (s) {
-          const size_t restored = s->recovered().restored + s->finish().restored;
-          notice("run: restored what a previous keel left changed (" + std::to_string(restored) +
-                 " knobs) before stopping");
-        } else {
-          log_error("run: " + s.error().message());
-        }
-      }
-      return kFailure;
-    }
-    endpoint = std::move(*e);
-    if (listen.starts_with(':'))
-      warn("run: metrics on every address of this host (" + listen_source + "): anyone who can reach " +
-           endpoint->address() + " can read them; give a host (127.0.0.1" + listen + ") to keep them local");
-  }
-
-  std::ofstream record;
-  if (o.record) {
-    record.open(*o.record, std::ios::trunc);
-    if (!record) {
-      log_error("run: cannot write the trace " + *o.record);
-      return kFailure;
-    }
-  }
-  if (auto v = check(Feature::cgroup_knobs, privs); !observe && !v.held) {
-    log_error("run: " + unprivileged(Feature::cgroup_knobs, v) + " (keel has " + describe_held(privs) + ")");
-    return kFailure;
-  }
-  // The session first: a journal a crashed keel left behind is restored before anything is sensed.
-  auto session = act::Session::start(roots, state, observe ? act::Mode::observe : act::Mode::enforce);
-  if (!session) {
-    log_error("run: " + session.error().message());
-    return kFailure;
-  }
-  if (session->recovered_entries() > 0) {
-    const auto& r = session->recovered();
-    notice("restored what a previous keel left changed: " + std::to_string(r.restored) + " restored, " +
-           std::to_string(r.unchanged) + " unchanged, " + std::to_string(r.gone) + " gone, " +
-           std::to_string(r.failed.size()) + " failed");
-    for (const auto& e : r.failed) log_error("restore: " + e.message());
-    if (!r.failed.empty()) {
-      log_error(
-          "run: not starting while knobs of a previous run could not be restored (see above; keel restore "
-          "retries)");
-      return kFailure;
-    }
-  }
-  if (auto v = check(Feature::bpf_sensing, privs); !v.held) {
-    log_error("run: " + unprivileged(Feature::bpf_sensing, v) + " (keel has " + describe_held(privs) + ")");
-    return kFailure;
-  }
-  auto opened = Sensing::open(spec, roots, *topo, stats);  // raises the open-files limit first
-  if (!opened) {
-    log_error("run: " + opened.error().message());
-    return kFailure;
-  }
-  // Held by pointer: a reload replaces it, and the loop keeps pointing at the one in use.
-  auto sensing = std::make_unique<Sensing>(std::move(*opened));
-  metrics::Setup setup = metrics_setup(spec, observe, sensing->sensor().pmu(), o.version);
-  if (!o.revision.empty()) setup.revision = o.revision;
-  if (!o.compiler.empty()) setup.compiler = o.compiler;
-  setup.libbpf = libbpf_version_string();
-  metrics::Metrics metrics(std::move(setup));
-  metrics::Health health(spec.period);
-  if (endpoint) endpoint->serve(metrics, &health);
-  // The server's threads read `metrics` and `health`: it stops before they go, on every return below.
-  struct StopServing {
-    std::unique_ptr<metrics::Endpoint>& e;
-    ~StopServing() { e.reset(); }
-  } stop_serving{endpoint};
-  size_t critical = 0;
-  for (const auto& w : spec.workloads) critical += w.critical;
-  notice(std::string("run: ") + mode + ", period " + config::format_duration(spec.period) + ", " +
-         std::to_string(spec.workloads.size()) + " workloads (" + std::to_string(critical) +
-         " critical), hierarchy " + sensing->inventory().defining().name() + " (" +
-         std::to_string(sensing->inventory().cgroups()) + " cgroups, " + sensing->inventory().watching() +
-         "), sensors " + bpf::to_string(sensing->sensor().attach()) + ", cache counters " +
-         sensing->sensor().counters_note() + ", state " + state.string() +
-         (endpoint ? ", metrics on http://" + endpoint->address() + "/metrics" : ", metrics off"));
-
-  // In a cgroup namespace of its own (a container's default on cgroup v2) /proc/PID/cgroup names
-  // cgroups relative to that namespace: pid_file rules, keel's own cgroup and the root cgroup's tasks
-  // would be read wrong. Said, not guessed around (deploy/README.md).
-  {
-    std::error_code e1, e2;
-    const auto own = std::filesystem::read_symlink(roots.proc / "self/ns/cgroup", e1);
-    const auto init = std::filesystem::read_symlink(roots.proc / "1/ns/cgroup", e2);
-    if (!e1 && !e2 && own != init)
-      warn("run: keel runs in a cgroup namespace of its own (" + own.string() + ", pid 1's is " +
-           init.string() +
-           "): /proc/PID/cgroup paths are relative to it, so pid_file rules match nothing, keel's own cgroup "
-           "is not left out of the rules and the root cgroup's tasks are not moved; run keel in the host's "
-           "cgroup namespace (docker --cgroupns=host; deploy/README.md)");
-  }
-  // systemd realises its units' cgroups again from their settings (daemon-reload, a unit's start,
-  // set-property): a knob of one found back at its original value is systemd's own, written again.
-  if (systemd_runs(roots))
-    session->writer().set_reapplied_by_owner([](std::string_view path) { return systemd_unit_path(path); });
-  Loop loop({spec, observe, o.verbose, *topo, sensing.get(), &session->writer(), &metrics, &record, roots,
-             &*notifier, &health});
-  if (const auto& handed = session->adopted()) {
-    auto desired = parse_desired(*handed);
-    if (!desired) {
-      // The journal still holds every original: adopted as found, given back as the plan lets go.
-      warn("run: " + desired.error().message() + ": the knobs a previous keel left are adopted as found");
-      desired.emplace();
-    }
-    notice("run: adopted what a previous keel handed over: " + std::to_string(session->writer().journaled()) +
-           " journaled knobs, the desired state of " + std::to_string(desired->size()) +
-           " instances; nothing given back");
-    loop.adopt(std::move(*desired));
-  }
-  if (auto r = notifier->send("READY=1\nSTATUS=" + std::string(mode) + ", " +
-                              std::to_string(spec.workloads.size()) + " workloads");
-      !r)
-    log_error("run: " + r.error().message());
-  while (loop.run(*events, o.once) == Loop::Exit::reload) {
-    (void)notifier->send("RELOADING=1");
-    std::optional<config::Config> next;
-    if (o.reload)
-      next = o.reload();
-    else
-      warn("reload: SIGHUP ignored: no config file to read again");
-    if (next) {
-      auto restart_only = [&](const char* key, bool changed) {
-        if (changed)
-          warn(std::string("reload: ") + key + " changed: a restart applies it; the rest is used now");
-      };
-      restart_only("daemon.state_dir", !o.state && next->daemon.state_dir != cfg.daemon.state_dir);
-      restart_only("daemon.metrics_listen",
-                   !o.metrics_listen && next->daemon.metrics_listen != cfg.daemon.metrics_listen);
-      restart_only("daemon.hierarchy", next->daemon.hierarchy != cfg.daemon.hierarchy);
-      drop_missing(*next, roots, notice);
-      drop_unprivileged(*next, privs, nullptr, notice);
-      config::Spec next_spec = config::compile(*next, topo->online());
-      restart_only("daemon.mode", next_spec.mode != spec.mode);
-      next_spec.mode = spec.mode;
-      next_spec.hierarchy = spec.hierarchy;
-      auto s = Sensing::open(next_spec, roots, *topo, stats);
-      if (!s) {
-        log_error("reload: " + s.error().message() + ": the running config stays");
-      } else {
-        auto fresh = std::make_unique<Sensing>(std::move(*s));
-        loop.reload(next_spec, fresh.get());
-        sensing = std::move(fresh);  // the old sensing (its BPF programs) goes
-        spec = std::move(next_spec);
-        health.set_period(spec.period);
-        notice("reload: the new config is in use: " + std::to_string(spec.workloads.size()) +
-               " workloads; knobs of instances it no longer manages go back at the next tick");
-      }
-    } else if (o.reload) {
-      log_error("reload: the config is not valid (above): the running config stays");
-    }
-    (void)notifier->send("READY=1");
-  }
-  health.stopping();
-  if (auto r = notifier->send("STOPPING=1"); !r) log_error("run: " + r.error().message());
-  if (!observe && spec.rollback == config::Rollback::not_on_exit) {
-    // Hand over (daemon.rollback = "not_on_exit"): knobs as they are, the journal and the desired state
-    // kept for the next keel; `keel restore` gives them back.
-    const size_t journaled = session->writer().journaled();
-    if (auto r = session->hand_over(format_desired(loop.desired())); !r) {
-      log_error("run: " + r.error().message() + ": giving every knob back instead");
-    } else {
-      notice("run: stopped and handed over (daemon.rollback = \"not_on_exit\"): " +
-             std::to_string(journaled) + " knobs left as keel set them, their originals journaled in " +
-             state.string() + "; the next keel adopts them, keel restore gives them back");
-      return kOk;
-    }
-  }
-
-  int rc = kOk;
-  auto back = session->finish();
-  if (!observe || back.restored + back.failed.size() > 0)
-    notice("run: stopped; " + std::to_string(back.restored) + " knobs restored, " +
-           std::to_string(back.unchanged) + " already at their original value, " + std::to_string(back.gone) +
-           " gone, " + std::to_string(back.kept) + " kept, " + std::to_string(back.failed.size()) +
-           " failed");
-  for (const auto& c : back.changed_since)
-    notice("restore: left " + c + ": another manager changed it after keel, its value stays");
-  for (const auto& c : back.every_cpu)
-    notice("restore: " + c +
-           ": cpuset.cpus was not set; the kernel refuses to unset it while the cgroup "
-           "has tasks, so it has every CPU, and with it its parent's, as before");
-  for (const auto& e : back.failed) log_error("restore: " + e.message());
-  if (!back.failed.empty()) {
-    log_error("run: the failed knobs stay journaled in " + state.string() + "; run keel restore");
-    rc = kFailure;
-  }
-  return rc;
 }
 
 }  // namespace keel::loop

@@ -1,8 +1,7 @@
 // keel run's loop: every period, sense (loop/sensing.h) -> decide (controller/controller.h) -> act
 // (loop/reconciler.h) -> publish (the decision log, metrics) -> record (--record), owned by one class;
-// between ticks it sleeps in Events until the next tick is due or a stop signal comes. run() is the
-// daemon from its first step (the metrics port, the session that restores a crashed run's journal)
-// to its last (every knob given back); cli/ only parses the command line and calls it.
+// between ticks it sleeps in Events until the next tick is due or a stop signal comes. The daemon around
+// it (start, reload, stop) is loop/daemon.h.
 #pragma once
 
 #include <cstdint>
@@ -30,31 +29,6 @@
 
 namespace keel::loop {
 
-// keel run's flags (the config file has the rest).
-struct RunOptions {
-  bool observe = false;               // --observe: decide and log, write nothing (also mode = "observe")
-  bool once = false;                  // stop after one tick
-  bool verbose = false;               // a status line every tick
-  std::optional<std::string> record;  // --record TRACE
-  std::optional<std::filesystem::path> state;  // --state DIR (else daemon.state_dir)
-  bpf::BpfStats stats = bpf::BpfStats::sampled;
-  std::optional<std::string> metrics_listen;  // --metrics-listen, checked already ("off": none)
-  std::string version;
-  std::string revision, compiler;  // for keel_build_info, as keel --version prints them
-  // SIGHUP: the config read again and validated (its errors printed, file:line:col); none keeps the
-  // running one. Unset: SIGHUP is ignored with a line saying so.
-  std::function<std::optional<config::Config>()> reload;
-};
-
-// The daemon: returns the process's exit code (0, or 1 on a runtime failure or a knob that could not
-// be given back). Logs on stderr.
-int run(config::Config cfg, const RunOptions& options, const SysRoots& roots);
-
-// Turns off the mechanisms the config enables that this host lacks (resctrl not mounted, no STEAL
-// sched feature), each with a line to `log`: the controller's ladder then skips them.
-void drop_missing(config::Config& cfg, const SysRoots& roots,
-                  const std::function<void(const std::string&)>& log);
-
 // keel's desired knob values per instance as text (JSON) for a handover, and back. Instance names are
 // kept byte for byte where they are valid UTF-8 (others do not come back: those instances start as
 // found). Bad text is an error, never a partial map.
@@ -65,7 +39,7 @@ Result<std::map<std::string, ctl::KnobState>> parse_desired(std::string_view tex
 // names whole however long.
 std::string status_line(const ctl::Plan& plan, const ctl::Snapshot& snap);
 
-// One running loop, its parts built by run().
+// One running loop, its parts built by the daemon (loop/daemon.h).
 class Loop {
  public:
   struct Parts {
@@ -104,7 +78,7 @@ class Loop {
 
  private:
   void log_early(uint64_t n, const bpf::SloEvent& e);
-  void log_lull(uint64_t n, const std::string& instance, std::chrono::duration<double> lull) const;
+  void log_watch(uint64_t n, const Sensing::DemandWake& wake, std::chrono::duration<double> lull) const;
   std::vector<ctl::DemandWatch> watch_;  // after the latest tick: the instances the demand watch reads
   void keep_off_critical_cpus(const ctl::Plan& plan, const ctl::Snapshot& snap);
   CpuSet started_cpus_, own_cpus_;  // where keel's loop thread was started, and may run now

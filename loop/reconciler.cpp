@@ -7,6 +7,7 @@
 #include "actuators/irq.h"
 #include "actuators/restore.h"
 #include "actuators/sched_features.h"
+#include "host/cgroup_files.h"
 #include "host/fileio.h"
 
 namespace keel::loop {
@@ -99,7 +100,9 @@ std::string Reconciler::missing_controller(const inv::Node& n, const CgroupHiera
       ": its parent " + parent + " does not enable the " + c + " controller for its children";
   if (!w_->reapplied_by_owner(n.dir.path()))
     return why + " (enable it there: echo +" + c + " > " +
-           (h.mount / std::filesystem::path(parent).relative_path() / "cgroup.subtree_control").string() +
+           (h.mount / std::filesystem::path(parent).relative_path() /
+            cgroup_file_name(CgroupFile::subtree_control, /*unified=*/true))
+               .string() +
            ")";
   // systemd's unit: asked once per cgroup and controller (its answer said again as the note).
   const UnitProperty prop =
@@ -228,9 +231,9 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   out.reapplied = w_->take_reapplied();
   for (const act::Drift& d : out.drifts) {
     if (d.cgroup == CgroupId{}) continue;
-    const std::string file = d.path.rel.filename().string();
-    if (file.ends_with(".cpus")) found_cpus_.erase(d.cgroup);
-    if (file.ends_with(".weight") || file.ends_with(".shares")) found_weight_.erase(d.cgroup);
+    const auto file = cgroup_file_named(d.path.rel.filename().string());
+    if (file == CgroupFile::cpus) found_cpus_.erase(d.cgroup);
+    if (file == CgroupFile::weight) found_weight_.erase(d.cgroup);
   }
   return out;
 }
@@ -858,7 +861,8 @@ void Reconciler::root_tasks(const act::UnmanagedSurvey& survey, const CgroupHier
       note(out, "not isolated: pid " + std::to_string(p.pid) + " (" + p.comm + "): pinned to CPUs " +
                     p.cpus.to_list() +
                     " by its own affinity; keel leaves it (a cpuset move resets affinity before Linux 6.2)");
-  auto procs = act::cgroup_knob(w_->roots(), cs, act::kRootTasksGroup, "cgroup.procs");
+  auto procs =
+      act::cgroup_knob(w_->roots(), cs, act::kRootTasksGroup, cgroup_file_name(CgroupFile::procs, cs));
   if (!procs) {
     out.errors.push_back("root processes: " + procs.error().message());
     return;
@@ -924,7 +928,8 @@ void Reconciler::give_back_unmanaged(const inv::Inventory& inv, const CgroupHier
     if (give_back_cpusets(cs, back, out)) found_unmanaged_.clear();  // else tried again next tick
   }
   if (!root_group_) return;
-  auto procs = act::cgroup_knob(w_->roots(), cs, act::kRootTasksGroup, "cgroup.procs");
+  auto procs =
+      act::cgroup_knob(w_->roots(), cs, act::kRootTasksGroup, cgroup_file_name(CgroupFile::procs, cs));
   if (!procs) return;
   const act::KnobPath group{procs->root, procs->rel.parent_path()};
   if (auto moved = act::move_procs_to_parent(group.abs(w_->roots())); !moved) {

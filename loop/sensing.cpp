@@ -20,6 +20,7 @@ struct NodeState {
   // Facts read every few ticks, and right after keel changed them.
   CpuSet cpus;                     // where it may run: its cpuset's effective CPUs
   std::optional<uint64_t> shares;  // its weight, as cpu.shares
+  std::optional<bool> in_class;    // in the preemption class (cpu.idle, or a vendor kernel's file)
   bool limited = false;            // it has a CFS quota (only then can it be throttled)
   bool facts = false, dirty = false;
   uint64_t facts_tick = 0;
@@ -69,7 +70,9 @@ struct Sensing::State {
     uint64_t usage_ns = 0;
     std::chrono::steady_clock::time_point at;
     std::optional<std::chrono::steady_clock::time_point> since;
-    bool said = false;
+    bool said = false;           // this lull woke keel already
+    std::optional<double> cpus;  // over the latest read
+    bool rose = false;           // at cpu_above or over at the latest read (said once per rise)
   };
   std::unordered_map<std::string, Lull> lulls;
 
@@ -153,6 +156,15 @@ void Sensing::State::read_facts(const inv::Node& n, NodeState& ns) {
   if (auto p = inv.place(n, CgroupFile::weight))
     if (auto v = p->dir->read_u64(CgroupFile::weight, p->below); v && *v > 0)
       ns.shares = p->dir->hierarchy().unified ? weight_to_shares(*v, spec.actuators.weight_mapping) : *v;
+  ns.in_class.reset();
+  for (auto [file, in] : {std::pair{CgroupFile::idle, 1}, std::pair{CgroupFile::qos_level, -1},
+                          std::pair{CgroupFile::bvt_warp, -1}})
+    if (auto p = inv.place(n, file))
+      if (auto text = p->dir->read(file, p->below))
+        if (auto v = parse_integer(*text)) {
+          ns.in_class = file == CgroupFile::idle ? *v == in : *v <= in;
+          break;
+        }
   ns.limited = false;
   if (auto p = inv.place(n, CgroupFile::cfs_quota)) {
     if (auto q = p->dir->read(CgroupFile::cfs_quota, p->below))
@@ -180,11 +192,11 @@ std::optional<uint64_t> Sensing::State::usage_ns(const inv::Node& n) const {
   return v ? std::optional<uint64_t>(*v) : std::nullopt;
 }
 
-std::vector<std::string> Sensing::watch_demand(const std::vector<ctl::DemandWatch>& watch,
-                                               std::chrono::duration<double> lull) {
+std::vector<Sensing::DemandWake> Sensing::watch_demand(const std::vector<ctl::DemandWatch>& watch,
+                                                       std::chrono::duration<double> lull) {
   State& st = *s_;
   const auto now = std::chrono::steady_clock::now();
-  std::vector<std::string> out;
+  std::vector<DemandWake> out;
   std::unordered_map<std::string, State::Lull> next;
   for (const ctl::DemandWatch& w : watch) {
     const inv::Instance* ins = nullptr;
@@ -199,18 +211,21 @@ std::vector<std::string> Sensing::watch_demand(const std::vector<ctl::DemandWatc
       sum += u.value_or(0);
     }
     if (!read) continue;  // a cgroup gone or unreadable: not watched until the next tick sorts it out
-    State::Lull l{sum, now, std::nullopt, false};
+    State::Lull l{sum, now, std::nullopt, false, std::nullopt, false};
     if (auto prev = st.lulls.find(w.instance);
         prev != st.lulls.end() && sum >= prev->second.usage_ns && now > prev->second.at) {
-      const double cpus = static_cast<double>(sum - prev->second.usage_ns) / 1e9 /
-                          std::chrono::duration<double>(now - prev->second.at).count();
-      if (cpus < w.cpu_below) {
-        l.since = prev->second.since.value_or(prev->second.at);
-        l.said = prev->second.said;
+      const State::Lull& was = prev->second;
+      l.cpus =
+          static_cast<double>(sum - was.usage_ns) / 1e9 / std::chrono::duration<double>(now - was.at).count();
+      if (*l.cpus < w.cpu_below) {
+        l.since = was.since.value_or(was.at);
+        l.said = was.said;
       }
+      l.rose = *l.cpus >= w.cpu_above;
+      if (l.rose && !was.rose) out.push_back({w.instance, true, *l.cpus});
     }
     if (l.since && !l.said && now - *l.since >= lull) {
-      out.push_back(w.instance);
+      out.push_back({w.instance, false, l.cpus.value_or(0)});
       l.said = true;
     }
     next.emplace(w.instance, l);
@@ -371,6 +386,7 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
       st.read_counters(*n, ns, ran.contains(n->dir.id()), usage_s, usage, throttled, throttle);
       w.cpus |= ns.cpus;
       if (!w.shares) w.shares = ns.shares;
+      if (ns.in_class) w.in_class = w.in_class.value_or(true) && *ns.in_class;
     }
     if (auto c = counts.instances.find(ins.name); c != counts.instances.end()) {
       const SensedCounts::Counts& k = c->second;
@@ -393,8 +409,10 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
     }
     if (usage) w.cpu_usage = usage_s / secs;
     if (throttle) w.throttled_per_s = throttled / secs;
-    if (auto l = st.lulls.find(ins.name); l != st.lulls.end() && l->second.since)
-      w.lull_s = std::chrono::duration<double>(l->second.at - *l->second.since).count();
+    if (auto l = st.lulls.find(ins.name); l != st.lulls.end()) {
+      if (l->second.since) w.lull_s = std::chrono::duration<double>(l->second.at - *l->second.since).count();
+      w.watch_cpu = l->second.cpus;
+    }
   }
   return {};
 }

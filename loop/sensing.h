@@ -70,11 +70,17 @@ class Sensing {
   int events_fd() const;
   std::vector<bpf::SloEvent> take_events();
   // The demand watch, between ticks: reads the CPU use of the `watch` instances since the previous
-  // call and returns those whose use has stayed under their bound for `lull` or longer (each once per
-  // lull). The next sample reports each one's lull so far (ctl::WorkloadSignals::lull_s); instances no
-  // longer watched are forgotten.
-  std::vector<std::string> watch_demand(const std::vector<ctl::DemandWatch>& watch,
-                                        std::chrono::duration<double> lull);
+  // call and returns those whose use has stayed under their cpu_below for `lull` or longer (each once
+  // per lull), or reached their cpu_above (once per rise). The next sample reports each one's lull so
+  // far and its latest CPU use (ctl::WorkloadSignals::lull_s, watch_cpu); instances no longer watched
+  // are forgotten.
+  struct DemandWake {
+    std::string instance;
+    bool rose = false;  // its CPU use reached cpu_above (else: a lull)
+    double cpus = 0;    // CPUs busy over the latest read
+  };
+  std::vector<DemandWake> watch_demand(const std::vector<ctl::DemandWatch>& watch,
+                                       std::chrono::duration<double> lull);
 
   const SensedCounts& counts() const;  // of the latest sample
   inv::Inventory& inventory();

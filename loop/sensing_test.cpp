@@ -199,8 +199,9 @@ TEST(SensingFakeSensor, InstancesCountsAndCpuUsagePerTick) {
 }
 
 // The demand watch between ticks: a lull (CPU use under the bound) is reported once it has lasted, once
-// per lull; the next sample carries how long it has lasted; CPU use over the bound ends it, and an
-// instance no longer watched is forgotten (watched again, it starts from a new baseline).
+// per lull; the next sample carries how long it has lasted and the latest read; CPU use over the bound
+// ends it, and an instance no longer watched is forgotten (watched again, it starts from a new
+// baseline). A rise to cpu_above is reported once per rise.
 TEST(SensingFakeSensor, TheDemandWatchReportsALullOnceAndTheSampleCarriesIt) {
   TempDir tmp;
   const SysRoots roots = v1_noprefix_host(tmp);
@@ -210,6 +211,11 @@ TEST(SensingFakeSensor, TheDemandWatchReportsALullOnceAndTheSampleCarriesIt) {
   auto usage = [&](const char* ns) {
     make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", std::string(ns) + "\n"}});
   };
+  auto names = [](const std::vector<Sensing::DemandWake>& w) {
+    std::vector<std::string> out;
+    for (const auto& x : w) out.push_back(x.instance + (x.rose ? " rose" : " lull"));
+    return out;
+  };
   EXPECT_TRUE(sensing.watch_demand(watch, lull).empty());  // the baseline
   usage("10000000000");                                    // 10 CPU-s at once: busy
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -217,27 +223,46 @@ TEST(SensingFakeSensor, TheDemandWatchReportsALullOnceAndTheSampleCarriesIt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(sensing.watch_demand(watch, lull).empty()) << "quiet for 20 ms of the 200";
   std::this_thread::sleep_for(lull);
-  EXPECT_EQ(sensing.watch_demand(watch, lull), std::vector<std::string>{"crit"});
+  EXPECT_EQ(names(sensing.watch_demand(watch, lull)), std::vector<std::string>{"crit lull"});
   EXPECT_TRUE(sensing.watch_demand(watch, lull).empty()) << "once per lull";
   auto snap = sensing.sample(1);
   ASSERT_TRUE(snap);
   EXPECT_GE(signals(*snap, "crit").lull_s, 0.2);
+  ASSERT_TRUE(signals(*snap, "crit").watch_cpu);
+  EXPECT_EQ(*signals(*snap, "crit").watch_cpu, 0.0);
   EXPECT_EQ(signals(*snap, "batch").lull_s, 0.0);  // not watched
+  EXPECT_FALSE(signals(*snap, "batch").watch_cpu);
   usage("20000000000");
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_TRUE(sensing.watch_demand(watch, lull).empty());
   snap = sensing.sample(2);
   ASSERT_TRUE(snap);
   EXPECT_EQ(signals(*snap, "crit").lull_s, 0.0) << "busy again";
+  EXPECT_GT(*signals(*snap, "crit").watch_cpu, 0.5);
   // Quiet again, then no longer watched: forgotten, and watched anew it starts from a baseline.
   std::this_thread::sleep_for(lull + std::chrono::milliseconds(20));
-  EXPECT_EQ(sensing.watch_demand(watch, lull), std::vector<std::string>{"crit"});
+  EXPECT_EQ(names(sensing.watch_demand(watch, lull)), std::vector<std::string>{"crit lull"});
   EXPECT_TRUE(sensing.watch_demand({}, lull).empty());
   snap = sensing.sample(3);
   ASSERT_TRUE(snap);
   EXPECT_EQ(signals(*snap, "crit").lull_s, 0.0);
+  EXPECT_FALSE(signals(*snap, "crit").watch_cpu);
   std::this_thread::sleep_for(lull + std::chrono::milliseconds(20));
   EXPECT_TRUE(sensing.watch_demand(watch, lull).empty()) << "a new baseline, not the old lull";
+  // Parked, it is watched for a rise: reported once while it stays up, again after it fell.
+  const std::vector<ctl::DemandWatch> parked{{"crit", 0, 0.5}};
+  EXPECT_TRUE(sensing.watch_demand(parked, lull).empty());
+  usage("30000000000");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(names(sensing.watch_demand(parked, lull)), std::vector<std::string>{"crit rose"});
+  usage("40000000000");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(sensing.watch_demand(parked, lull).empty()) << "once per rise";
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(sensing.watch_demand(parked, lull).empty()) << "fell: nothing to say";
+  usage("50000000000");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(names(sensing.watch_demand(parked, lull)), std::vector<std::string>{"crit rose"});
 }
 
 // Every tick the sensor learns which cgroups' map entries matter: the critical instance's cgroup with

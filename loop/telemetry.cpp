@@ -28,16 +28,10 @@ void fill_counts(metrics::WorkloadReport& r, const SensedCounts::Counts& c, bool
   }
 }
 
+// keel_actions_total's direction label: metrics' list is in Action::Kind's order.
 const char* direction(Action::Kind k) {
-  switch (k) {
-    case Action::Kind::act:
-      return "act";
-    case Action::Kind::give_back:
-      return "give_back";
-    case Action::Kind::revert:
-      return "revert";
-  }
-  return "act";
+  static_assert(std::size(metrics::kActionDirections) == static_cast<size_t>(Action::Kind::revert) + 1);
+  return metrics::kActionDirections[static_cast<size_t>(k)];
 }
 
 }  // namespace
@@ -131,10 +125,14 @@ void instance_report(const config::Spec& spec, const ctl::WorkloadSignals& w, co
   set_knob(r, "l3_ways", set && d->second.l3_ways ? std::optional<double>(*d->second.l3_ways) : std::nullopt);
   set_knob(r, "mba_percent",
            set && d->second.mba_percent ? std::optional<double>(*d->second.mba_percent) : std::nullopt);
-  const bool lifted = set && d->second.preempt && !plan.starvation_lifts.empty() &&
-                      std::find(plan.starvation_lifts.begin(), plan.starvation_lifts.end(), w.instance) !=
-                          plan.starvation_lifts.end();
-  set_knob(r, "class", set && d->second.preempt && !lifted ? std::optional<double>(1) : std::nullopt);
+  // The class (1 in it, 0 not, none where the kernel has no class file): observing, what the kernel
+  // has, as for cpus and shares; enforcing, where keel puts it this tick.
+  std::optional<double> classed;
+  if (!meta.observe && ctl::in_class(plan, w.instance))
+    classed = 1;
+  else if (w.in_class)
+    classed = meta.observe && *w.in_class ? 1 : 0;
+  set_knob(r, "class", classed);
 }
 
 }  // namespace

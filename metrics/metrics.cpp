@@ -93,9 +93,6 @@ size_t utf8_length(std::string_view s) {
   return n;
 }
 
-const char* const kKnobs[] = {"cpus", "shares", "l3_ways", "mba_percent", "steal_task", "class"};
-const char* const kDirections[] = {"act", "give_back", "revert"};
-
 }  // namespace
 
 std::string label_value(std::string_view name) {
@@ -305,8 +302,8 @@ Metrics::Metrics(Setup setup) : s_(std::make_unique<State>()) {
   s.actions = &counter(r, "keel_actions_total");
   // Every (knob, direction) of this mode exists from the start at 0, so rates and increases are
   // defined before the first action (and a dashboard shows 0, not "no data").
-  for (const char* k : kKnobs)
-    for (const char* d : kDirections)
+  for (const char* k : kActionKnobs)
+    for (const char* d : kActionDirections)
       s.action[{k, d}] = &add(*s.actions, {{"knob", k}, {"direction", d}, {"mode", s.setup.mode}});
   add(gauge(r, "keel_mode"), {{"mode", s.setup.mode}}).Set(1);
   s.instances = &gauge(r, "keel_workload_instances");

@@ -66,13 +66,20 @@ struct HealthReport {
   uint64_t evicted_gone = 0, evicted_idle = 0, evicted_unmatched = 0, evicted_best_effort = 0;
 };
 
+// keel_actions_total's label values: the knobs, and the directions in the controller's Action::Kind
+// order (act, give_back, revert; the decision log spells the second "give-back"). Every pair is a series
+// from the start.
+inline constexpr const char* kActionKnobs[] = {"cpus",        "shares",     "l3_ways",
+                                               "mba_percent", "steal_task", "class"};
+inline constexpr const char* kActionDirections[] = {"act", "give_back", "revert"};
+
 struct TickReport {
   std::vector<WorkloadReport> workloads;
   // Instances already folded into "other" by the report's builder (past the label cap, see LabelCap),
   // by class (critical | best_effort): counted as instances and as folded.
   std::map<std::string, size_t> folded;
   std::vector<InterferenceReport> interference;              // strongest first per victim
-  std::vector<std::pair<std::string, std::string>> actions;  // (knob, act | give_back | revert)
+  std::vector<std::pair<std::string, std::string>> actions;  // (kActionKnobs, kActionDirections)
   std::optional<bool> steal;                                 // host-wide steal_task, when keel manages it
   size_t starvation_lifts = 0;  // best-effort instances whose preemption class was lifted this tick
   HealthReport health;

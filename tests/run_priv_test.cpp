@@ -1166,8 +1166,6 @@ TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturns
           return "no resctrl";
         else if (m.label == "knob" && m.value == "steal_task" && !steal)
           return "no steal_task";
-        else if (m.label == "knob" && m.value == "class")
-          return "observe mode (the class is reported as keel sets it, in enforce mode)";
     }
     return "";
   };
