@@ -60,7 +60,8 @@ void drop_missing(config::Config& cfg, const SysRoots& roots,
 // "BPF run-time stats: needs CAP_SYS_ADMIN, which keel does not have: keel's own BPF cost is not measured"
 std::string unprivileged(Feature f, const Verdict& v) {
   const FeatureRow& row = privilege_row(f);
-  return std::string(row.label) + ": needs " + v.needs + ", which keel does not have: " + std::string(row.without);
+  return std::string(row.label) + ": needs " + v.needs +
+         ", which keel does not have: " + std::string(row.without);
 }
 
 // As drop_missing, for privileges (host/caps.h): the mechanisms the config enables that keel lacks the
@@ -116,10 +117,10 @@ class Daemon {
   int stop();
 
  private:
-  bool prepare();         // events, notifier, malloc, topology, privileges, the spec, keel's CPUs
-  bool open_endpoint();   // the metrics port (a taken one stops keel before it changes a thing)
-  bool open_session();    // the trace, the journal a crashed keel left restored
-  bool open_sensing();    // BPF and the inventory; the metrics and their server
+  bool prepare();        // events, notifier, malloc, topology, privileges, the spec, keel's CPUs
+  bool open_endpoint();  // the metrics port (a taken one stops keel before it changes a thing)
+  bool open_session();   // the trace, the journal a crashed keel left restored
+  bool open_sensing();   // BPF and the inventory; the metrics and their server
   void say_started() const;
   void adopt_handover();  // what a previous keel handed over, taken on
   config::Spec compile_next(config::Config& next) const;
@@ -190,8 +191,9 @@ bool Daemon::prepare() {
 bool Daemon::open_endpoint() {
   const std::string listen = o_.metrics_listen.value_or(cfg_.daemon.metrics_listen);
   if (listen == "off") return true;
-  const std::string source = o_.metrics_listen ? "--metrics-listen " + *o_.metrics_listen
-                                               : "daemon.metrics_listen = \"" + cfg_.daemon.metrics_listen + "\"";
+  const std::string source = o_.metrics_listen
+                                 ? "--metrics-listen " + *o_.metrics_listen
+                                 : "daemon.metrics_listen = \"" + cfg_.daemon.metrics_listen + "\"";
   auto e = metrics::Endpoint::listen(listen);
   if (!e) {
     log_error("run: metrics: " + source + ": " + e.error().message());
@@ -277,9 +279,9 @@ void Daemon::say_started() const {
   const inv::Inventory& inv = sensing_->inventory();
   notice(std::string("run: ") + mode_ + ", period " + config::format_duration(spec_.period) + ", " +
          std::to_string(spec_.workloads.size()) + " workloads (" + std::to_string(critical) +
-         " critical), hierarchy " + inv.defining().name() + " (" + std::to_string(inv.cgroups()) + " cgroups, " +
-         inv.watching() + "), sensors " + bpf::to_string(sensing_->sensor().attach()) + ", cache counters " +
-         sensing_->sensor().counters_note() + ", state " + state_.string() +
+         " critical), hierarchy " + inv.defining().name() + " (" + std::to_string(inv.cgroups()) +
+         " cgroups, " + inv.watching() + "), sensors " + bpf::to_string(sensing_->sensor().attach()) +
+         ", cache counters " + sensing_->sensor().counters_note() + ", state " + state_.string() +
          (endpoint_ ? ", metrics on http://" + endpoint_->address() + "/metrics" : ", metrics off"));
   // In a cgroup namespace of its own (a container's default on cgroup v2) /proc/PID/cgroup names
   // cgroups relative to that namespace: pid_file rules, keel's own cgroup and the root cgroup's tasks
@@ -288,7 +290,8 @@ void Daemon::say_started() const {
   const auto own = std::filesystem::read_symlink(roots_.proc / "self/ns/cgroup", e1);
   const auto init = std::filesystem::read_symlink(roots_.proc / "1/ns/cgroup", e2);
   if (!e1 && !e2 && own != init)
-    warn("run: keel runs in a cgroup namespace of its own (" + own.string() + ", pid 1's is " + init.string() +
+    warn("run: keel runs in a cgroup namespace of its own (" + own.string() + ", pid 1's is " +
+         init.string() +
          "): /proc/PID/cgroup paths are relative to it, so pid_file rules match nothing, keel's own cgroup "
          "is not left out of the rules and the root cgroup's tasks are not moved; run keel in the host's "
          "cgroup namespace (docker --cgroupns=host; deploy/README.md)");
@@ -383,9 +386,9 @@ int Daemon::stop() {
     if (auto r = session_->hand_over(format_desired(loop_->desired())); !r) {
       log_error("run: " + r.error().message() + ": giving every knob back instead");
     } else {
-      notice("run: stopped and handed over (daemon.rollback = \"not_on_exit\"): " + std::to_string(journaled) +
-             " knobs left as keel set them, their originals journaled in " + state_.string() +
-             "; the next keel adopts them, keel restore gives them back");
+      notice("run: stopped and handed over (daemon.rollback = \"not_on_exit\"): " +
+             std::to_string(journaled) + " knobs left as keel set them, their originals journaled in " +
+             state_.string() + "; the next keel adopts them, keel restore gives them back");
       return kOk;
     }
   }
@@ -393,7 +396,8 @@ int Daemon::stop() {
   if (!observe_ || back.restored + back.failed.size() > 0)
     notice("run: stopped; " + std::to_string(back.restored) + " knobs restored, " +
            std::to_string(back.unchanged) + " already at their original value, " + std::to_string(back.gone) +
-           " gone, " + std::to_string(back.kept) + " kept, " + std::to_string(back.failed.size()) + " failed");
+           " gone, " + std::to_string(back.kept) + " kept, " + std::to_string(back.failed.size()) +
+           " failed");
   for (const auto& c : back.changed_since)
     notice("restore: left " + c + ": another manager changed it after keel, its value stays");
   for (const auto& c : back.every_cpu)
