@@ -180,12 +180,7 @@ void Sensing::State::read_facts(const inv::Node& n, NodeState& ns) {
 // A cgroup's CPU time so far (v2: cpu.stat's usage_usec; v1: cpuacct.usage where the inventory places it).
 std::optional<uint64_t> Sensing::State::usage_ns(const inv::Node& n) const {
   const inv::Inventory& inv = *inventory;
-  if (inv.defining().unified) {
-    auto text = n.dir.read(CgroupFile::cpu_stat);
-    if (!text) return std::nullopt;
-    auto us = stat_field(*text, "usage_usec");
-    return us ? std::optional<uint64_t>(*us * 1000) : std::nullopt;
-  }
+  if (inv.defining().unified) return read_usage_ns(n.dir);
   auto p = inv.place(n, CgroupFile::usage);
   if (!p) return std::nullopt;
   auto v = p->dir->read_u64(CgroupFile::usage, p->below);
