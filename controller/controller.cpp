@@ -828,8 +828,11 @@ const Plan& Controller::step(const Snapshot& s) {
     }
     const bool measured = v->rq_waits >= std::max(1u, policy_.min_waits);
     // Its own demand fell (it went idle): everything it holds goes back now, parked for its next
-    // busy spell. Not while a violation is measured this tick: then it still needs them.
-    if (!st.steps.empty() && !(view.violated && measured) && demand_fell(s, *v, st) &&
+    // busy spell. Not while a violation is measured this tick: then it still needs them; unless the
+    // demand watch saw a lull with no SLO crossing in it (sensing restarts a lull at each), when what
+    // this tick measured came before the lull.
+    const bool lull = v->lull_s >= policy_.lull_s;
+    if (!st.steps.empty() && !(view.violated && measured && !lull) && demand_fell(s, *v, st) &&
         park(s, *v, st, plan, numbers))
       continue;
     // Its next SLO crossing (the early tick brings it at once): the parked steps again, all in one tick.

@@ -1762,6 +1762,7 @@ struct Load {
   double period_s = 1.0;
   double lull_s = 0;      // what the demand watch saw between ticks
   double watch_cpu = -1;  // its latest read (negative: none)
+  double p99_us = -1;     // this tick's p99 (negative: the replay's by whether it holds cores)
 };
 const Load kBusy{2000, 0.9}, kIdle{3, 0.01};
 
@@ -1782,7 +1783,7 @@ Replay replay_redis(
     w.instance = "redis";
     w.rq_waits = l.waits;
     w.rq_p50_us = 20;
-    w.rq_p99_us = p99(held);
+    w.rq_p99_us = l.p99_us >= 0 ? l.p99_us : p99(held);
     w.cpu_usage = l.cpu;
     w.lull_s = l.lull_s;
     if (l.watch_cpu >= 0) w.watch_cpu = l.watch_cpu;
@@ -1860,6 +1861,24 @@ TEST(ControllerGiveBack, ALullTheDemandWatchSawIsEvidenceInAShortTick) {
   const Replay waking = with(Load{600, 0.5, 0.25, 0.3});
   EXPECT_EQ(waking.ticks("redis", Knob::cpus, Action::Kind::give_back), std::vector<uint64_t>{9})
       << waking.log();
+}
+
+// The tick that sees the lull may still measure a violation from before it (a starved victim whose load
+// then stopped: tick 8's waits over the SLO came before its 0.3 s lull). The lull has no SLO crossing
+// in it (sensing restarts a lull at each), so what was measured is older than the lull and everything
+// goes back in that tick. The same violation without a lull keeps the cores.
+TEST(ControllerGiveBack, ALullGivesBackThoughTheTickMeasuredAViolationBeforeIt) {
+  auto with = [](double lull_s) {
+    return replay_redis(12, [lull_s](uint64_t t) {
+      return t == 8 ? Load{300, 0.3, 0.4, lull_s, -1, 6000} : t > 8 ? kIdle : kBusy;
+    });
+  };
+  const Replay r = with(0.3);
+  EXPECT_EQ(r.ticks("redis", Knob::cpus, Action::Kind::give_back), std::vector<uint64_t>{8}) << r.log();
+  const Replay no_lull = with(0);
+  const auto later = no_lull.ticks("redis", Knob::cpus, Action::Kind::give_back);
+  ASSERT_FALSE(later.empty()) << no_lull.log();
+  EXPECT_GT(later[0], 8u) << no_lull.log();
 }
 
 // Parked (idle from tick 8), the victim is watched for its demand rising again: a read of 1.4 CPUs busy

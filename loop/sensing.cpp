@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <unordered_map>
 
 #include "bpf/skeleton.h"
@@ -75,6 +76,9 @@ struct Sensing::State {
     bool rose = false;           // at cpu_above or over at the latest read (said once per rise)
   };
   std::unordered_map<std::string, Lull> lulls;
+  // The latest SLO crossing the watch reported of each cgroup: a crossing ends a lull (a victim starved
+  // of CPU also keeps little busy, but it still waits over its SLO).
+  std::map<CgroupId, std::chrono::steady_clock::time_point> crossed;
 
   std::optional<uint64_t> usage_ns(const inv::Node& n) const;
 
@@ -131,7 +135,15 @@ Result<Sensing> Sensing::open(config::Spec spec, const SysRoots& roots, const To
 
 int Sensing::events_fd() const { return s_->spec.early_ticks ? s_->sensor->events_fd() : -1; }
 
-std::vector<bpf::SloEvent> Sensing::take_events() { return s_->sensor->take_events(); }
+std::vector<bpf::SloEvent> Sensing::take_events() {
+  auto events = s_->sensor->take_events();
+  for (const bpf::SloEvent& e : events) {
+    const std::chrono::steady_clock::time_point at{std::chrono::nanoseconds(e.at_ns)};
+    auto [it, fresh] = s_->crossed.try_emplace(e.id, at);
+    if (!fresh) it->second = std::max(it->second, at);
+  }
+  return events;
+}
 
 void Sensing::touched(const std::vector<CgroupId>& cgroups) {
   for (const CgroupId& id : cgroups)
@@ -215,6 +227,10 @@ std::vector<Sensing::DemandWake> Sensing::watch_demand(const std::vector<ctl::De
       if (*l.cpus < w.cpu_below) {
         l.since = was.since.value_or(was.at);
         l.said = was.said;
+        // An SLO crossing within it: the lull starts again there (unsaid).
+        for (const inv::Node* n : ins->cgroups)
+          if (auto c = st.crossed.find(n->dir.id()); c != st.crossed.end() && c->second > *l.since)
+            l.since = c->second, l.said = false;
       }
       l.rose = *l.cpus >= w.cpu_above;
       if (l.rose && !was.rose) out.push_back({w.instance, true, *l.cpus});
@@ -226,6 +242,8 @@ std::vector<Sensing::DemandWake> Sensing::watch_demand(const std::vector<ctl::De
     next.emplace(w.instance, l);
   }
   st.lulls = std::move(next);
+  // Crossings matter only within a lull: older ones than the longest go.
+  std::erase_if(st.crossed, [&](const auto& c) { return now - c.second > std::chrono::seconds(10); });
   return out;
 }
 

@@ -70,8 +70,9 @@ class Sensing {
   int events_fd() const;
   std::vector<bpf::SloEvent> take_events();
   // The demand watch, between ticks: reads the CPU use of the `watch` instances since the previous
-  // call and returns those whose use has stayed under their cpu_below for `lull` or longer (each once
-  // per lull), or reached their cpu_above (once per rise). The next sample reports each one's lull so
+  // call and returns those whose use has stayed under their cpu_below for `lull` or longer with no SLO
+  // crossing (take_events) of theirs in it (each once per lull), or reached their cpu_above (once per
+  // rise). The next sample reports each one's lull so
   // far and its latest CPU use (ctl::WorkloadSignals::lull_s, watch_cpu); instances no longer watched
   // are forgotten.
   struct DemandWake {

@@ -13,6 +13,7 @@
 #include <deque>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "actuators/journal.h"
 #include "actuators/writer.h"
@@ -38,7 +39,8 @@ class FakeSensor final : public Sensor {
   std::function<bpf::Worth(CgroupId)> worth;  // what the latest tend() was told
   std::vector<CgroupId> critical;
   size_t tends = 0;
-  std::vector<CgroupId> known;  // what it holds counts of, for tend
+  std::vector<CgroupId> known;        // what it holds counts of, for tend
+  std::vector<bpf::SloEvent> events;  // SLO crossings, for take_events
 
   Result<bpf::SchedDelta> read() override {
     if (deltas.empty()) return bpf::SchedDelta{};
@@ -58,6 +60,7 @@ class FakeSensor final : public Sensor {
   std::vector<bpf::ProgStats> prog_stats() const override { return {}; }
   std::optional<bpf::BpfCost> cost() const override { return std::nullopt; }
   bpf::AttachKind attach() const override { return bpf::AttachKind::tp_btf; }
+  std::vector<bpf::SloEvent> take_events() override { return std::exchange(events, {}); }
   bool pmu() const override { return false; }
   std::string counters_note() const override { return "n/a (fake)"; }
 };
@@ -263,6 +266,45 @@ TEST(SensingFakeSensor, TheDemandWatchReportsALullOnceAndTheSampleCarriesIt) {
   usage("50000000000");
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(names(sensing.watch_demand(parked, lull)), std::vector<std::string>{"crit rose"});
+}
+
+// A victim starved of CPU keeps little busy too, but it still waits over its SLO: an SLO crossing of
+// one of its cgroups within a lull starts the lull again, so the watch reports it only 200 ms after the
+// crossing, and the sample's lull is counted from there.
+TEST(SensingFakeSensor, AnSloCrossingWithinALullStartsItAgain) {
+  TempDir tmp;
+  const SysRoots roots = v1_noprefix_host(tmp);
+  auto [sensing, fake] = open(roots, spec_of(kCritAndBatch));
+  const CgroupId crit = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/crit", 1);
+  const std::vector<ctl::DemandWatch> watch{{"crit", 0.5}};
+  const std::chrono::milliseconds lull{200};
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", "10000000000\n"}});
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty());  // the baseline
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty());  // quiet from here
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  auto now_ns = [] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  };
+  const auto crossed = std::chrono::steady_clock::now();
+  fake->events.push_back({crit, now_ns(), 3000000, 5});
+  const CgroupId batch = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/batch", 1);
+  fake->events.push_back({batch, now_ns(), 3000000, 5});  // another cgroup's: no matter
+  EXPECT_EQ(sensing.take_events().size(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // 260 ms quiet, 120 since the crossing
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty()) << "the crossing started the lull again";
+  auto snap = sensing.sample(1);
+  ASSERT_TRUE(snap);
+  EXPECT_LT(signals(*snap, "crit").lull_s, 0.2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(sensing.watch_demand(watch, lull).size(), 1u) << "200 ms on from the crossing";
+  snap = sensing.sample(2);
+  ASSERT_TRUE(snap);
+  const double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - crossed).count();
+  EXPECT_GE(signals(*snap, "crit").lull_s, 0.2);
+  EXPECT_LE(signals(*snap, "crit").lull_s, since);
 }
 
 // Every tick the sensor learns which cgroups' map entries matter: the critical instance's cgroup with

@@ -1086,7 +1086,14 @@ TEST_F(RunPriv, ObserveNamesTheAntagonistSaysWouldAndChangesNothing) {
   std::printf("%s", plan.c_str());
   EXPECT_EQ(rc, 0) << plan;
   EXPECT_NE(plan.find("SLO violated"), std::string::npos) << plan;
-  EXPECT_NE(plan.find("observe would act crit"), std::string::npos) << plan;
+  // What it would do about it: a step for crit, or the noise into the preemption class. (With the noise
+  // in the class, whole cores are not worth their cost for a victim that keeps little busy: under TCG
+  // the waker used 0.14 CPUs, and plan then proposes the class alone.)
+  bool proposes = plan.find("observe would act crit") != std::string::npos;
+  for (size_t at = plan.find("observe would act " + noise()); !proposes && at != std::string::npos;
+       at = plan.find("observe would act " + noise(), at + 1))
+    proposes = plan.substr(at, plan.find('\n', at) - at).find(" class (as found) -> on") != std::string::npos;
+  EXPECT_TRUE(proposes) << plan;
   EXPECT_NE(plan.find("interference crit antagonist " + noise()), std::string::npos) << plan;
   EXPECT_EQ(knobs(), before);
   std::string text = slurp(log);
@@ -1189,7 +1196,9 @@ TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturns
     }
     return "";
   };
-  // Each selector of `expr`, alone, has series: a misspelt metric, label or label value has none.
+  // Each selector of `expr`, alone, has had series in the last minute: a misspelt metric, label or label
+  // value has none. (Within the minute, not now: keel publishes the interference pair only on the ticks
+  // the victim is violated, and under TCG crit's p99 wavers around its SLO.)
   auto selectors_have_data = [&](const std::string& where, const std::string& expr) {
     for (const auto& sel : testing::scan_promql(expr).selectors) {
       if (sel.metric.empty()) continue;
@@ -1197,7 +1206,8 @@ TEST_F(RunPriv, PrometheusScrapesObserveModeAndEveryDashboardAndRuleQueryReturns
       for (const auto& m : sel.matchers) q += m.label + m.op + "\"" + m.value + "\",";
       q += "}";
       if (!lacks(q).empty()) continue;
-      EXPECT_TRUE(has_data(q)) << where << ": " << q << " selects no series (in " << expr << ")";
+      EXPECT_TRUE(has_data("last_over_time(" + q + "[1m])"))
+          << where << ": " << q << " selects no series in the last minute (in " << expr << ")";
     }
   };
   auto queries = testing::dashboard_queries(testing::source_dir() / "dashboards");
