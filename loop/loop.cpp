@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "actuators/irq.h"
 #include "actuators/journal.h"
@@ -217,9 +218,15 @@ Loop::Exit Loop::run(Events& events, bool once) {
   std::optional<bpf::SloEvent> early;       // the crossing an early tick is due for
   std::optional<Sensing::DemandWake> wake;  // or the demand watch's lull or rise it is due for
   Clock::time_point early_at;
-  const auto watch_every = std::chrono::duration_cast<Clock::duration>(kWatchEvery);
+  // Every kWatchEvery, or kRiseWatchEvery while one is watched for its rise.
+  auto watch_every = [&] {
+    const bool rise = std::any_of(watch_.begin(), watch_.end(), [](const ctl::DemandWatch& d) {
+      return d.cpu_above < std::numeric_limits<double>::infinity();
+    });
+    return std::chrono::duration_cast<Clock::duration>(rise ? kRiseWatchEvery : kWatchEvery);
+  };
   const std::chrono::duration<double> lull_for(controller_->policy().lull_s);
-  auto watch_at = Clock::now() + watch_every;
+  auto watch_at = Clock::now() + watch_every();
   // systemd's watchdog: pinged from this thread between ticks, so a tick that hangs stops the pings.
   const auto ping_every = p_.notifier != nullptr ? p_.notifier->watchdog_every() : std::nullopt;
   auto ping_at = Clock::now();
@@ -247,7 +254,7 @@ Loop::Exit Loop::run(Events& events, bool once) {
       }
     }
     if (!watch_.empty() && now >= watch_at && !early && !wake) {
-      watch_at = now + watch_every;
+      watch_at = now + watch_every();
       if (auto wakes = p_.sensing->watch_demand(watch_, lull_for); !wakes.empty()) {
         wake = wakes.front();
         early_at = std::max(now, last + gap);
@@ -274,7 +281,7 @@ Loop::Exit Loop::run(Events& events, bool once) {
     const bool watched = !watch_.empty();
     watch_ = p_.spec.early_ticks ? controller_->demand_watch() : std::vector<ctl::DemandWatch>{};
     if (watched && watch_.empty()) (void)p_.sensing->watch_demand({}, lull_for);
-    watch_at = std::min(watch_at, now + watch_every);
+    watch_at = std::min(watch_at, now + watch_every());
     ++n;
     if (once) break;
   }

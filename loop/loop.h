@@ -62,6 +62,9 @@ class Loop {
   // The demand watch (with early ticks): while the controller holds steps for critical instances, their
   // CPU use is read this often between ticks; a lull of Policy::lull_s wakes an early tick.
   static constexpr std::chrono::milliseconds kWatchEvery{100};
+  // While one's steps are parked, this often: its rise to Policy::demand_pin_cpus wakes an early tick,
+  // and until then its next busy spell runs with the class alone.
+  static constexpr std::chrono::milliseconds kRiseWatchEvery{25};
   // Ticks every period, and early when the sensing's SLO watch wakes it, until a stop signal (or
   // after one tick with `once`) or a reload signal.
   Exit run(Events& events, bool once);
