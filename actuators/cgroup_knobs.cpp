@@ -288,12 +288,13 @@ Result<std::vector<CpusetWrite>> order_cpuset_writes(const std::map<std::string,
   return out;
 }
 
-Result<std::vector<CpusetGranted>> apply_cpusets(KnobWriter& w, const CgroupHierarchy& h,
-                                                 const std::vector<CpusetTarget>& targets,
-                                                 const std::optional<CpuSet>& host_cpus) {
-  if (auto r = need_controller(h, "cpuset"); !r) return std::unexpected(r.error());
+namespace {
 
-  // 1. Every target against the host's CPUs and nodes, before reading or writing anything else.
+// 1. Every target against the host's CPUs and nodes, before reading or writing anything else: each
+// with its cgroup's path checked.
+Result<std::vector<CpusetTarget>> checked_targets(KnobWriter& w, const CgroupHierarchy& h,
+                                                  const std::vector<CpusetTarget>& targets,
+                                                  const std::optional<CpuSet>& host_cpus) {
   auto root = open_cg(w, h, "/");
   if (!root) return std::unexpected(root.error());
   if (root->dir() == nullptr) return fail("no such cgroup", root->abs().string(), ENOENT);
@@ -320,77 +321,87 @@ Result<std::vector<CpusetGranted>> apply_cpusets(KnobWriter& w, const CgroupHier
                   " are not on this host (" + host_mems->to_list() + ")");
     norm.push_back({*cg, t.cpus, t.mems, t.dir});
   }
+  return norm;
+}
 
-  // 2. The state of every target (v1: also its parent and children); then the writes, checked as a whole.
+// A held target whose cgroup was removed since the caller saw it is left out (churn, not an error),
+// and so is a child that went while its parent was listed; the rest is applied.
+bool went(const CpusetTarget& t) { return t.dir != nullptr && t.dir->removed(); }
+bool vanished(const Error& e) { return e.err == ENOENT || e.err == ENODEV; }
+
+// 2. The state of every target (v1: also its parent and children), the cgroups opened for it, and
+// the targets gone meanwhile.
+struct CpusetsRead {
   std::map<std::string, Cg> cgs;
   std::map<std::string, CpusetState> state;
+  std::set<std::string> gone;
+};
+
+Result<void> read_cpusets(KnobWriter& w, const CgroupHierarchy& h, const std::vector<CpusetTarget>& norm,
+                          CpusetsRead& r) {
   auto load = [&](const std::string& path, bool deep, const CgroupDir* held) -> Result<void> {
-    if (state.contains(path) && !deep) return {};
-    if (!cgs.contains(path)) {
+    if (r.state.contains(path) && !deep) return {};
+    if (!r.cgs.contains(path)) {
       auto cg = open_cg(w, h, path, held);
       if (!cg) return std::unexpected(cg.error());
-      cgs.emplace(path, std::move(*cg));
+      r.cgs.emplace(path, std::move(*cg));
     }
-    auto s = read_cpuset(cgs.at(path), deep);
+    auto s = read_cpuset(r.cgs.at(path), deep);
     if (!s) return std::unexpected(s.error());
-    state[path] = *s;
+    r.state[path] = *s;
     return {};
   };
-  // A held target whose cgroup was removed since the caller saw it is left out (churn, not an error),
-  // and so is a child that went while its parent was listed; the rest is applied.
-  std::set<std::string> gone;
-  auto went = [](const CpusetTarget& t) { return t.dir != nullptr && t.dir->removed(); };
-  auto vanished = [](const Error& e) { return e.err == ENOENT || e.err == ENODEV; };
   for (const auto& t : norm) {
     bool empties = t.cpus.empty() || (t.mems && t.mems->empty());
-    if (auto r = load(t.cgroup, empties, t.dir); !r) {
-      if (!went(t)) return std::unexpected(r.error());
-      gone.insert(t.cgroup);
+    if (auto l = load(t.cgroup, empties, t.dir); !l) {
+      if (!went(t)) return std::unexpected(l.error());
+      r.gone.insert(t.cgroup);
       continue;
     }
     if (h.unified) continue;  // v2 has no nesting rules (and a child may not have the controller)
-    if (auto r = load(parent_of(t.cgroup), false, nullptr); !r) {
-      if (!went(t)) return std::unexpected(r.error());
-      gone.insert(t.cgroup);
+    if (auto l = load(parent_of(t.cgroup), false, nullptr); !l) {
+      if (!went(t)) return std::unexpected(l.error());
+      r.gone.insert(t.cgroup);
       continue;
     }
     std::error_code ec;
-    for (fs::directory_iterator it(cgs.at(t.cgroup).abs(), ec), end; !ec && it != end; it.increment(ec)) {
+    for (fs::directory_iterator it(r.cgs.at(t.cgroup).abs(), ec), end; !ec && it != end; it.increment(ec)) {
       if (!it->is_directory(ec)) continue;
-      if (auto r = load(t.cgroup + "/" + it->path().filename().string(), false, nullptr); !r) {
-        if (vanished(r.error()) && !fs::exists(it->path(), ec)) continue;
-        return std::unexpected(r.error());
+      if (auto l = load(t.cgroup + "/" + it->path().filename().string(), false, nullptr); !l) {
+        if (vanished(l.error()) && !fs::exists(it->path(), ec)) continue;
+        return std::unexpected(l.error());
       }
     }
   }
-  std::vector<CpusetTarget> live;
-  for (const auto& t : norm)
-    if (!gone.contains(t.cgroup)) live.push_back(t);
-  auto writes = order_cpuset_writes(state, live, !h.unified);
-  if (!writes) return std::unexpected(writes.error());
+  return {};
+}
 
-  // 3. The writes, then what the kernel granted.
+// 3. The writes, then what the kernel granted each target.
+Result<std::vector<CpusetGranted>> write_cpusets(KnobWriter& w, const std::vector<CpusetTarget>& norm,
+                                                 const std::vector<CpusetTarget>& live,
+                                                 const std::vector<CpusetWrite>& writes, CpusetsRead& r) {
   std::map<std::string, bool> changed;
-  for (const auto& wr : *writes) {
-    if (gone.contains(wr.cgroup)) continue;
-    auto r = set(w, cgs.at(wr.cgroup), wr.mems ? CgroupFile::mems : CgroupFile::cpus, list_value(wr.value));
-    if (!r) {
+  for (const auto& wr : writes) {
+    if (r.gone.contains(wr.cgroup)) continue;
+    auto done =
+        set(w, r.cgs.at(wr.cgroup), wr.mems ? CgroupFile::mems : CgroupFile::cpus, list_value(wr.value));
+    if (!done) {
       auto t = std::find_if(live.begin(), live.end(),
                             [&](const CpusetTarget& l) { return l.cgroup == wr.cgroup; });
-      if (t == live.end() || !vanished(r.error()) || !went(*t)) return std::unexpected(r.error());
-      gone.insert(wr.cgroup);  // removed between the read and the write
+      if (t == live.end() || !vanished(done.error()) || !went(*t)) return std::unexpected(done.error());
+      r.gone.insert(wr.cgroup);  // removed between the read and the write
       continue;
     }
-    changed[wr.cgroup] = changed[wr.cgroup] || *r;
+    changed[wr.cgroup] = changed[wr.cgroup] || *done;
   }
   std::vector<CpusetGranted> out;
   for (const auto& t : norm) {
-    if (gone.contains(t.cgroup)) {
+    if (r.gone.contains(t.cgroup)) {
       out.push_back({t.cgroup, false, {}, true});
       continue;
     }
     CpusetGranted g{t.cgroup, changed[t.cgroup], t.cpus};
-    const Cg& cg = cgs.at(t.cgroup);
+    const Cg& cg = r.cgs.at(t.cgroup);
     if (w.mode() == Mode::enforce && cg.dir() != nullptr) {
       if (auto eff = read_list(cg, CgroupFile::effective_cpus))
         g.effective = *eff;
@@ -400,6 +411,24 @@ Result<std::vector<CpusetGranted>> apply_cpusets(KnobWriter& w, const CgroupHier
     out.push_back(std::move(g));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<CpusetGranted>> apply_cpusets(KnobWriter& w, const CgroupHierarchy& h,
+                                                 const std::vector<CpusetTarget>& targets,
+                                                 const std::optional<CpuSet>& host_cpus) {
+  if (auto r = need_controller(h, "cpuset"); !r) return std::unexpected(r.error());
+  auto norm = checked_targets(w, h, targets, host_cpus);
+  if (!norm) return std::unexpected(norm.error());
+  CpusetsRead read;
+  if (auto r = read_cpusets(w, h, *norm, read); !r) return std::unexpected(r.error());
+  std::vector<CpusetTarget> live;
+  for (const auto& t : *norm)
+    if (!read.gone.contains(t.cgroup)) live.push_back(t);
+  auto writes = order_cpuset_writes(read.state, live, !h.unified);
+  if (!writes) return std::unexpected(writes.error());
+  return write_cpusets(w, *norm, live, *writes, read);
 }
 
 // ---- weight ----

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "host/cgroup_files.h"
@@ -123,6 +125,261 @@ RestoreReport restore(const SysRoots& roots, Journal& journal, const DirOps& dir
   return restore_where(roots, journal, {}, dirs, wrote);
 }
 
+namespace {
+
+// One restore's state: what it reports, what stays journaled, and the directories removed (or found
+// gone) by root and path, whose knobs went with them.
+struct Pass {
+  const SysRoots& roots;
+  RestoreReport& rep;
+  std::vector<JournalEntry> left;
+  std::set<std::pair<Root, fs::path>> removed_dirs;
+
+  bool inside_removed(const JournalEntry& e) const {
+    if (removed_dirs.empty()) return false;
+    for (fs::path d = e.path.rel.parent_path(); !d.empty(); d = d.parent_path())
+      if (removed_dirs.contains({e.path.root, d})) return true;
+    return false;
+  }
+};
+
+// Only what keel itself writes (the journal loads nothing else; checked again where it is written),
+// and of that what `which` asks for: the others stay journaled.
+std::vector<const JournalEntry*> select_entries(Pass& p, const std::vector<JournalEntry>& all,
+                                                const std::function<bool(const JournalEntry&)>& which) {
+  std::vector<const JournalEntry*> entries;
+  entries.reserve(all.size());
+  for (const auto& e : all) {
+    if (which && !which(e)) {
+      p.left.push_back(e);
+    } else if (auto ok = check_entry(e); !ok) {
+      p.rep.failed.push_back(Error{0, e.path.abs(p.roots).string(), "not restored: " + ok.error().what});
+      p.left.push_back(e);
+    } else {
+      entries.push_back(&e);
+    }
+  }
+  return entries;
+}
+
+// 1. Directories keel created, newest first: resctrl groups (their tasks fall back to the default
+// group) and cgroups (their processes are moved to the parent first: a cgroup with tasks is busy).
+void remove_created_dirs(Pass& p, const std::vector<const JournalEntry*>& entries, const DirOps& dirs) {
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    const JournalEntry& e = **it;
+    if (e.kind != EntryKind::created_dir) continue;
+    fs::path path = e.path.abs(p.roots);
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      ++p.rep.gone;
+      p.removed_dirs.insert({e.path.root, e.path.rel});
+    } else if (auto moved = e.path.root == Root::cgroup ? move_procs_to_parent(path) : Result<size_t>(0);
+               !moved) {
+      p.rep.failed.push_back(moved.error());  // a cgroup keel made for tasks: they go back first
+      p.left.push_back(e);
+    } else if (dirs.remove(path) == 0) {
+      ++p.rep.restored;
+      p.removed_dirs.insert({e.path.root, e.path.rel});
+    } else {
+      p.rep.failed.push_back(Error{errno, path.string(), "cannot remove the group keel created"});
+      p.left.push_back(e);
+    }
+  }
+}
+
+// Per cgroup directory (by root and path): which of quota and period are journaled, and cpu.idle's
+// original, so each entry's question is one lookup (restore is O(n log n) in the entries).
+struct InDir {
+  bool quota = false, period = false;
+  std::optional<std::string> idle;
+};
+using InDirs = std::map<std::pair<Root, fs::path>, InDir>;
+
+InDirs in_dirs(const std::vector<const JournalEntry*>& entries) {
+  InDirs in_dir;
+  for (const JournalEntry* e : entries) {
+    if (e->kind != EntryKind::file) continue;
+    InDir& d = in_dir[{e->path.root, e->path.rel.parent_path()}];
+    if (e->value == ValueKind::cfs_quota) d.quota = true;
+    if (e->value == ValueKind::cfs_period) d.period = true;
+    if (e->value == ValueKind::idle && e->path.rel.filename() == cgroup_file_name(CgroupFile::idle, false))
+      d.idle = e->original;
+  }
+  return in_dir;
+}
+
+// Whether a weight entry's cgroup is idle once restored: an idle group's weight is fixed by the kernel
+// (it refuses writes), so once cpu.idle is back to 1 the weight is what the kernel makes it. (cpu.idle
+// has one name on v1 and v2.)
+bool idle_after(const fs::path& weight_file, const InDir* d) {
+  if (d != nullptr && d->idle) return trim(*d->idle) == "1";
+  auto idle = read_file(weight_file.parent_path() / cgroup_file_name(CgroupFile::idle, /*unified=*/false));
+  return idle && trim(*idle) == "1";
+}
+
+// The steps that write `e` (now `cur`, unreadable as none) back: see Step for the order.
+void push_steps(Pass& p, const JournalEntry& e, const std::optional<std::string>& cur, const InDir* d,
+                std::vector<Step>& steps) {
+  const fs::path path = e.path.abs(p.roots);
+  const bool pair = d != nullptr && d->quota && d->period;
+  int depth = static_cast<int>(std::distance(e.path.rel.begin(), e.path.rel.end()));
+  if (e.path.root == Root::resctrl) {
+    steps.push_back({&e, e.original, true, 0, depth});
+  } else if (e.value == ValueKind::idle) {
+    steps.push_back({&e, e.original, true, 1, depth});
+  } else if (e.value == ValueKind::cpuset_list) {
+    auto now = cur ? CpuSet::parse_list(*cur) : Result<CpuSet>(fail("unreadable"));
+    auto want = CpuSet::parse_list(e.original);
+    std::error_code ec;
+    // v2 (a cgroup.controllers file beside it): "" is "not set", the parent's CPUs, written back as is.
+    const bool unset_v2 =
+        want && want->empty() &&
+        fs::exists(path.parent_path() / cgroup_file_name(CgroupFile::controllers, true), ec);
+    if (unset_v2) {
+      steps.push_back({&e, e.original, true, 3, -depth, 0, true});
+      return;
+    }
+    if (want && want->empty()) {
+      // v1: keel gave a new cpuset its CPUs and tasks joined since: emptying it is refused by the
+      // kernel (ENOSPC) and would strand them; it keeps what it has.
+      auto procs = read_file(path.parent_path() / cgroup_file_name(CgroupFile::procs, /*unified=*/false));
+      if (procs && !trim(*procs).empty()) {
+        ++p.rep.kept;
+        return;
+      }
+    }
+    if (now && want && !now->subset_of(*want))  // shrinks (maybe also grows): grow to the union first
+      steps.push_back({&e, (*now | *want).to_list(), false, 2, depth});
+    steps.push_back({&e, e.original, true, 3, -depth});
+  } else if (pair && e.value == ValueKind::cfs_quota) {
+    steps.push_back({&e, "-1", false, 4, depth, 0});
+    steps.push_back({&e, e.original, true, 4, depth, 2});
+  } else if (pair && e.value == ValueKind::cfs_period) {
+    steps.push_back({&e, e.original, true, 4, depth, 1});
+  } else {
+    steps.push_back({&e, e.original, true, 4, depth});
+  }
+}
+
+// 2a. The knob values to write back, in an order the kernel accepts. v1 quota and period changed
+// together go back through "no limit" (-1), in the order quota=-1, period, quota: any other order can
+// be refused by a parent's or a child's limit. What is gone, unchanged or another manager's since is
+// counted and left out.
+std::vector<Step> value_steps(Pass& p, const std::vector<const JournalEntry*>& entries,
+                              const KnobWriter::Written* wrote) {
+  const InDirs in_dir = in_dirs(entries);
+  std::vector<Step> steps;
+  for (const JournalEntry* ep : entries) {
+    const JournalEntry& e = *ep;
+    if (e.kind == EntryKind::created_dir || e.kind == EntryKind::unit_property) continue;
+    if (p.inside_removed(e)) continue;  // went with its group
+    fs::path path = e.path.abs(p.roots);
+    auto cur = read_file(path);
+    if (cur && !same_cgroup(p.roots, e)) {
+      ++p.rep.gone;  // its cgroup was removed; the one there now under its name is not keel's to change
+      continue;
+    }
+    if (!cur && cur.error().err == ENOENT) {
+      std::error_code ec;
+      if (!fs::is_directory(KnobPath{e.path.root, {}}.abs(p.roots), ec)) {
+        // Not the cgroup that is gone but the whole root (debugfs unmounted, a wrong --root): keep it.
+        p.rep.failed.push_back(
+            Error{ENOENT, path.string(), "its file system is not there; kept for a later restore"});
+        p.left.push_back(e);
+        continue;
+      }
+      ++p.rep.gone;  // the cgroup (or device) is gone: nothing to give back
+      continue;
+    }
+    auto dir = in_dir.find({e.path.root, e.path.rel.parent_path()});
+    const InDir* d = dir == in_dir.end() ? nullptr : &dir->second;
+    if ((cur && e.value == ValueKind::weight && idle_after(path, d)) || (cur && same_value(e, *cur))) {
+      ++p.rep.unchanged;
+      continue;
+    }
+    if (auto w = wrote != nullptr && cur ? wrote->find({e.path, e.dir_inode})
+                                         : KnobWriter::Written::const_iterator{};
+        wrote != nullptr && cur && w != wrote->end() && !keel::same_value(e.value, *cur, w->second)) {
+      p.rep.changed_since.push_back(path.string() + ": keel wrote " + w->second + ", now " +
+                                    std::string(trim(*cur)));
+      continue;  // another manager's value now: not keel's to take back
+    }
+    push_steps(p, e, cur ? std::optional<std::string>(*cur) : std::nullopt, d, steps);
+  }
+  std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
+    if (a.depth != b.depth) return a.depth < b.depth;
+    return a.sub < b.sub;
+  });
+  return steps;
+}
+
+// 2b. The steps written in order, retried while a pass makes progress; an entry whose last step failed
+// is reported with that step's error and stays journaled.
+void write_steps(Pass& p, const std::vector<Step>& steps) {
+  std::vector<std::pair<Step, Error>> pending;
+  for (const auto& st : steps) pending.push_back({st, Error{}});
+  std::set<const JournalEntry*> done;  // entries whose last step went through (or whose file went)
+  for (bool progress = true; progress && !pending.empty();) {
+    progress = false;
+    std::vector<std::pair<Step, Error>> next;
+    for (auto& [st, last_err] : pending) {
+      if (done.contains(st.e)) continue;  // a late union step must not undo the restored value
+      auto r = write_value(p.roots, st.e->path, st.value);
+      if (!r && r.error().err == ENOSPC && st.unset_v2) {
+        // The kernel keeps a populated cgroup's cpuset.cpus from being unset again: every CPU of the
+        // hierarchy gives it what its parent has, which is what not set gave it.
+        const fs::path path = st.e->path.abs(p.roots);
+        if (auto every = every_cpu_of_hierarchy(path.parent_path())) {
+          r = write_value(p.roots, st.e->path, *every);
+          if (r) p.rep.every_cpu.push_back(path.string() + " (" + *every + ")");
+        }
+      }
+      if (r || r.error().err == ENOENT) {
+        progress = true;
+        if (!st.last && r) continue;
+        done.insert(st.e);
+        ++(r ? p.rep.restored : p.rep.gone);
+      } else {
+        next.push_back({st, r.error()});
+      }
+    }
+    pending = std::move(next);
+  }
+  std::set<const JournalEntry*> failed;
+  for (auto& [st, err] : pending) {
+    if (done.contains(st.e) || !st.last) continue;  // the last step's error is the one to report
+    if (failed.insert(st.e).second) {
+      p.rep.failed.push_back(err);
+      p.left.push_back(*st.e);
+    }
+  }
+}
+
+// 3. systemd units' properties keel asked for, last (the values above are written back first): each
+// back to what it was, which for "not set" may make systemd disable the controller again (its files
+// go with it). A unit systemd no longer knows is gone.
+void restore_unit_properties(Pass& p, const std::vector<const JournalEntry*>& entries, const DirOps& dirs) {
+  for (const JournalEntry* e : entries) {
+    if (e->kind != EntryKind::unit_property) continue;
+    const std::string unit = e->path.rel.parent_path().filename().string();
+    const auto prop = parse_unit_property(e->path.rel.filename().string());  // checked by check_entry
+    auto r = !dirs.unit_property ? fail("no systemd to ask to set " + unit + " " +
+                                        e->path.rel.filename().string() + " back; kept for a later restore")
+                                 : dirs.unit_property(p.roots, unit, *prop, e->original);
+    if (r) {
+      ++p.rep.restored;
+    } else if (r.error().err == ENOENT) {
+      ++p.rep.gone;
+    } else {
+      p.rep.failed.push_back(r.error());
+      p.left.push_back(*e);
+    }
+  }
+}
+
+}  // namespace
+
 RestoreReport restore_where(const SysRoots& roots, Journal& journal,
                             const std::function<bool(const JournalEntry&)>& which, const DirOps& dirs,
                             const KnobWriter::Written* wrote) {
@@ -142,232 +399,19 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
     (void)journal.replace({});
     return rep;
   }
-  std::vector<JournalEntry> left;
-  // Directories removed (or found gone), by root and path: the knobs inside went with them.
-  std::set<std::pair<Root, fs::path>> removed_dirs;
+  Pass p{roots, rep, {}, {}};
   // Other tools that follow the kernel docs hold this lock around their resctrl changes too.
   int resctrl_lock = -1;
   if (std::any_of(all.begin(), all.end(), [](const auto& e) { return e.path.root == Root::resctrl; })) {
     resctrl_lock = ::open(roots.resctrl.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (resctrl_lock >= 0) (void)::flock(resctrl_lock, LOCK_EX);
   }
-  // Only what keel itself writes (the journal loads nothing else; checked again where it is written).
-  std::vector<const JournalEntry*> entries;
-  entries.reserve(all.size());
-  for (const auto& e : all) {
-    if (which && !which(e)) {
-      left.push_back(e);  // not asked for: stays journaled
-    } else if (auto ok = check_entry(e); !ok) {
-      rep.failed.push_back(Error{0, e.path.abs(roots).string(), "not restored: " + ok.error().what});
-      left.push_back(e);
-    } else {
-      entries.push_back(&e);
-    }
-  }
-
-  // 1. Directories keel created, newest first: resctrl groups (their tasks fall back to the default
-  // group) and cgroups (their processes are moved to the parent first: a cgroup with tasks is busy).
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    const JournalEntry& e = **it;
-    if (e.kind != EntryKind::created_dir) continue;
-    fs::path p = e.path.abs(roots);
-    std::error_code ec;
-    if (!fs::exists(p, ec)) {
-      ++rep.gone;
-      removed_dirs.insert({e.path.root, e.path.rel});
-    } else if (auto moved = e.path.root == Root::cgroup ? move_procs_to_parent(p) : Result<size_t>(0);
-               !moved) {
-      rep.failed.push_back(moved.error());  // a cgroup keel made for tasks: they go back first
-      left.push_back(e);
-    } else if (dirs.remove(p) == 0) {
-      ++rep.restored;
-      removed_dirs.insert({e.path.root, e.path.rel});
-    } else {
-      rep.failed.push_back(Error{errno, p.string(), "cannot remove the group keel created"});
-      left.push_back(e);
-    }
-  }
-  auto inside_removed = [&](const JournalEntry& e) {
-    if (removed_dirs.empty()) return false;
-    for (fs::path d = e.path.rel.parent_path(); !d.empty(); d = d.parent_path())
-      if (removed_dirs.contains({e.path.root, d})) return true;
-    return false;
-  };
-
-  // 2. Knob values, in an order the kernel accepts, retried while a pass makes progress.
-  // v1 quota and period changed together go back through "no limit" (-1), in the order
-  // quota=-1, period, quota: any other order can be refused by a parent's or a child's limit.
-  // Per cgroup directory (by root and path): which of quota and period are journaled, and cpu.idle's
-  // original, so each entry's question is one lookup (restore is O(n log n) in the entries).
-  struct InDir {
-    bool quota = false, period = false;
-    std::optional<std::string> idle;
-  };
-  std::map<std::pair<Root, fs::path>, InDir> in_dir;
-  for (const JournalEntry* e : entries) {
-    if (e->kind != EntryKind::file) continue;
-    InDir& d = in_dir[{e->path.root, e->path.rel.parent_path()}];
-    if (e->value == ValueKind::cfs_quota) d.quota = true;
-    if (e->value == ValueKind::cfs_period) d.period = true;
-    if (e->value == ValueKind::idle && e->path.rel.filename() == cgroup_file_name(CgroupFile::idle, false))
-      d.idle = e->original;
-  }
-  auto dir_of = [&](const JournalEntry& e) -> const InDir* {
-    auto it = in_dir.find({e.path.root, e.path.rel.parent_path()});
-    return it == in_dir.end() ? nullptr : &it->second;
-  };
-  std::vector<Step> steps;
-  for (const JournalEntry* ep : entries) {
-    const JournalEntry& e = *ep;
-    if (e.kind == EntryKind::created_dir || e.kind == EntryKind::unit_property) continue;
-    if (inside_removed(e)) continue;  // went with its group
-    fs::path p = e.path.abs(roots);
-    auto cur = read_file(p);
-    if (cur && !same_cgroup(roots, e)) {
-      ++rep.gone;  // its cgroup was removed; the one there now under its name is not keel's to change
-      continue;
-    }
-    if (!cur && cur.error().err == ENOENT) {
-      std::error_code ec;
-      if (!fs::is_directory(KnobPath{e.path.root, {}}.abs(roots), ec)) {
-        // Not the cgroup that is gone but the whole root (debugfs unmounted, a wrong --root): keep it.
-        rep.failed.push_back(
-            Error{ENOENT, p.string(), "its file system is not there; kept for a later restore"});
-        left.push_back(e);
-        continue;
-      }
-      ++rep.gone;  // the cgroup (or device) is gone: nothing to give back
-      continue;
-    }
-    const InDir* d = dir_of(e);
-    // An idle group's weight is fixed by the kernel (it refuses writes): once cpu.idle is back to 1,
-    // the weight is what the kernel makes it. (cpu.idle has one name on v1 and v2.)
-    if (cur && e.value == ValueKind::weight) {
-      bool idle_after;
-      if (d != nullptr && d->idle) {
-        idle_after = trim(*d->idle) == "1";
-      } else {
-        auto idle = read_file(p.parent_path() / cgroup_file_name(CgroupFile::idle, /*unified=*/false));
-        idle_after = idle && trim(*idle) == "1";
-      }
-      if (idle_after) {
-        ++rep.unchanged;
-        continue;
-      }
-    }
-    if (cur && same_value(e, *cur)) {
-      ++rep.unchanged;
-      continue;
-    }
-    if (auto w = wrote != nullptr && cur ? wrote->find({e.path, e.dir_inode})
-                                         : KnobWriter::Written::const_iterator{};
-        wrote != nullptr && cur && w != wrote->end() && !keel::same_value(e.value, *cur, w->second)) {
-      rep.changed_since.push_back(p.string() + ": keel wrote " + w->second + ", now " +
-                                  std::string(trim(*cur)));
-      continue;  // another manager's value now: not keel's to take back
-    }
-    const bool pair = d != nullptr && d->quota && d->period;
-    int depth = static_cast<int>(std::distance(e.path.rel.begin(), e.path.rel.end()));
-    if (e.path.root == Root::resctrl) {
-      steps.push_back({&e, e.original, true, 0, depth});
-    } else if (e.value == ValueKind::idle) {
-      steps.push_back({&e, e.original, true, 1, depth});
-    } else if (e.value == ValueKind::cpuset_list) {
-      auto now = cur ? CpuSet::parse_list(*cur) : Result<CpuSet>(fail("unreadable"));
-      auto want = CpuSet::parse_list(e.original);
-      std::error_code ec;
-      // v2 (a cgroup.controllers file beside it): "" is "not set", the parent's CPUs, written back as is.
-      const bool unset_v2 = want && want->empty() &&
-                            fs::exists(p.parent_path() / cgroup_file_name(CgroupFile::controllers, true), ec);
-      if (unset_v2) {
-        steps.push_back({&e, e.original, true, 3, -depth, 0, true});
-        continue;
-      }
-      if (want && want->empty()) {
-        // v1: keel gave a new cpuset its CPUs and tasks joined since: emptying it is refused by the
-        // kernel (ENOSPC) and would strand them; it keeps what it has.
-        auto procs = read_file(p.parent_path() / cgroup_file_name(CgroupFile::procs, /*unified=*/false));
-        if (procs && !trim(*procs).empty()) {
-          ++rep.kept;
-          continue;
-        }
-      }
-      if (now && want && !now->subset_of(*want))  // shrinks (maybe also grows): grow to the union first
-        steps.push_back({&e, (*now | *want).to_list(), false, 2, depth});
-      steps.push_back({&e, e.original, true, 3, -depth});
-    } else if (pair && e.value == ValueKind::cfs_quota) {
-      steps.push_back({&e, "-1", false, 4, depth, 0});
-      steps.push_back({&e, e.original, true, 4, depth, 2});
-    } else if (pair && e.value == ValueKind::cfs_period) {
-      steps.push_back({&e, e.original, true, 4, depth, 1});
-    } else {
-      steps.push_back({&e, e.original, true, 4, depth});
-    }
-  }
-  std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
-    if (a.rank != b.rank) return a.rank < b.rank;
-    if (a.depth != b.depth) return a.depth < b.depth;
-    return a.sub < b.sub;
-  });
-
-  std::vector<std::pair<Step, Error>> pending;
-  for (const auto& st : steps) pending.push_back({st, Error{}});
-  std::set<const JournalEntry*> done;  // entries whose last step went through (or whose file went)
-  for (bool progress = true; progress && !pending.empty();) {
-    progress = false;
-    std::vector<std::pair<Step, Error>> next;
-    for (auto& [st, last_err] : pending) {
-      if (done.contains(st.e)) continue;  // a late union step must not undo the restored value
-      auto r = write_value(roots, st.e->path, st.value);
-      if (!r && r.error().err == ENOSPC && st.unset_v2) {
-        // The kernel keeps a populated cgroup's cpuset.cpus from being unset again: every CPU of the
-        // hierarchy gives it what its parent has, which is what not set gave it.
-        const fs::path p = st.e->path.abs(roots);
-        if (auto every = every_cpu_of_hierarchy(p.parent_path())) {
-          r = write_value(roots, st.e->path, *every);
-          if (r) rep.every_cpu.push_back(p.string() + " (" + *every + ")");
-        }
-      }
-      if (r || r.error().err == ENOENT) {
-        progress = true;
-        if (!st.last && r) continue;
-        done.insert(st.e);
-        ++(r ? rep.restored : rep.gone);
-      } else {
-        next.push_back({st, r.error()});
-      }
-    }
-    pending = std::move(next);
-  }
-  std::set<const JournalEntry*> failed;
-  for (auto& [st, err] : pending) {
-    if (done.contains(st.e) || !st.last) continue;  // the last step's error is the one to report
-    if (failed.insert(st.e).second) {
-      rep.failed.push_back(err);
-      left.push_back(*st.e);
-    }
-  }
-  // 3. systemd units' properties keel asked for, last (the values above are written back first): each
-  // back to what it was, which for "not set" may make systemd disable the controller again (its files
-  // go with it). A unit systemd no longer knows is gone.
-  for (const JournalEntry* e : entries) {
-    if (e->kind != EntryKind::unit_property) continue;
-    const std::string unit = e->path.rel.parent_path().filename().string();
-    const auto prop = parse_unit_property(e->path.rel.filename().string());  // checked by check_entry
-    auto r = !dirs.unit_property ? fail("no systemd to ask to set " + unit + " " +
-                                        e->path.rel.filename().string() + " back; kept for a later restore")
-                                 : dirs.unit_property(roots, unit, *prop, e->original);
-    if (r) {
-      ++rep.restored;
-    } else if (r.error().err == ENOENT) {
-      ++rep.gone;
-    } else {
-      rep.failed.push_back(r.error());
-      left.push_back(*e);
-    }
-  }
+  const std::vector<const JournalEntry*> entries = select_entries(p, all, which);
+  remove_created_dirs(p, entries, dirs);
+  write_steps(p, value_steps(p, entries, wrote));
+  restore_unit_properties(p, entries, dirs);
   if (resctrl_lock >= 0) ::close(resctrl_lock);
-  if (auto r = journal.replace(std::move(left)); !r) rep.failed.push_back(r.error());
+  if (auto r = journal.replace(std::move(p.left)); !r) rep.failed.push_back(r.error());
   return rep;
 }
 

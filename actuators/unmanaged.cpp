@@ -106,90 +106,72 @@ std::string printable(std::string_view s, size_t max) {
   return out;
 }
 
-Result<UnmanagedSurvey> survey_unmanaged(const SysRoots& roots, const CgroupHierarchy& cs,
-                                         const std::vector<std::string>& managed, bool root_tasks) {
-  UnmanagedSurvey s;
-  auto root = CgroupDir::open(cs, "/");
-  if (!root) return std::unexpected(root.error());
-  const bool root_managed = std::find(managed.begin(), managed.end(), "/") != managed.end();
-  std::vector<std::string> tops = subdirs(cs.mount, kMaxTopGroups);
-  if (tops.size() > kMaxTopGroups) {
-    s.not_isolated.push_back({"top-level cgroups after the first " + std::to_string(kMaxTopGroups),
-                              "keel reads at most " + std::to_string(kMaxTopGroups)});
-    tops.resize(kMaxTopGroups);
-  }
-  for (const std::string& name : tops) {
-    const std::string top = "/" + name;
-    if (top == kRootTasksGroup) continue;
-    if (std::any_of(managed.begin(), managed.end(), [&](const std::string& m) { return within(m, top); }))
-      continue;  // a workload is in it: keel places what it manages there, and leaves the rest
-    UnmanagedGroup g;
-    g.top = top;
-    std::string why;
-    // Depth first, parents before children, bounded in count and depth.
-    std::vector<std::pair<std::string, size_t>> todo{{top, 0}};
-    while (!todo.empty() && why.empty()) {
-      auto [path, depth] = todo.back();
-      todo.pop_back();
-      if (g.cgroups.size() >= kMaxGroupCgroups) {
-        why = "more than " + std::to_string(kMaxGroupCgroups) + " cgroups below it";
-        break;
-      }
-      auto dir = CgroupDir::open(cs, path);
-      if (!dir) {
-        if (dir.error().err == ENOENT) continue;  // removed meanwhile
-        why = "cannot open " + printable(path, 256) + ": " + dir.error().message();
-        break;
-      }
-      auto cpus = dir->read(CgroupFile::cpus);
-      if (!cpus) {
-        if (cpus.error().err == ENOENT) continue;
-        why = "cannot read the cpuset of " + printable(path, 256) + ": " + cpus.error().message();
-        break;
-      }
-      const std::string text(trim(*cpus));
-      auto set = CpuSet::parse_list(text);
-      if (set && set->empty() && cs.unified)  // v2: not set, the parent's CPUs apply
-        if (auto eff = dir->read(CgroupFile::effective_cpus)) set = CpuSet::parse_list(trim(*eff));
-      if (!set) {
-        why = "cannot parse the cpuset of " + printable(path, 256);
-        break;
-      }
-      if (set->empty()) continue;  // v1: a cpuset never configured, where no task can run
-      g.cgroups.push_back(std::move(*dir));
-      g.cpus.push_back(*set);
-      g.found.push_back(text);
-      // v2: a child's effective CPUs are always within its parent's, so the top-level cgroup is all
-      // there is to write (and a tenant's child set to critical CPUs cannot keep the rest from moving).
-      if (cs.unified) break;
-      std::vector<std::string> kids = subdirs(cs.mount / path.substr(1), kMaxGroupCgroups);
-      if (!kids.empty() && depth + 1 > kMaxDepth) {
-        why = "cgroups more than " + std::to_string(kMaxDepth) + " levels deep";
-        break;
-      }
-      // Written later by their paths: one past the walk's bound would not open (host/cgroup.h).
-      for (const std::string& k : kids)
-        if (join(path, k).size() > kMaxCgroupPath)
-          why = "a cgroup path longer than " + std::to_string(kMaxCgroupPath) + " bytes";
-      if (!why.empty()) break;
-      for (auto it = kids.rbegin(); it != kids.rend(); ++it) todo.emplace_back(join(path, *it), depth + 1);
+namespace {
+
+// One top-level cgroup no workload is in: its cgroups with a cpuset, depth first, parents before
+// children, bounded in count and depth; `why` says why it cannot be isolated (left empty else).
+UnmanagedGroup walk_group(const CgroupHierarchy& cs, const std::string& top, std::string& why) {
+  UnmanagedGroup g;
+  g.top = top;
+  std::vector<std::pair<std::string, size_t>> todo{{top, 0}};
+  while (!todo.empty() && why.empty()) {
+    auto [path, depth] = todo.back();
+    todo.pop_back();
+    if (g.cgroups.size() >= kMaxGroupCgroups) {
+      why = "more than " + std::to_string(kMaxGroupCgroups) + " cgroups below it";
+      break;
     }
-    if (!why.empty())
-      s.not_isolated.push_back({printable(top, 256), why});
-    else if (!g.cgroups.empty())
-      s.groups.push_back(std::move(g));
+    auto dir = CgroupDir::open(cs, path);
+    if (!dir) {
+      if (dir.error().err == ENOENT) continue;  // removed meanwhile
+      why = "cannot open " + printable(path, 256) + ": " + dir.error().message();
+      break;
+    }
+    auto cpus = dir->read(CgroupFile::cpus);
+    if (!cpus) {
+      if (cpus.error().err == ENOENT) continue;
+      why = "cannot read the cpuset of " + printable(path, 256) + ": " + cpus.error().message();
+      break;
+    }
+    const std::string text(trim(*cpus));
+    auto set = CpuSet::parse_list(text);
+    if (set && set->empty() && cs.unified)  // v2: not set, the parent's CPUs apply
+      if (auto eff = dir->read(CgroupFile::effective_cpus)) set = CpuSet::parse_list(trim(*eff));
+    if (!set) {
+      why = "cannot parse the cpuset of " + printable(path, 256);
+      break;
+    }
+    if (set->empty()) continue;  // v1: a cpuset never configured, where no task can run
+    g.cgroups.push_back(std::move(*dir));
+    g.cpus.push_back(*set);
+    g.found.push_back(text);
+    // v2: a child's effective CPUs are always within its parent's, so the top-level cgroup is all
+    // there is to write (and a tenant's child set to critical CPUs cannot keep the rest from moving).
+    if (cs.unified) break;
+    std::vector<std::string> kids = subdirs(cs.mount / path.substr(1), kMaxGroupCgroups);
+    if (!kids.empty() && depth + 1 > kMaxDepth) {
+      why = "cgroups more than " + std::to_string(kMaxDepth) + " levels deep";
+      break;
+    }
+    // Written later by their paths: one past the walk's bound would not open (host/cgroup.h).
+    for (const std::string& k : kids)
+      if (join(path, k).size() > kMaxCgroupPath)
+        why = "a cgroup path longer than " + std::to_string(kMaxCgroupPath) + " bytes";
+    if (!why.empty()) break;
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it) todo.emplace_back(join(path, *it), depth + 1);
   }
-  if (!root_tasks) return s;
-  if (root_managed) {
-    s.not_isolated.push_back({"the root cgroup's processes", "a workload is the root cgroup"});
-    return s;
-  }
-  auto procs = root->read(CgroupFile::procs);
+  return g;
+}
+
+// The root cgroup's processes: kernel threads (said, never moved), init (never moved), and the rest by
+// whether their own affinity pins them (narrower than the root's CPUs) or not.
+Result<void> survey_root_tasks(const SysRoots& roots, const CgroupDir& root, UnmanagedSurvey& s) {
+  auto procs = root.read(CgroupFile::procs);
   if (!procs) return std::unexpected(procs.error());
   // The root's CPUs (v2 has no cpuset.cpus at the root): a process allowed on all of them is not pinned.
   CpuSet all;
   for (CgroupFile f : {CgroupFile::effective_cpus, CgroupFile::cpus})
-    if (auto v = root->read(f); v && all.empty())
+    if (auto v = root.read(f); v && all.empty())
       if (auto set = CpuSet::parse_list(trim(*v))) all = *set;
   size_t n = 0;
   for (std::string_view rest = *procs; !rest.empty();) {
@@ -222,6 +204,41 @@ Result<UnmanagedSurvey> survey_unmanaged(const SysRoots& roots, const CgroupHier
     s.not_isolated.push_back({"kernel threads in the root cgroup",
                               "the kernel places them (per-CPU ones cannot move); keel moves user-space "
                               "processes only"});
+  return {};
+}
+
+}  // namespace
+
+Result<UnmanagedSurvey> survey_unmanaged(const SysRoots& roots, const CgroupHierarchy& cs,
+                                         const std::vector<std::string>& managed, bool root_tasks) {
+  UnmanagedSurvey s;
+  auto root = CgroupDir::open(cs, "/");
+  if (!root) return std::unexpected(root.error());
+  const bool root_managed = std::find(managed.begin(), managed.end(), "/") != managed.end();
+  std::vector<std::string> tops = subdirs(cs.mount, kMaxTopGroups);
+  if (tops.size() > kMaxTopGroups) {
+    s.not_isolated.push_back({"top-level cgroups after the first " + std::to_string(kMaxTopGroups),
+                              "keel reads at most " + std::to_string(kMaxTopGroups)});
+    tops.resize(kMaxTopGroups);
+  }
+  for (const std::string& name : tops) {
+    const std::string top = "/" + name;
+    if (top == kRootTasksGroup) continue;
+    if (std::any_of(managed.begin(), managed.end(), [&](const std::string& m) { return within(m, top); }))
+      continue;  // a workload is in it: keel places what it manages there, and leaves the rest
+    std::string why;
+    UnmanagedGroup g = walk_group(cs, top, why);
+    if (!why.empty())
+      s.not_isolated.push_back({printable(top, 256), why});
+    else if (!g.cgroups.empty())
+      s.groups.push_back(std::move(g));
+  }
+  if (!root_tasks) return s;
+  if (root_managed) {
+    s.not_isolated.push_back({"the root cgroup's processes", "a workload is the root cgroup"});
+    return s;
+  }
+  if (auto r = survey_root_tasks(roots, *root, s); !r) return std::unexpected(r.error());
   return s;
 }
 

@@ -417,6 +417,42 @@ void SchedSensor::release_hot(const CgroupId& id, Last& l) {
   l.hot = -1;
 }
 
+namespace {
+
+// What `val` (an entry's counts, cumulative) adds to `was` (the counts at the previous read).
+CgroupSched delta_of(const CgroupId& id, const keel_cg_stats& val, const auto& was) {
+  CgroupSched d;
+  d.id = id;
+  std::array<uint64_t, KEEL_HIST_BUCKETS> waits;
+  std::copy_n(std::begin(val.rq_hist), KEEL_HIST_BUCKETS, waits.begin());
+  for (const auto& [i, v] : was.buckets) waits[i] -= v;
+  for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i) {
+    d.rq.buckets[i] = static_cast<uint32_t>(std::min<uint64_t>(waits[i], UINT32_MAX));
+    d.rq.count += waits[i];
+  }
+  d.rq.sum_ns = val.rq_sum_ns - was.sum_ns;
+  d.migrations = val.migrations - was.migrations;
+  d.cross_llc = val.cross_llc - was.cross_llc;
+  d.cross_numa = val.cross_numa - was.cross_numa;
+  for (size_t k = 0; k < KEEL_MAX_COUNTERS; ++k) d.counters[k] = val.counters[k] - was.counters[k];
+  return d;
+}
+
+// `val` as the counts the next read is measured from.
+void remember(const keel_cg_stats& val, auto& was) {
+  was.buckets.clear();
+  for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i)
+    if (val.rq_hist[i] != 0) was.buckets.emplace_back(static_cast<uint16_t>(i), val.rq_hist[i]);
+  was.sum_ns = val.rq_sum_ns;
+  was.migrations = val.migrations;
+  was.cross_llc = val.cross_llc;
+  was.cross_numa = val.cross_numa;
+  std::copy_n(std::begin(val.counters), KEEL_MAX_COUNTERS, was.counters.begin());
+  was.idle_reads = 0;
+}
+
+}  // namespace
+
 Result<SchedDelta> SchedSensor::read() {
   SchedDelta out;
   out.cgroups.reserve(last_out_);
@@ -448,65 +484,17 @@ Result<SchedDelta> SchedSensor::read() {
       was.hot = slot;
     }
     was.fresh = fresh;
-    CgroupSched d;
-    d.id = id;
-    std::array<uint64_t, KEEL_HIST_BUCKETS> waits;
-    std::copy_n(std::begin(val.rq_hist), KEEL_HIST_BUCKETS, waits.begin());
-    for (const auto& [i, v] : was.buckets) waits[i] -= v;
-    for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i) {
-      d.rq.buckets[i] = static_cast<uint32_t>(std::min<uint64_t>(waits[i], UINT32_MAX));
-      d.rq.count += waits[i];
-    }
-    d.rq.sum_ns = val.rq_sum_ns - was.sum_ns;
-    d.migrations = val.migrations - was.migrations;
-    d.cross_llc = val.cross_llc - was.cross_llc;
-    d.cross_numa = val.cross_numa - was.cross_numa;
-    for (size_t k = 0; k < KEEL_MAX_COUNTERS; ++k) d.counters[k] = val.counters[k] - was.counters[k];
+    CgroupSched d = delta_of(id, val, was);
     bool counted = std::any_of(d.counters.begin(), d.counters.end(), [](uint64_t c) { return c != 0; });
     if (d.rq.count != 0 || d.migrations != 0 || counted) {
-      was.buckets.clear();
-      for (unsigned i = 0; i < KEEL_HIST_BUCKETS; ++i)
-        if (val.rq_hist[i] != 0) was.buckets.emplace_back(static_cast<uint16_t>(i), val.rq_hist[i]);
-      was.sum_ns = val.rq_sum_ns;
-      was.migrations = val.migrations;
-      was.cross_llc = val.cross_llc;
-      was.cross_numa = val.cross_numa;
-      std::copy_n(std::begin(val.counters), KEEL_MAX_COUNTERS, was.counters.begin());
-      was.idle_reads = 0;
+      remember(val, was);
       out.cgroups.push_back(std::move(d));
     } else if (++was.idle_reads >= kIdleReads && !critical_.contains(id)) {
       idle.push_back(key);
     }
   });
-  // An event between the read above and the delete is lost: only for a cgroup idle for kIdleReads reads.
-  for (const keel_cg_key& k : idle) {
-    const int r = bpf_map_delete_elem(fd, &k);
-    if (r == 0) ++evicted_.idle;
-    if (r == 0 || errno == ENOENT) {
-      const CgroupId id{k.hierarchy, k.cgroup_id};
-      release_hot(id, last_[id]);
-      last_.erase(id);
-    }
-  }
-  // The free hot slots go to the cgroups that waited in this interval and have none: critical ones
-  // first, then best-effort ones, then those no workload covers (as the latest tend() saw them), each by
-  // the most waits. A slot starts at 0, so the next delta is as without it.
-  if (!hot_free_.empty()) {
-    std::vector<std::pair<uint64_t, CgroupId>> want;
-    for (const CgroupSched& d : out.cgroups)
-      if (d.rq.count != 0 && !is_hot(d.id))
-        want.emplace_back((uint64_t{critical_.contains(d.id) ? 3u : last_[d.id].rank} << 56) |
-                              std::min<uint64_t>(d.rq.count, (uint64_t{1} << 56) - 1),
-                          d.id);
-    std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    bool gave = false;
-    for (const auto& [waits, id] : want) {
-      if (hot_free_.empty()) break;
-      gave |= give_hot(id, last_[id]);
-    }
-    // Tasks that cached "no slot" look again at their next wait.
-    if (gave) __atomic_add_fetch(&skel_->bss->hot_gen, 1, __ATOMIC_RELAXED);
-  }
+  drop_idle(idle);
+  hand_out_hot(out);
   last_out_ = out.cgroups.size() + 16;
   uint64_t full = sum_percpu(skel_->maps.errors, KEEL_ERR_CG_MAP_FULL);
   uint64_t stamp = sum_percpu(skel_->maps.errors, KEEL_ERR_STAMP_FULL);
@@ -518,6 +506,41 @@ Result<SchedDelta> SchedSensor::read() {
   ++reads_;
   if (stats_ != BpfStats::off) update_stats();
   return out;
+}
+
+// An event between the read and the delete is lost: only for a cgroup idle for kIdleReads reads.
+void SchedSensor::drop_idle(const std::vector<keel_cg_key>& idle) {
+  const int fd = bpf_map__fd(skel_->maps.cg_stats);
+  for (const keel_cg_key& k : idle) {
+    const int r = bpf_map_delete_elem(fd, &k);
+    if (r == 0) ++evicted_.idle;
+    if (r == 0 || errno == ENOENT) {
+      const CgroupId id{k.hierarchy, k.cgroup_id};
+      release_hot(id, last_[id]);
+      last_.erase(id);
+    }
+  }
+}
+
+// The free hot slots go to the cgroups that waited in this interval and have none: critical ones
+// first, then best-effort ones, then those no workload covers (as the latest tend() saw them), each by
+// the most waits. A slot starts at 0, so the next delta is as without it.
+void SchedSensor::hand_out_hot(const SchedDelta& out) {
+  if (hot_free_.empty()) return;
+  std::vector<std::pair<uint64_t, CgroupId>> want;
+  for (const CgroupSched& d : out.cgroups)
+    if (d.rq.count != 0 && !is_hot(d.id))
+      want.emplace_back((uint64_t{critical_.contains(d.id) ? 3u : last_[d.id].rank} << 56) |
+                            std::min<uint64_t>(d.rq.count, (uint64_t{1} << 56) - 1),
+                        d.id);
+  std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  bool gave = false;
+  for (const auto& [waits, id] : want) {
+    if (hot_free_.empty()) break;
+    gave |= give_hot(id, last_[id]);
+  }
+  // Tasks that cached "no slot" look again at their next wait.
+  if (gave) __atomic_add_fetch(&skel_->bss->hot_gen, 1, __ATOMIC_RELAXED);
 }
 
 void SchedSensor::tend(const std::function<Worth(CgroupId)>& worth, const std::vector<CgroupId>& critical) {

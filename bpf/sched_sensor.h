@@ -235,6 +235,9 @@ class SchedSensor {
   bool give_hot(const CgroupId& id, Last& l);
   // Takes `l`'s slot back (unpublished, then zeroed): what it counted since the read goes with it.
   void release_hot(const CgroupId& id, Last& l);
+  // The pieces of read(): idle entries deleted, free hot slots handed out.
+  void drop_idle(const std::vector<keel_cg_key>& idle);
+  void hand_out_hot(const SchedDelta& out);
   size_t last_out_ = 16;  // how many cgroups the previous read returned
   std::vector<keel_cg_key> batch_keys_;
   std::vector<keel_cg_stats> batch_vals_;

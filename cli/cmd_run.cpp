@@ -79,7 +79,7 @@ namespace {
 
 // actuators.isolate_unmanaged: what keel run would keep off the critical CPUs, and what it would leave.
 void print_unmanaged(const config::Spec& spec, const SysRoots& roots, const inv::Inventory& inv,
-                     const ctl::Plan& plan, const ctl::Snapshot& snap) {
+                     const ctl::Plan& plan) {
   const CgroupHierarchy* cs = inv.cpuset_hierarchy();
   if (cs == nullptr) {
     std::printf("unmanaged work: no cpuset controller, nothing is kept off critical CPUs\n");
@@ -94,7 +94,7 @@ void print_unmanaged(const config::Spec& spec, const SysRoots& roots, const inv:
     std::printf("unmanaged work: %s\n", s.error().message().c_str());
     return;
   }
-  const CpuSet held = ctl::critical_cpus(plan, snap);
+  const CpuSet& held = plan.critical_cpus;
   std::printf(
       "unmanaged work, kept off %s: %s\n",
       held.empty() ? "the CPUs critical instances are given (none this window)"
@@ -187,7 +187,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
         w.cpus.to_list().c_str(), w.critical ? (v.violated ? "  SLO violated" : "  SLO met") : "");
   }
   for (const auto& gap : ctl::class_gaps(*snap, plan)) std::printf("note: %s\n", gap.c_str());
-  if (spec.actuators.isolate_unmanaged) print_unmanaged(spec, roots, sensing->inventory(), plan, *snap);
+  if (spec.actuators.isolate_unmanaged) print_unmanaged(spec, roots, sensing->inventory(), plan);
   std::string decisions = ctl::format_actions(plan, "observe");
   if (decisions.empty())
     std::printf("no action: every critical workload meets its SLO (or has none)\n");

@@ -285,35 +285,48 @@ std::optional<Controller::Step> Controller::cores_step(const Snapshot& s, const 
   return std::nullopt;
 }
 
-// The next rung with room, lowest first, as a step; none (with the reason) when nothing is left.
-std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const WorkloadSignals& victim,
-                                                      InstanceState& st,
-                                                      const std::vector<Interference>& antagonists,
-                                                      std::string& why_not, bool jump) const {
-  const config::WorkloadSpec& vs = spec_of(victim);
-  auto locked = [&](Rung r) {
+// One victim's climb this tick: what the rungs ask of the plan and its state, and the notes that say
+// why a rung has no room.
+struct Controller::Ladder {
+  const Controller& c;
+  const Snapshot& s;
+  const WorkloadSignals& victim;
+  InstanceState& st;
+  const std::vector<Interference>& antagonists;
+  bool jump;
+  const config::WorkloadSpec& vs;
+  std::vector<std::string> notes;
+
+  bool locked(Rung r) const {
     if (jump && r == Rung::weight) return true;  // the class stays: it suffices as often as cores
     auto it = st.locked_until.find(r);
     return it != st.locked_until.end() && s.tick < it->second;
-  };
-  auto current = [&](const std::string& inst) {
-    auto it = plan_.desired.find(inst);
-    return it == plan_.desired.end() ? KnobState{} : it->second;
-  };
-  auto shares_now = [&](const std::string& inst) -> uint64_t {
+  }
+  KnobState current(const std::string& inst) const {
+    auto it = c.plan_.desired.find(inst);
+    return it == c.plan_.desired.end() ? KnobState{} : it->second;
+  }
+  uint64_t shares_now(const std::string& inst) const {
     auto k = current(inst);
     if (k.shares) return *k.shares;
-    auto it = states_.find(inst);
-    return it != states_.end() && it->second.shares_found ? *it->second.shares_found : kSharesDefault;
-  };
-  auto signals = [&](const std::string& inst) -> const WorkloadSignals* {
-    auto it = at_.find(inst);
-    return it == at_.end() ? nullptr : &s.workloads[it->second];
-  };
-  std::vector<std::string> notes;
+    auto it = c.states_.find(inst);
+    return it != c.states_.end() && it->second.shares_found ? *it->second.shares_found : kSharesDefault;
+  }
+  const WorkloadSignals* signals(const std::string& inst) const {
+    auto it = c.at_.find(inst);
+    return it == c.at_.end() ? nullptr : &s.workloads[it->second];
+  }
+  // Every antagonist in the preemption class already (their weights are the kernel's).
+  bool classed() const {
+    return !antagonists.empty() &&
+           std::all_of(antagonists.begin(), antagonists.end(),
+                       [&](const Interference& a) { return current(a.antagonist).preempt; });
+  }
 
   // 0. Reactive preemption class: the antagonists yield their CPUs to the victim at once.
-  if (spec_.actuators.preempt_class == config::PreemptMode::reactive && !locked(Rung::preempt_class)) {
+  std::optional<Step> preempt_class() {
+    if (c.spec_.actuators.preempt_class != config::PreemptMode::reactive || locked(Rung::preempt_class))
+      return std::nullopt;
     Step step;
     step.rung = Rung::preempt_class;
     for (const auto& a : antagonists) {
@@ -326,16 +339,13 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     }
     if (!step.after.empty()) return step;
     notes.push_back("antagonists in the preemption class");
+    return std::nullopt;
   }
 
-  // Every antagonist in the preemption class already (their weights are the kernel's).
-  const bool classed = !antagonists.empty() &&
-                       std::all_of(antagonists.begin(), antagonists.end(),
-                                   [&](const Interference& a) { return current(a.antagonist).preempt; });
-
-  // 1. Weight: the victim's up (x2, to its bounds), the antagonists' down (/2, to theirs).
-  std::optional<Step> weight_fallback;
-  if (spec_.actuators.cpu_weight && !locked(Rung::weight)) {
+  // 1. Weight: the victim's up (x2, to its bounds), the antagonists' down (/2, to theirs). `fallback`:
+  // a weight step kept for when whole cores cannot be had (unmanaged work is what delays it).
+  std::optional<Step> weight(std::optional<Step>& fallback) {
+    if (!c.spec_.actuators.cpu_weight || locked(Rung::weight)) return std::nullopt;
     Step step;
     step.rung = Rung::weight;
     const uint64_t max = vs.shares_max, vmin = vs.shares_min;
@@ -349,7 +359,7 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     size_t lowered = 0;
     for (const auto& a : antagonists) {
       const WorkloadSignals* aw = signals(a.antagonist);
-      const config::WorkloadSpec& as = aw ? spec_of(*aw) : fallback_best_effort_;
+      const config::WorkloadSpec& as = aw ? c.spec_of(*aw) : c.fallback_best_effort_;
       const uint64_t min = as.shares_min, amax = as.shares_max;
       uint64_t an = shares_now(a.antagonist);
       KnobState k = current(a.antagonist);
@@ -363,10 +373,10 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
     // No best-effort antagonist left to lower (they yield already, in the class): what still delays the
     // victim is work keel does not manage, which its own weight does not reach (they meet higher up). With
     // unmanaged work kept off critical cores, whole cores are the rung that suffices.
-    const bool unmanaged = spec_.actuators.isolate_unmanaged && spec_.actuators.cpuset && lowered == 0;
+    const bool unmanaged = c.spec_.actuators.isolate_unmanaged && c.spec_.actuators.cpuset && lowered == 0;
     // The victim's weight alone against antagonists in the class gains nothing worth a step (measured:
     // bench/README.md, "weights on top of the class"): the class is what orders them.
-    const bool useless = classed && lowered == 0 && !unmanaged;
+    const bool useless = classed() && lowered == 0 && !unmanaged;
     // On CPUs of its own with no best-effort work there, its weight has nothing to order either.
     const bool alone = antagonists.empty() && current(victim.instance).cpus.has_value();
     if (alone) {
@@ -375,11 +385,12 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
       notes.push_back("the antagonists are in the preemption class: its own weight beyond it gains nothing");
     } else {
       if (!step.after.empty() && !unmanaged) return step;
-      if (!step.after.empty()) weight_fallback = std::move(step);  // if whole cores cannot be had
+      if (!step.after.empty()) fallback = std::move(step);  // if whole cores cannot be had
       notes.push_back(
           unmanaged ? "the antagonists yield already (the class): unmanaged work is kept off whole cores"
                     : "weights at their bounds");
     }
+    return std::nullopt;
   }
 
   // 2. Whole cores for the victim from its pool, best-effort work off them. Worth their cost only while
@@ -387,68 +398,91 @@ std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const W
   // light one is wake-up latency, and a core of its own would sit idle most of the time.
   // Its demand is what it used plus what it waited to use; a victim four times over its SLO or more is
   // starved, and what it got says little of what it needs.
-  const bool starved = vs.slo_p99_us && st.p99_us >= (1.0 - policy_.jump_below) * *vs.slo_p99_us;
-  const bool light = classed && !starved && st.cpu + victim.rq_wait_s_per_s < policy_.pin_min_cpus;
-  if (spec_.actuators.cpuset && !locked(Rung::cpus) && light)
+  std::optional<Step> cores() {
+    if (!c.spec_.actuators.cpuset || locked(Rung::cpus)) return std::nullopt;
+    const bool starved = vs.slo_p99_us && st.p99_us >= (1.0 - c.policy_.jump_below) * *vs.slo_p99_us;
+    const bool light = classed() && !starved && st.cpu + victim.rq_wait_s_per_s < c.policy_.pin_min_cpus;
+    if (!light) return c.cores_step(s, victim, notes);
     notes.push_back("its demand (" + fmt("%.2f", st.cpu) + " CPUs busy) is below " +
-                    fmt("%.2f", policy_.pin_min_cpus) + " with the antagonists in the class: no whole cores");
-  if (spec_.actuators.cpuset && !locked(Rung::cpus) && !light)
-    if (auto step = cores_step(s, victim, notes)) return step;
-
-  if (weight_fallback) return weight_fallback;
+                    fmt("%.2f", c.policy_.pin_min_cpus) +
+                    " with the antagonists in the class: no whole cores");
+    return std::nullopt;
+  }
 
   // 3. More L3 ways to the victim (its bounds), when resctrl is enabled.
-  if (spec_.actuators.resctrl && vs.l3_ways && !locked(Rung::l3_ways)) {
+  std::optional<Step> l3_ways() {
+    if (!c.spec_.actuators.resctrl || !vs.l3_ways || locked(Rung::l3_ways)) return std::nullopt;
     KnobState k = current(victim.instance);
     unsigned now = k.l3_ways.value_or(vs.l3_ways->min - 1);
-    if (now < vs.l3_ways->max) {
-      Step step;
-      step.rung = Rung::l3_ways;
-      step.before[victim.instance] = k;
-      k.l3_ways = std::max(now + 1, vs.l3_ways->min);
-      step.after[victim.instance] = k;
-      return step;
+    if (now >= vs.l3_ways->max) {
+      notes.push_back("L3 ways at their bound");
+      return std::nullopt;
     }
-    notes.push_back("L3 ways at their bound");
+    Step step;
+    step.rung = Rung::l3_ways;
+    step.before[victim.instance] = k;
+    k.l3_ways = std::max(now + 1, vs.l3_ways->min);
+    step.after[victim.instance] = k;
+    return step;
   }
 
   // 4. Antagonists' memory bandwidth down (10 points a step, to their bounds).
-  if (spec_.actuators.resctrl && !locked(Rung::mba)) {
+  std::optional<Step> mba() {
+    if (!c.spec_.actuators.resctrl || locked(Rung::mba)) return std::nullopt;
     Step step;
     step.rung = Rung::mba;
     for (const auto& a : antagonists) {
       const WorkloadSignals* aw = signals(a.antagonist);
-      if (!aw || !spec_of(*aw).mba_percent) continue;
+      if (!aw || !c.spec_of(*aw).mba_percent) continue;
       KnobState k = current(a.antagonist);
       unsigned now = k.mba_percent.value_or(100);
-      const unsigned min = spec_of(*aw).mba_percent->min, max = spec_of(*aw).mba_percent->max;
+      const unsigned min = c.spec_of(*aw).mba_percent->min, max = c.spec_of(*aw).mba_percent->max;
       if (now <= min) continue;
       step.before[a.antagonist] = k;
       k.mba_percent = std::clamp(now >= 10 ? now - 10 : 0u, min, std::max(min, max));
       step.after[a.antagonist] = k;
     }
     if (!step.after.empty()) return step;
+    return std::nullopt;
   }
 
   // 5. steal_task, when the victim spans several CPUs of one LLC.
-  if (spec_.actuators.steal_task && !steal_ && !locked(Rung::steal)) {
+  std::optional<Step> steal() {
+    if (!c.spec_.actuators.steal_task || c.steal_ || locked(Rung::steal)) return std::nullopt;
     KnobState k = current(victim.instance);
     CpuSet cpus = k.cpus ? *k.cpus : victim.cpus;
     std::map<unsigned, unsigned> per_llc;
-    for (unsigned c : cpus.cpus())
-      if (const Pu* pu = topo_.find_pu(c)) ++per_llc[pu->l3];
+    for (unsigned cpu : cpus.cpus())
+      if (const Pu* pu = c.topo_.find_pu(cpu)) ++per_llc[pu->l3];
     bool spans = std::any_of(per_llc.begin(), per_llc.end(), [](const auto& e) { return e.second >= 2; });
-    if (spans) {
-      Step step;
-      step.rung = Rung::steal;
-      step.steal_before = false;
-      step.steal_after = true;
-      return step;
+    if (!spans) {
+      notes.push_back("steal_task: the victim does not span 2 CPUs of one LLC");
+      return std::nullopt;
     }
-    notes.push_back("steal_task: the victim does not span 2 CPUs of one LLC");
+    Step step;
+    step.rung = Rung::steal;
+    step.steal_before = false;
+    step.steal_after = true;
+    return step;
   }
+};
+
+// The next rung with room, lowest first, as a step; none (with the reason) when nothing is left.
+std::optional<Controller::Step> Controller::next_step(const Snapshot& s, const WorkloadSignals& victim,
+                                                      InstanceState& st,
+                                                      const std::vector<Interference>& antagonists,
+                                                      std::string& why_not, bool jump) const {
+  Ladder l{*this, s, victim, st, antagonists, jump, spec_of(victim), {}};
+  if (auto step = l.preempt_class()) return step;
+  std::optional<Step> weight_fallback;
+  if (auto step = l.weight(weight_fallback)) return step;
+  if (auto step = l.cores()) return step;
+  if (weight_fallback) return weight_fallback;
+  if (auto step = l.l3_ways()) return step;
+  if (auto step = l.mba()) return step;
+  if (auto step = l.steal()) return step;
   why_not = "nothing left within bounds";
-  for (const auto& n : notes) why_not += "; " + n;
+  for (const auto& n : l.notes) why_not += "; " + n;
   return std::nullopt;
 }
 
@@ -767,6 +801,23 @@ const Plan& Controller::step(const Snapshot& s) {
   plan.tick = s.tick;
   plan.actions.clear();
   plan.interference.clear();
+  begin(s, plan);
+  // Critical instances in a fixed order (name), one step each at most per tick.
+  std::vector<const WorkloadSignals*> victims;
+  for (const auto& w : s.workloads)
+    if (w.critical) victims.push_back(&w);
+  std::sort(victims.begin(), victims.end(), [](auto* a, auto* b) { return a->instance < b->instance; });
+  for (const WorkloadSignals* v : victims)
+    if (spec_of(*v).slo_p99_us) decide(s, *v, plan);
+  best_effort_cpus(s, plan);
+  plan.steal = steal_;
+  for (auto& [inst, v] : plan.workloads)
+    if (auto it = states_.find(inst); it != states_.end())
+      v.rung = static_cast<unsigned>(it->second.steps.size());
+  return plan;
+}
+
+void Controller::begin(const Snapshot& s, Plan& plan) {
   index(s);
   std::erase_if(plan.workloads, [&](const auto& e) { return !at_.contains(e.first); });
   // Instances that are gone, or made again under their name (a new cgroup): their state and wishes go
@@ -790,175 +841,196 @@ const Plan& Controller::step(const Snapshot& s) {
   if (adopting_) take_adopted(s);
   // The class first: a victim's steps this tick see it.
   preempt_classes(s, plan);
-  // Critical instances in a fixed order (name), one step each at most per tick.
-  std::vector<const WorkloadSignals*> victims;
-  for (const auto& w : s.workloads)
-    if (w.critical) victims.push_back(&w);
-  std::sort(victims.begin(), victims.end(), [](auto* a, auto* b) { return a->instance < b->instance; });
-  for (const WorkloadSignals* v : victims) {
-    InstanceState& st = states_[v->instance];
-    const WorkloadView& view = plan.workloads[v->instance];
-    if (!spec_of(*v).slo_p99_us) continue;
-    auto antagonists = rank(s, *v);
-    if (view.violated)
-      for (const auto& a : antagonists) plan.interference.push_back(a);
-    std::string numbers = st.binding + " (slack " + fmt("%.2f", view.slack) + ")";
-    std::string named = antagonists.empty() ? ""
-                                            : "; antagonist " + antagonists.front().antagonist + " (" +
-                                                  fmt("%.2f", antagonists.front().score) +
-                                                  " CPUs busy or queued on its CPUs)";
-    // A give-back that brought the violation back is undone and give-back locked out for a while.
-    std::string unfit;
-    if (st.given_back && view.violated &&
-        s.tick <=
-            st.given_back_tick + 2 * policy_.give_back_ticks + policy_.revert_after + policy_.violate_ticks &&
-        !clashes(*st.given_back, plan, true) && fits(s, st.given_back->after, unfit)) {
-      size_t first = plan.actions.size();
-      apply(*st.given_back, plan, Action::Kind::act, "give-back reverted: " + numbers);
-      for (size_t i = first; i < plan.actions.size(); ++i) plan.actions[i].kind = Action::Kind::revert;
-      st.steps.push_back(*st.given_back);
-      st.steps.back().verified = true;
-      st.given_back.reset();
-      st.give_back_locked_until = s.tick + policy_.lockout_ticks;
-      // The smoothed p99 lags the revert: let it settle before judging again.
-      st.quiet_until = s.tick + std::max(policy_.cooldown_ticks, policy_.revert_after);
+}
+
+// One critical instance's tick: the first of these that applies decides it.
+void Controller::decide(const Snapshot& s, const WorkloadSignals& v, Plan& plan) {
+  InstanceState& st = states_[v.instance];
+  const WorkloadView& view = plan.workloads[v.instance];
+  Turn t{v, st, view, rank(s, v), "", ""};
+  if (view.violated)
+    for (const auto& a : t.antagonists) plan.interference.push_back(a);
+  t.numbers = st.binding + " (slack " + fmt("%.2f", view.slack) + ")";
+  if (!t.antagonists.empty())
+    t.named = "; antagonist " + t.antagonists.front().antagonist + " (" +
+              fmt("%.2f", t.antagonists.front().score) + " CPUs busy or queued on its CPUs)";
+  if (revert_give_back(s, t, plan)) return;
+  const bool measured = v.rq_waits >= std::max(1u, policy_.min_waits);
+  // Its own demand fell (it went idle): everything it holds goes back now, parked for its next
+  // busy spell. Not while a violation is measured this tick: then it still needs them; unless the
+  // demand watch saw a lull with no SLO crossing in it (sensing restarts a lull at each), when what
+  // this tick measured came before the lull.
+  const bool lull = v.lull_s >= policy_.lull_s;
+  if (!st.steps.empty() && !(view.violated && measured && !lull) && demand_fell(s, v, st) &&
+      park(s, v, st, plan, t.numbers))
+    return;
+  // Its next SLO crossing (the early tick brings it at once): the parked steps again, all in one tick.
+  if (!st.parked.empty() && st.bad >= 1 && measured && unpark(s, st, plan, t.numbers)) return;
+  if (s.tick < st.quiet_until) return;
+  if (cores_for_demand(s, t, plan) || judge_last_step(s, t, plan)) return;
+  if (view.violated)
+    escalate(s, t, plan);
+  else
+    give_back_one(s, t, plan);
+}
+
+// A give-back that brought the violation back is undone and give-back locked out for a while.
+bool Controller::revert_give_back(const Snapshot& s, Turn& t, Plan& plan) {
+  InstanceState& st = t.st;
+  std::string unfit;
+  if (!st.given_back || !t.view.violated ||
+      s.tick >
+          st.given_back_tick + 2 * policy_.give_back_ticks + policy_.revert_after + policy_.violate_ticks ||
+      clashes(*st.given_back, plan, true) || !fits(s, st.given_back->after, unfit))
+    return false;
+  size_t first = plan.actions.size();
+  apply(*st.given_back, plan, Action::Kind::act, "give-back reverted: " + t.numbers);
+  for (size_t i = first; i < plan.actions.size(); ++i) plan.actions[i].kind = Action::Kind::revert;
+  st.steps.push_back(*st.given_back);
+  st.steps.back().verified = true;
+  st.given_back.reset();
+  st.give_back_locked_until = s.tick + policy_.lockout_ticks;
+  // The smoothed p99 lags the revert: let it settle before judging again.
+  st.quiet_until = s.tick + std::max(policy_.cooldown_ticks, policy_.revert_after);
+  st.bad = st.good = 0;
+  st.seen = false;  // smoothing restarts: the old history is of another configuration
+  return true;
+}
+
+// Its demand is high on contended CPUs: whole cores while that lasts (the parked ones if it has them).
+bool Controller::cores_for_demand(const Snapshot& s, Turn& t, Plan& plan) {
+  InstanceState& st = t.st;
+  if (t.view.violated || !st.steps.empty() || !wants_cores(s, t.v, st, t.antagonists)) return false;
+  if (!st.parked.empty() && unpark(s, st, plan, t.numbers)) return true;
+  std::vector<std::string> notes;
+  auto cores = cores_step(s, t.v, notes);
+  if (!cores || clashes(*cores, plan, true)) return false;
+  cores->tick = s.tick;
+  cores->slack_before = t.view.slack;
+  cores->be_usage = be_usage_;
+  cores->verified = true;  // no violation to judge it by
+  cores->by_demand = true;
+  apply(*cores, plan, Action::Kind::act,
+        t.numbers + "; its demand is high (" + fmt("%.2f", *t.v.cpu_usage) +
+            " CPUs busy) where it and best-effort work want more CPUs than it has: whole cores while "
+            "that lasts" +
+            t.named);
+  st.peak_rate = st.rate, st.peak_cpu = st.cpu;
+  st.steps.push_back(*cores);
+  st.parked.clear();
+  st.quiet_until = s.tick + policy_.cooldown_ticks;
+  st.seen = false;
+  st.bad = 0;
+  return true;
+}
+
+// The verdict on its newest step: one that did not raise slack within revert_after ticks is undone and
+// its rung locked out; one still unjudged under a violation holds further steps (escalate only on
+// evidence: the last step has to have raised slack). True when that decides the tick.
+bool Controller::judge_last_step(const Snapshot& s, Turn& t, Plan& plan) {
+  InstanceState& st = t.st;
+  if (st.steps.empty() || st.steps.back().verified) return false;
+  Step& last = st.steps.back();
+  if (s.tick >= last.tick + policy_.revert_after) {
+    if (t.view.slack > last.slack_before + 0.02 || !t.view.violated) {
+      last.verified = true;
+    } else if (!clashes(last, plan, false)) {
+      Step undo = last;
+      st.steps.pop_back();
+      apply(undo, plan, Action::Kind::revert,
+            "no improvement after " + std::to_string(policy_.revert_after) + " ticks (slack " +
+                fmt("%.2f", undo.slack_before) + " -> " + fmt("%.2f", t.view.slack) + ")");
+      st.locked_until[undo.rung] = s.tick + policy_.lockout_ticks;
+      st.quiet_until = s.tick + policy_.cooldown_ticks;
+      st.parked.clear();  // what worked last time does not now
       st.bad = st.good = 0;
       st.seen = false;  // smoothing restarts: the old history is of another configuration
-      continue;
-    }
-    const bool measured = v->rq_waits >= std::max(1u, policy_.min_waits);
-    // Its own demand fell (it went idle): everything it holds goes back now, parked for its next
-    // busy spell. Not while a violation is measured this tick: then it still needs them; unless the
-    // demand watch saw a lull with no SLO crossing in it (sensing restarts a lull at each), when what
-    // this tick measured came before the lull.
-    const bool lull = v->lull_s >= policy_.lull_s;
-    if (!st.steps.empty() && !(view.violated && measured && !lull) && demand_fell(s, *v, st) &&
-        park(s, *v, st, plan, numbers))
-      continue;
-    // Its next SLO crossing (the early tick brings it at once): the parked steps again, all in one tick.
-    if (!st.parked.empty() && st.bad >= 1 && measured && unpark(s, st, plan, numbers)) continue;
-    if (s.tick < st.quiet_until) continue;
-    // Its demand is high on contended CPUs: whole cores while that lasts (the parked ones if it has them).
-    if (!view.violated && st.steps.empty() && wants_cores(s, *v, st, antagonists)) {
-      if (!st.parked.empty() && unpark(s, st, plan, numbers)) continue;
-      std::vector<std::string> notes;
-      auto cores = cores_step(s, *v, notes);
-      if (cores && !clashes(*cores, plan, true)) {
-        cores->tick = s.tick;
-        cores->slack_before = view.slack;
-        cores->be_usage = be_usage_;
-        cores->verified = true;  // no violation to judge it by
-        cores->by_demand = true;
-        apply(*cores, plan, Action::Kind::act,
-              numbers + "; its demand is high (" + fmt("%.2f", *v->cpu_usage) +
-                  " CPUs busy) where it and best-effort work want more CPUs than it has: whole cores while "
-                  "that lasts" +
-                  named);
-        st.peak_rate = st.rate, st.peak_cpu = st.cpu;
-        st.steps.push_back(*cores);
-        st.parked.clear();
-        st.quiet_until = s.tick + policy_.cooldown_ticks;
-        st.seen = false;
-        st.bad = 0;
-        continue;
-      }
-    }
-    // A step that did not raise slack within revert_after ticks is undone; its rung is locked out.
-    if (!st.steps.empty() && !st.steps.back().verified &&
-        s.tick >= st.steps.back().tick + policy_.revert_after) {
-      Step& last = st.steps.back();
-      if (view.slack > last.slack_before + 0.02 || !view.violated) {
-        last.verified = true;
-      } else if (!clashes(last, plan, false)) {
-        Step undo = last;
-        st.steps.pop_back();
-        apply(undo, plan, Action::Kind::revert,
-              "no improvement after " + std::to_string(policy_.revert_after) + " ticks (slack " +
-                  fmt("%.2f", undo.slack_before) + " -> " + fmt("%.2f", view.slack) + ")");
-        st.locked_until[undo.rung] = s.tick + policy_.lockout_ticks;
-        st.quiet_until = s.tick + policy_.cooldown_ticks;
-        st.parked.clear();  // what worked last time does not now
-        st.bad = st.good = 0;
-        st.seen = false;  // smoothing restarts: the old history is of another configuration
-        continue;
-      }
-    }
-    if (view.violated && !st.steps.empty() && !st.steps.back().verified) {
-      // Escalate only on evidence: the last step has to have raised slack; else wait for its verdict.
-      if (view.slack > st.steps.back().slack_before + 0.02)
-        st.steps.back().verified = true;
-      else
-        continue;
-    }
-    if (view.violated) {
-      std::string why_not;
-      // Many times the SLO over plenty of waits: whole cores at once where they can be had.
-      const bool jump = spec_.actuators.cpuset && view.slack <= policy_.jump_below &&
-                        v->rq_waits >= 5 * static_cast<uint64_t>(policy_.min_waits);
-      auto next = jump ? next_step(s, *v, st, antagonists, why_not, true) : std::nullopt;
-      const bool jumped = next.has_value();
-      if (!next) next = next_step(s, *v, st, antagonists, why_not);
-      // At most one step per knob per instance per tick: another victim's step this tick wins.
-      if (next && clashes(*next, plan, true)) {
-        next.reset();
-        why_not = "waits a tick: a knob it needs was changed for another workload this tick";
-      }
-      if (next) {
-        next->tick = s.tick;
-        next->slack_before = view.slack;
-        next->be_usage = be_usage_;
-        apply(*next, plan, Action::Kind::act,
-              numbers +
-                  (st.bad >= policy_.violate_ticks ? " for " + std::to_string(st.bad) + " ticks"
-                                                   : " (severe: over twice the SLO, at once)") +
-                  named + (jumped ? "; many times the SLO: whole cores at once" : ""));
-        // Cores taken while its demand is high on contended CPUs are held for that demand, not judged by
-        // the slack they bring: whole cores can raise a run-queue p99 (its own threads now queue behind
-        // each other) while the end-to-end latency is static pinning's; reverting them hands the noise
-        // the core back until the lockout ends.
-        next->by_demand = next->rung == Rung::cpus && wants_cores(s, *v, st, antagonists, true);
-        next->verified = next->by_demand;
-        if (st.steps.empty()) st.peak_rate = st.rate, st.peak_cpu = st.cpu;
-        st.steps.push_back(*next);
-        st.parked.clear();  // a new climb: what the last spell held is superseded
-        st.quiet_until = s.tick + policy_.cooldown_ticks;
-        st.bad = 0;  // the next step needs a violation measured after this one
-        st.seen = false;
-        st.given_back.reset();
-      } else {
-        plan.workloads[v->instance].blocked = why_not;
-      }
-      continue;
-    }
-    // Slack measured good for long enough while it stays busy: give back one step, newest first, once
-    // the best-effort load has eased since it was taken (half the CPUs busy or queued); under the same
-    // load only as a probe, after probe_ticks. A wrong one is reverted above.
-    if (st.good >= policy_.give_back_ticks && !st.steps.empty() && s.tick >= st.give_back_locked_until &&
-        st.steps.back().verified && !clashes(st.steps.back(), plan, false)) {
-      const Step& last = st.steps.back();
-      // Cores held for its demand stay while it is high (they would be taken again next tick).
-      if (last.by_demand && wants_cores(s, *v, st, antagonists)) continue;
-      const bool noise_eased = be_usage_ < 0.5 * last.be_usage;
-      if (!noise_eased && st.good < policy_.probe_ticks) continue;
-      std::string why = noise_eased
-                            ? "; best-effort load eased (" + fmt("%.2f", be_usage_) +
-                                  " CPUs busy or queued, " + fmt("%.2f", last.be_usage) + " at the step)"
-                            : "; a probe under unchanged load";
-      Step back = last;
-      st.steps.pop_back();
-      apply(back, plan, Action::Kind::give_back,
-            numbers + " above " + fmt("%.2f", policy_.give_back_above) + " for " + std::to_string(st.good) +
-                " ticks" + why);
-      st.given_back = std::make_unique<Step>(back);
-      st.given_back_tick = s.tick;
-      st.good = 0;
-      st.seen = false;
-      st.quiet_until = s.tick + policy_.cooldown_ticks;
+      return true;
     }
   }
-  // Best-effort CPUs follow the critical ones every tick: the pool minus what critical instances hold
-  // (new instances included); back to as found when no critical instance holds CPUs.
-  CpuSet taken;
+  if (!t.view.violated || st.steps.back().verified) return false;
+  if (t.view.slack > st.steps.back().slack_before + 0.02) {
+    st.steps.back().verified = true;
+    return false;
+  }
+  return true;
+}
+
+// Violated: the next rung (or whole cores at once, many times over the SLO), else why not.
+void Controller::escalate(const Snapshot& s, Turn& t, Plan& plan) {
+  InstanceState& st = t.st;
+  std::string why_not;
+  // Many times the SLO over plenty of waits: whole cores at once where they can be had.
+  const bool jump = spec_.actuators.cpuset && t.view.slack <= policy_.jump_below &&
+                    t.v.rq_waits >= 5 * static_cast<uint64_t>(policy_.min_waits);
+  auto next = jump ? next_step(s, t.v, st, t.antagonists, why_not, true) : std::nullopt;
+  const bool jumped = next.has_value();
+  if (!next) next = next_step(s, t.v, st, t.antagonists, why_not);
+  // At most one step per knob per instance per tick: another victim's step this tick wins.
+  if (next && clashes(*next, plan, true)) {
+    next.reset();
+    why_not = "waits a tick: a knob it needs was changed for another workload this tick";
+  }
+  if (!next) {
+    plan.workloads[t.v.instance].blocked = why_not;
+    return;
+  }
+  next->tick = s.tick;
+  next->slack_before = t.view.slack;
+  next->be_usage = be_usage_;
+  apply(*next, plan, Action::Kind::act,
+        t.numbers +
+            (st.bad >= policy_.violate_ticks ? " for " + std::to_string(st.bad) + " ticks"
+                                             : " (severe: over twice the SLO, at once)") +
+            t.named + (jumped ? "; many times the SLO: whole cores at once" : ""));
+  // Cores taken while its demand is high on contended CPUs are held for that demand, not judged by
+  // the slack they bring: whole cores can raise a run-queue p99 (its own threads now queue behind
+  // each other) while the end-to-end latency is static pinning's; reverting them hands the noise
+  // the core back until the lockout ends.
+  next->by_demand = next->rung == Rung::cpus && wants_cores(s, t.v, st, t.antagonists, true);
+  next->verified = next->by_demand;
+  if (st.steps.empty()) st.peak_rate = st.rate, st.peak_cpu = st.cpu;
+  st.steps.push_back(*next);
+  st.parked.clear();  // a new climb: what the last spell held is superseded
+  st.quiet_until = s.tick + policy_.cooldown_ticks;
+  st.bad = 0;  // the next step needs a violation measured after this one
+  st.seen = false;
+  st.given_back.reset();
+}
+
+// Slack measured good for long enough while it stays busy: give back one step, newest first, once
+// the best-effort load has eased since it was taken (half the CPUs busy or queued); under the same
+// load only as a probe, after probe_ticks. A wrong one is reverted (revert_give_back).
+void Controller::give_back_one(const Snapshot& s, Turn& t, Plan& plan) {
+  InstanceState& st = t.st;
+  if (st.good < policy_.give_back_ticks || st.steps.empty() || s.tick < st.give_back_locked_until ||
+      !st.steps.back().verified || clashes(st.steps.back(), plan, false))
+    return;
+  const Step& last = st.steps.back();
+  // Cores held for its demand stay while it is high (they would be taken again next tick).
+  if (last.by_demand && wants_cores(s, t.v, st, t.antagonists)) return;
+  const bool noise_eased = be_usage_ < 0.5 * last.be_usage;
+  if (!noise_eased && st.good < policy_.probe_ticks) return;
+  std::string why = noise_eased ? "; best-effort load eased (" + fmt("%.2f", be_usage_) +
+                                      " CPUs busy or queued, " + fmt("%.2f", last.be_usage) + " at the step)"
+                                : "; a probe under unchanged load";
+  Step back = last;
+  st.steps.pop_back();
+  apply(back, plan, Action::Kind::give_back,
+        t.numbers + " above " + fmt("%.2f", policy_.give_back_above) + " for " + std::to_string(st.good) +
+            " ticks" + why);
+  st.given_back = std::make_unique<Step>(back);
+  st.given_back_tick = s.tick;
+  st.good = 0;
+  st.seen = false;
+  st.quiet_until = s.tick + policy_.cooldown_ticks;
+}
+
+// Best-effort CPUs follow the critical ones every tick: the pool minus what critical instances hold
+// (new instances included); back to as found when no critical instance holds CPUs.
+void Controller::best_effort_cpus(const Snapshot& s, Plan& plan) {
+  CpuSet& taken = plan.critical_cpus;
+  taken = CpuSet();
   for (const auto& w : s.workloads)
     if (w.critical)
       if (auto it = plan_.desired.find(w.instance); it != plan_.desired.end() && it->second.cpus)
@@ -997,11 +1069,6 @@ const Plan& Controller::step(const Snapshot& s) {
     k.cpus = want;
     desired.set(w.instance, std::move(k));
   }
-  plan.steal = steal_;
-  for (auto& [inst, v] : plan.workloads)
-    if (auto it = states_.find(inst); it != states_.end())
-      v.rung = static_cast<unsigned>(it->second.steps.size());
-  return plan;
 }
 
 }  // namespace keel::ctl
@@ -1047,15 +1114,6 @@ std::vector<std::string> class_gaps(const Snapshot& s, const Plan& plan) {
 }  // namespace keel::ctl
 
 namespace keel::ctl {
-
-CpuSet critical_cpus(const Plan& p, const Snapshot& s) {
-  CpuSet held;
-  for (const auto& w : s.workloads)
-    if (w.critical)
-      if (auto d = p.desired.find(w.instance); d != p.desired.end() && d->second.cpus)
-        held |= *d->second.cpus;
-  return held;
-}
 
 bool in_class(const Plan& p, const std::string& instance) {
   auto d = p.desired.find(instance);

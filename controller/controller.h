@@ -92,13 +92,13 @@ struct Plan {
   std::map<std::string, WorkloadView> workloads;
   // Best-effort instances whose class is lifted this tick because they starved.
   std::vector<std::string> starvation_lifts;
+  // The CPUs critical instances are given this tick (their desired cpusets): what best-effort work,
+  // IRQs, keel's own thread and unmanaged work are kept off.
+  CpuSet critical_cpus;
 };
 
 // Whether `instance` is to be in the preemption class this tick (desired, and not lifted).
 bool in_class(const Plan& p, const std::string& instance);
-// The CPUs critical instances are given this tick (their desired cpusets): what IRQs, keel's own thread
-// and unmanaged work are kept off.
-CpuSet critical_cpus(const Plan& p, const Snapshot& s);
 
 struct Policy {
   double act_below = 0.05;
@@ -226,8 +226,25 @@ class Controller {
   };
   std::unordered_map<std::string, InstanceState> states_;  // by instance (its order matters to nothing)
   // Pieces of step(), in controller.cpp.
+  void begin(const Snapshot& s, Plan& plan);  // what every tick does before the victims
+  // One victim's tick: its state, this tick's view and antagonists, and the numbers its reasons quote.
+  struct Turn {
+    const WorkloadSignals& v;
+    InstanceState& st;
+    const WorkloadView& view;
+    std::vector<Interference> antagonists;
+    std::string numbers, named;
+  };
+  void decide(const Snapshot& s, const WorkloadSignals& v, Plan& plan);
+  bool revert_give_back(const Snapshot& s, Turn& t, Plan& plan);
+  bool cores_for_demand(const Snapshot& s, Turn& t, Plan& plan);
+  bool judge_last_step(const Snapshot& s, Turn& t, Plan& plan);
+  void escalate(const Snapshot& s, Turn& t, Plan& plan);
+  void give_back_one(const Snapshot& s, Turn& t, Plan& plan);
+  void best_effort_cpus(const Snapshot& s, Plan& plan);
   void smooth(const Snapshot& s, Plan& plan);
   std::vector<Interference> rank(const Snapshot& s, const WorkloadSignals& victim) const;
+  struct Ladder;  // the rungs of next_step()
   // `jump`: a violation many times the SLO skips the cheap rungs (class, weights) for whole cores.
   std::optional<Step> next_step(const Snapshot& s, const WorkloadSignals& victim, InstanceState& st,
                                 const std::vector<Interference>& antagonists, std::string& why_not,

@@ -36,23 +36,24 @@ std::optional<uint64_t> psi_some_total(std::string_view text) {
   return to_u64(trim(line.substr(t + 6)));
 }
 
-std::optional<uint64_t> read_usage_ns(const CgroupDir& acct) {
+std::optional<uint64_t> read_usage_ns(const CgroupDir& acct, std::string_view below) {
   if (acct.hierarchy().unified) {
-    auto text = acct.read(CgroupFile::cpu_stat);
+    auto text = acct.read(CgroupFile::cpu_stat, below);
     if (!text) return std::nullopt;
     if (auto us = stat_field(*text, "usage_usec")) return *us * 1000;
     return std::nullopt;
   }
-  auto ns = acct.read_u64(CgroupFile::usage);
+  auto ns = acct.read_u64(CgroupFile::usage, below);
   if (!ns) return std::nullopt;
   return *ns;
 }
 
-void read_throttling(const CgroupDir& cpu, CgroupCpuStats& out) {
-  auto text = cpu.read(CgroupFile::cpu_stat);
+void read_throttling(const CgroupDir& cpu, CgroupCpuStats& out, std::string_view below) {
+  auto text = cpu.read(CgroupFile::cpu_stat, below);
   if (!text) return;
   out.nr_throttled = stat_field(*text, "nr_throttled");
   if (cpu.hierarchy().unified) {
+    if (auto us = stat_field(*text, "usage_usec")) out.usage_ns = *us * 1000;
     if (auto us = stat_field(*text, "throttled_usec")) out.throttled_ns = *us * 1000;
   } else {
     out.throttled_ns = stat_field(*text, "throttled_time");
@@ -61,7 +62,8 @@ void read_throttling(const CgroupDir& cpu, CgroupCpuStats& out) {
 
 CgroupCpuStats read_cpu_stats(const CgroupDir* cpu, const CgroupDir* acct) {
   CgroupCpuStats s;
-  if (acct) s.usage_ns = read_usage_ns(*acct);
+  // On v2 the cpu cgroup's cpu.stat holds the usage too: one read (read_throttling) gives both.
+  if (acct && (cpu == nullptr || !cpu->hierarchy().unified)) s.usage_ns = read_usage_ns(*acct);
   if (cpu) read_throttling(*cpu, s);
   if (cpu && cpu->hierarchy().unified)
     if (auto text = cpu->read(CgroupFile::pressure)) s.psi_some_us = psi_some_total(*text);

@@ -20,10 +20,12 @@ struct CgroupCpuStats {
 };
 
 // CPU time used, in ns: v1 cpuacct.usage of `acct` (a cgroup of the cpuacct hierarchy), v2 cpu.stat's
-// usage_usec. None when unreadable.
-std::optional<uint64_t> read_usage_ns(const CgroupDir& acct);
-// nr_throttled and the throttled time from `cpu`'s cpu.stat (a cgroup of the cpu hierarchy).
-void read_throttling(const CgroupDir& cpu, CgroupCpuStats& out);
+// usage_usec. None when unreadable. `below`: of the cgroup that path below `acct` (a held ancestor or
+// root, as the inventory places a v1 file), as CgroupDir::read takes it.
+std::optional<uint64_t> read_usage_ns(const CgroupDir& acct, std::string_view below = {});
+// nr_throttled and the throttled time from `cpu`'s cpu.stat (a cgroup of the cpu hierarchy); on v2 the
+// same read gives usage_ns too (cpu.stat's usage_usec).
+void read_throttling(const CgroupDir& cpu, CgroupCpuStats& out, std::string_view below = {});
 
 // Everything above: `cpu` and `acct` are the cgroup in the cpu and cpuacct hierarchies (on v2 the same
 // cgroup, or on v1 a co-mounted cpu,cpuacct); either may be missing.

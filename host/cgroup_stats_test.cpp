@@ -66,6 +66,34 @@ TEST(CgroupStatsTempTree, MissingFilesAreUnavailableNotZero) {
   EXPECT_FALSE(gone.usage_ns || gone.nr_throttled || gone.throttled_ns);
 }
 
+// As sensing reads them: through a directory held open higher up (a v1 hierarchy's root, or an
+// ancestor), with the cgroup's path below it; and on v2 one cpu.stat read gives usage and throttling.
+TEST(CgroupStatsTempTree, ReadersTakeAPathBelowAHeldDirectory) {
+  testing::TempDir t;
+  testing::make_tree(t.path(),
+                     {{"cpu/docker/abc/cpu.stat", "nr_periods 7\nnr_throttled 2\nthrottled_time 5000000\n"},
+                      {"cpuacct/docker/abc/cpuacct.usage", "123456789\n"},
+                      {"unified/app.slice/web.service/cpu.stat",
+                       "usage_usec 2500\nnr_periods 10\nnr_throttled 3\nthrottled_usec 1200\n"}});
+  auto cpu_root = CgroupDir::open(hier(1, false, {"cpu"}, t.path() / "cpu"), "/");
+  auto acct_root = CgroupDir::open(hier(2, false, {"cpuacct"}, t.path() / "cpuacct"), "/");
+  auto slice = CgroupDir::open(hier(0, true, {"cpu"}, t.path() / "unified"), "/app.slice");
+  ASSERT_TRUE(cpu_root && acct_root && slice);
+  EXPECT_EQ(read_usage_ns(*acct_root, "docker/abc"), 123456789u);
+  EXPECT_FALSE(read_usage_ns(*acct_root, "docker/gone").has_value());
+  CgroupCpuStats v1;
+  read_throttling(*cpu_root, v1, "docker/abc");
+  EXPECT_EQ(v1.nr_throttled, 2u);
+  EXPECT_EQ(v1.throttled_ns, 5'000'000u);
+  EXPECT_FALSE(v1.usage_ns.has_value());  // v1's cpu.stat has no usage: cpuacct's
+  CgroupCpuStats v2;
+  read_throttling(*slice, v2, "web.service");
+  EXPECT_EQ(v2.usage_ns, 2'500'000u);
+  EXPECT_EQ(v2.nr_throttled, 3u);
+  EXPECT_EQ(v2.throttled_ns, 1'200'000u);
+  EXPECT_EQ(read_usage_ns(*slice, "web.service"), 2'500'000u);
+}
+
 TEST(CgroupStats, FieldParsers) {
   EXPECT_EQ(stat_field("a 1\nab 2\n", "ab"), 2u);
   EXPECT_EQ(stat_field("abc 1\n", "ab"), std::nullopt);

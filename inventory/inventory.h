@@ -146,11 +146,12 @@ class Inventory {
   std::optional<std::string> cpuset_cgroup(const Node& n) const;
   // For writing, held open: the cgroup's directory in the hierarchy of `f` (its own, or on v1 the same
   // path in f's hierarchy, opened when first asked for and kept with the node), and the cpuset cgroup
-  // that governs it. None where there is none. forget_held() drops them (a write found them gone).
+  // that governs it. None where there is none. forget_held() drops a cgroup's (a read or write through
+  // them failed: the reconciler says which, Reconciled::unheld), to be opened afresh when next asked.
   const CgroupDir* held(const Node& n, CgroupFile f) const;
   const CgroupDir* cpuset_dir(const Node& n) const;
-  void forget_held(const Node& n) const {
-    if (n.apart) n.apart->held.clear();
+  void forget_held(CgroupId id) {
+    if (const Node* n = find(id); n != nullptr && n->apart) n->apart->held.clear();
   }
   // The root of a hierarchy keel reads, held open.
   const CgroupDir* root_of(const CgroupHierarchy& h) const;

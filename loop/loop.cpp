@@ -144,8 +144,8 @@ Loop::Loop(Parts parts)
 
 // keel's own loop thread runs off the CPUs critical instances hold: on the reserved CPUs where the
 // config declares some, else on every CPU no critical instance holds (all of them when none does).
-void Loop::keep_off_critical_cpus(const ctl::Plan& plan, const ctl::Snapshot& snap) {
-  const CpuSet held = ctl::critical_cpus(plan, snap);
+void Loop::keep_off_critical_cpus(const ctl::Plan& plan) {
+  const CpuSet& held = plan.critical_cpus;
   if (started_cpus_.empty()) {  // where keel was started (an operator's taskset is kept to)
     started_cpus_ = thread_affinity(p_.topo.online());
     if (started_cpus_.empty()) started_cpus_ = p_.topo.online();
@@ -303,8 +303,8 @@ void Loop::tick(uint64_t n) {
   // Decide, act.
   const ctl::Plan& plan = controller_->step(*snap);
   auto done = reconciler_.apply(plan, *snap, p_.sensing->inventory());
-  keep_off_critical_cpus(plan, *snap);
-  p_.sensing->touched(done.touched);
+  keep_off_critical_cpus(plan);
+  p_.sensing->touched(done.touched, done.unheld);
   // Publish: status when a critical workload's state turns (or every tick with --verbose), then the
   // decisions, then what was written (or would be); the metrics.
   bool turned = false;

@@ -83,7 +83,7 @@ class Loop {
   void log_early(uint64_t n, const bpf::SloEvent& e);
   void log_watch(uint64_t n, const Sensing::DemandWake& wake, std::chrono::duration<double> lull) const;
   std::vector<ctl::DemandWatch> watch_;  // after the latest tick: the instances the demand watch reads
-  void keep_off_critical_cpus(const ctl::Plan& plan, const ctl::Snapshot& snap);
+  void keep_off_critical_cpus(const ctl::Plan& plan);
   CpuSet started_cpus_, own_cpus_;  // where keel's loop thread was started, and may run now
   Parts p_;
   std::unique_ptr<ctl::Controller> controller_;

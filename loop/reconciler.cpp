@@ -200,7 +200,7 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   // workload's own cpuset is placed inside it (v1 keeps a child inside its parent).
   // A mechanism a reloaded config turned off still gives back what it holds.
   if (spec_.actuators.isolate_unmanaged) {
-    unmanaged(plan, snap, inv, out);
+    unmanaged(plan, inv, out);
   } else if (!found_unmanaged_.empty() || root_group_) {
     if (const CgroupHierarchy* cs = inv.cpuset_hierarchy()) give_back_unmanaged(inv, *cs, out);
   }
@@ -214,9 +214,9 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   if (spec_.actuators.resctrl || !groups_.empty()) resctrl(plan, snap, inv, out);
   if (spec_.actuators.steal_task || steal_) steal(plan, out);  // off in the plan when the config is
   if (spec_.actuators.irq_affinity) {
-    irqs(plan, snap, out);
+    irqs(plan, out);
   } else if (!found_irqs_.empty()) {
-    irqs(ctl::Plan{}, snap, out);  // no critical CPUs: every IRQ back
+    irqs(ctl::Plan{}, out);  // no critical CPUs: every IRQ back
   }
   // What the writer holds of cgroups that went away (the values it wrote, lockouts, and their journal
   // entries, whose knobs went with them) is dropped every 64 ticks: a host whose cgroups churn must not
@@ -238,6 +238,17 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   return out;
 }
 
+// One apply's cpuset writes, gathered over the instances: the targets and the inventory's cgroup each
+// is for (none for a vanished instance's), what the plan sets (kept once applied), what goes back as
+// found, and the cgroups of vanished instances held for this apply.
+struct Reconciler::CpusetBatch {
+  std::vector<act::CpusetTarget> targets;
+  std::vector<CgroupId> owners, given_back;
+  std::vector<std::pair<CgroupId, CpuSet>> setting;
+  std::map<CgroupId, bool> seen;
+  std::vector<CgroupDir> reopened;
+};
+
 // Every managed cgroup's cpuset in one ordered set of writes: the plan's CPUs, or as found for a
 // cgroup keel changed before and the plan no longer sets.
 void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& out) {
@@ -249,14 +260,8 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
       note(out, "no cpuset controller on " + inv.defining().name() + ": CPU placement is not applied");
     return;
   }
-  std::vector<act::CpusetTarget> targets;
-  std::vector<CgroupId> ids;     // targets[i]'s cpuset cgroup
-  std::vector<CgroupId> owners;  // and the inventory's cgroup it is for
-  std::vector<CgroupId> given_back;
-  std::vector<std::pair<CgroupId, CpuSet>> setting;  // what the targets set, kept once applied
-  std::map<CgroupId, bool> seen;
-  std::vector<CgroupDir> reopened;  // cgroups of vanished instances, held for this apply
-  reopened.reserve(found_cpus_.size());
+  CpusetBatch b;
+  b.reopened.reserve(found_cpus_.size());
   const KubeletCpus& kube = kubelet_.read(w_->roots());
   if (!kube.error.empty()) note(out, "kubelet's CPU manager state: " + kube.error);
   const CpuSet kubelets = kube.exclusive | kube.reserved;
@@ -274,97 +279,116 @@ void Reconciler::cpus(const Plan& plan, const inv::Inventory& inv, Reconciled& o
         continue;
       }
       std::optional<CpuSet> want = wanted;
-      if (!kube.pods.empty()) {
-        Anchor pod = pod_anchor(n->dir.path());
-        if (pod && std::ranges::find(kube.pods, pod_uid_key(pod.id)) != kube.pods.end()) {
-          if (want)
-            note(out, ins.name + " (" + n->dir.path() +
-                          "): kubelet's static CPU manager gave this pod CPUs of "
-                          "its own; keel does not rewrite its cpuset");
-          continue;
-        }
-      }
-      if (want && kubelets.intersects(*want)) {
-        const CpuSet allowed = *want - kubelets;
-        note(out,
-             "CPUs " + (*want & kubelets).to_list() + " are kubelet's (exclusive to Guaranteed pods or " +
-                 "reserved): not given to " + ins.name +
-                 (allowed.empty() ? ", whose cpuset stays as it is" : ", which gets " + allowed.to_list()));
-        if (allowed.empty()) continue;
-        want = allowed;
-      }
+      if (!beside_kubelet(ins, *n, kube, want, out)) continue;
       if (int vcpu = pin_vcpus ? libvirt_vcpu(n->dir.path()) : -1; vcpu >= 0) {
         want = CpuSet();  // vCPU N on the N-th CPU of that order (wrapping when there are more vCPUs)
         want->add(vcpu_order[static_cast<size_t>(vcpu) % vcpu_order.size()]);
       }
-      const CgroupDir* dir = inv.cpuset_dir(*n);
-      if (dir == nullptr) {
-        if (want) {
-          const std::string why = missing_controller(*n, inv.defining(), "cpuset");
-          note(out, why.empty() ? "no cpuset cgroup of its own for " + ins.name + " (" + n->dir.path() +
-                                      "): its CPUs are not changed"
-                                : ins.name + " (" + n->dir.path() + ") has no cpuset" + why);
-        }
-        continue;
-      }
-      const CgroupId id = dir->id();
-      if (seen[id]) continue;  // two workload cgroups in one cpuset cgroup: the first one's wish
-      seen[id] = true;
-      if (want) {
-        if (!found_cpus_.contains(id)) {
-          auto cur = dir->read(CgroupFile::cpus);
-          if (!cur) {
-            if (std::string why = missing_controller(*n, *cs, "cpuset"); !why.empty())
-              note(out, ins.name + " (" + n->dir.path() + ") has no cpuset.cpus" + why);
-            else if (!dir->removed())  // one removed since the inventory saw it is churn
-              out.errors.push_back("cpus of " + ins.name + ": " + cur.error().message());
-            inv.forget_held(*n);
-            continue;
-          }
-          found_cpus_[id] = {dir->path(), std::string(trim(*cur)), std::nullopt, std::nullopt, 0};
-        }
-        const Found& f = found_cpus_.at(id);
-        // Set already; a systemd unit's is read again each tick (systemd realises it again).
-        if (f.cpus == *want && !inv.due(f.set_tick, id) && !w_->reapplied_by_owner(dir->path())) continue;
-        setting.emplace_back(id, *want);
-        targets.push_back({dir->path(), *want, std::nullopt, dir});
-        ids.push_back(id);
-        owners.push_back(n->dir.id());
-      } else if (auto f = found_cpus_.find(id); f != found_cpus_.end()) {
-        auto set = CpuSet::parse_list(f->second.value);
-        if (set && !set->empty()) {
-          targets.push_back({dir->path(), *set, std::nullopt, dir});
-          ids.push_back(id);
-          owners.push_back(n->dir.id());
-        }
-        given_back.push_back(id);  // found empty: left to `keel restore` (it had no tasks then)
-      }
+      cpuset_of(ins, *n, want, inv, *cs, b, out);
     }
   }
   // Cgroups keel changed whose instance is gone: their cpusets go back too, if they are still there.
   for (const auto& [id, f] : found_cpus_) {
-    if (seen.contains(id)) continue;
-    given_back.push_back(id);
+    if (b.seen.contains(id)) continue;
+    b.given_back.push_back(id);
     auto dir = same_cgroup(inv, *cs, f.path, id);
     auto set = CpuSet::parse_list(f.value);
     if (!dir || !set || set->empty()) continue;
-    reopened.push_back(std::move(*dir));
-    targets.push_back({f.path, *set, std::nullopt, &reopened.back()});
-    ids.push_back(id);
-    owners.push_back(CgroupId{});
+    b.reopened.push_back(std::move(*dir));
+    b.targets.push_back({f.path, *set, std::nullopt, &b.reopened.back()});
+    b.owners.push_back(CgroupId{});
   }
+  write_cpusets(inv, *cs, b, out);
+}
+
+// What `want` becomes on `n` beside kubelet's static CPU manager: false (left as it is) for a pod it
+// gave CPUs of its own, else without kubelet's CPUs (false when none is left).
+bool Reconciler::beside_kubelet(const inv::Instance& ins, const inv::Node& n, const KubeletCpus& kube,
+                                std::optional<CpuSet>& want, Reconciled& out) {
+  if (!kube.pods.empty()) {
+    Anchor pod = pod_anchor(n.dir.path());
+    if (pod && std::ranges::find(kube.pods, pod_uid_key(pod.id)) != kube.pods.end()) {
+      if (want)
+        note(out, ins.name + " (" + n.dir.path() +
+                      "): kubelet's static CPU manager gave this pod CPUs of "
+                      "its own; keel does not rewrite its cpuset");
+      return false;
+    }
+  }
+  const CpuSet kubelets = kube.exclusive | kube.reserved;
+  if (want && kubelets.intersects(*want)) {
+    const CpuSet allowed = *want - kubelets;
+    note(out, "CPUs " + (*want & kubelets).to_list() + " are kubelet's (exclusive to Guaranteed pods or " +
+                  "reserved): not given to " + ins.name +
+                  (allowed.empty() ? ", whose cpuset stays as it is" : ", which gets " + allowed.to_list()));
+    if (allowed.empty()) return false;
+    want = allowed;
+  }
+  return true;
+}
+
+// `n`'s cpuset cgroup into the batch: `want` where the plan sets it (its value as found read first),
+// as found where keel set it before and the plan no longer does.
+void Reconciler::cpuset_of(const inv::Instance& ins, const inv::Node& n, const std::optional<CpuSet>& want,
+                           const inv::Inventory& inv, const CgroupHierarchy& cs, CpusetBatch& b,
+                           Reconciled& out) {
+  const CgroupDir* dir = inv.cpuset_dir(n);
+  if (dir == nullptr) {
+    if (want) {
+      const std::string why = missing_controller(n, inv.defining(), "cpuset");
+      note(out, why.empty() ? "no cpuset cgroup of its own for " + ins.name + " (" + n.dir.path() +
+                                  "): its CPUs are not changed"
+                            : ins.name + " (" + n.dir.path() + ") has no cpuset" + why);
+    }
+    return;
+  }
+  const CgroupId id = dir->id();
+  if (b.seen[id]) return;  // two workload cgroups in one cpuset cgroup: the first one's wish
+  b.seen[id] = true;
+  if (want) {
+    if (!found_cpus_.contains(id)) {
+      auto cur = dir->read(CgroupFile::cpus);
+      if (!cur) {
+        if (std::string why = missing_controller(n, cs, "cpuset"); !why.empty())
+          note(out, ins.name + " (" + n.dir.path() + ") has no cpuset.cpus" + why);
+        else if (!dir->removed())  // one removed since the inventory saw it is churn
+          out.errors.push_back("cpus of " + ins.name + ": " + cur.error().message());
+        out.unheld.push_back(n.dir.id());
+        return;
+      }
+      found_cpus_[id] = {dir->path(), std::string(trim(*cur)), std::nullopt, std::nullopt, 0};
+    }
+    const Found& f = found_cpus_.at(id);
+    // Set already; a systemd unit's is read again each tick (systemd realises it again).
+    if (f.cpus == *want && !inv.due(f.set_tick, id) && !w_->reapplied_by_owner(dir->path())) return;
+    b.setting.emplace_back(id, *want);
+    b.targets.push_back({dir->path(), *want, std::nullopt, dir});
+    b.owners.push_back(n.dir.id());
+  } else if (auto f = found_cpus_.find(id); f != found_cpus_.end()) {
+    auto set = CpuSet::parse_list(f->second.value);
+    if (set && !set->empty()) {
+      b.targets.push_back({dir->path(), *set, std::nullopt, dir});
+      b.owners.push_back(n.dir.id());
+    }
+    b.given_back.push_back(id);  // found empty: left to `keel restore` (it had no tasks then)
+  }
+}
+
+// The batch in one ordered set of writes; what it set is kept, what went back is forgotten.
+void Reconciler::write_cpusets(const inv::Inventory& inv, const CgroupHierarchy& cs, CpusetBatch& b,
+                               Reconciled& out) {
   auto forget = [&] {
-    for (const CgroupId& g : given_back) found_cpus_.erase(g);
+    for (const CgroupId& g : b.given_back) found_cpus_.erase(g);
   };
-  if (targets.empty()) return forget();
-  auto r = act::apply_cpusets(*w_, *cs, targets, topo_.online());
+  if (b.targets.empty()) return forget();
+  auto r = act::apply_cpusets(*w_, cs, b.targets, topo_.online());
   if (!r) {
     out.errors.push_back("cpusets: " + r.error().message());
     return;
   }
-  for (size_t i = 0; i < r->size() && i < owners.size(); ++i)
-    if ((*r)[i].changed && owners[i] != CgroupId{}) out.touched.push_back(owners[i]);
-  for (const auto& [id, set] : setting)
+  for (size_t i = 0; i < r->size() && i < b.owners.size(); ++i)
+    if ((*r)[i].changed && b.owners[i] != CgroupId{}) out.touched.push_back(b.owners[i]);
+  for (const auto& [id, set] : b.setting)
     if (auto f = found_cpus_.find(id); f != found_cpus_.end()) {
       f->second.cpus = set;
       f->second.set_tick = inv.tick();
@@ -423,7 +447,7 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
             note(out, why.empty() ? "no " + std::string(dir->name(CgroupFile::weight)) + " for " + ins.name +
                                         " (" + n->dir.path() + "): its weight is not changed"
                                   : ins.name + " (" + n->dir.path() + ") has no cpu.weight" + why);
-            inv.forget_held(*n);
+            out.unheld.push_back(n->dir.id());
             continue;
           }
           found_weight_[id] = {dir->path(), std::string(trim(*cur)), std::nullopt, std::nullopt, 0};
@@ -659,8 +683,8 @@ void Reconciler::steal(const ctl::Plan& plan, Reconciled& out) {
 // The IRQs named by actuators.irq_names stay off the CPUs critical instances hold (as the seeds bind
 // NIC queues by hand): each IRQ's affinity as found minus those CPUs (or every other CPU when that
 // leaves none), and as found again when no critical instance holds CPUs.
-void Reconciler::irqs(const ctl::Plan& plan, const ctl::Snapshot& snap, Reconciled& out) {
-  const CpuSet critical = ctl::critical_cpus(plan, snap);
+void Reconciler::irqs(const ctl::Plan& plan, Reconciled& out) {
+  const CpuSet& critical = plan.critical_cpus;
   auto knob = act::irq_affinity_knob;
   if (critical.empty()) {
     for (auto it = found_irqs_.begin(); it != found_irqs_.end();) {
@@ -715,15 +739,14 @@ namespace keel::loop {
 // cgroups and processes appear; each survey reads every unmanaged cgroup's cpuset).
 constexpr uint64_t kUnmanagedEvery = 8;
 
-void Reconciler::unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv,
-                           Reconciled& out) {
+void Reconciler::unmanaged(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out) {
   const CgroupHierarchy* cs = inv.cpuset_hierarchy();
   if (cs == nullptr) {
     note(out, "no cpuset controller: unmanaged work is not kept off critical CPUs");
     return;
   }
   const CpuSet host = topo_.online();
-  CpuSet held = ctl::critical_cpus(plan, snap) & host;
+  CpuSet held = plan.critical_cpus & host;
   if (!held.empty() && held == host) {
     note(out, "critical instances hold every CPU: unmanaged work stays where it is");
     held = CpuSet{};

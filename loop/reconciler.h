@@ -32,6 +32,7 @@ struct Reconciled {
   std::vector<std::string> errors;        // writes the kernel or the validation refused
   std::vector<std::string> notes;         // knobs keel cannot act on here, each said once
   std::vector<CgroupId> touched;          // cgroups (of the inventory) whose cpuset or weight was written
+  std::vector<CgroupId> unheld;           // cgroups whose held directories a read failed through (to drop)
   std::vector<act::Drift> drifts;         // knobs another manager changed after keel: given up, locked out
   std::vector<act::Reapplied> reapplied;  // knobs systemd realised again from its unit: written again
 };
@@ -52,16 +53,21 @@ class Reconciler {
 
  private:
   void cpus(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
+  struct CpusetBatch;  // the pieces of cpus()
+  bool beside_kubelet(const inv::Instance& ins, const inv::Node& n, const KubeletCpus& kube,
+                      std::optional<CpuSet>& want, Reconciled& out);
+  void cpuset_of(const inv::Instance& ins, const inv::Node& n, const std::optional<CpuSet>& want,
+                 const inv::Inventory& inv, const CgroupHierarchy& cs, CpusetBatch& b, Reconciled& out);
+  void write_cpusets(const inv::Inventory& inv, const CgroupHierarchy& cs, CpusetBatch& b, Reconciled& out);
   void weights(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
   // Cgroups into and out of the preemption class (before weights: the kernel refuses a weight in it).
   void classes(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
   void resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv, Reconciled& out);
   void steal(const ctl::Plan& plan, Reconciled& out);
-  void irqs(const ctl::Plan& plan, const ctl::Snapshot& snap, Reconciled& out);
+  void irqs(const ctl::Plan& plan, Reconciled& out);
   // actuators.isolate_unmanaged: top-level cgroups no workload is in (and the root's processes, with
   // isolate_root_tasks) kept off the CPUs critical instances hold; given back when none holds any.
-  void unmanaged(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv,
-                 Reconciled& out);
+  void unmanaged(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
   struct FoundUnmanaged;
   void give_back_unmanaged(const inv::Inventory& inv, const CgroupHierarchy& cs, Reconciled& out);
   // Cpusets of unmanaged cgroups keel wrote back to the text found ("" on v2: not set, or every CPU

@@ -76,6 +76,7 @@ struct Sensing::State {
     bool rose = false;           // at cpu_above or over at the latest read (said once per rise)
   };
   std::unordered_map<std::string, Lull> lulls;
+  std::vector<InstanceRecord> records;  // the latest sample's, by the Snapshot's index
   // The latest SLO crossing the watch reported of each cgroup: a crossing ends a lull (a victim starved
   // of CPU also keeps little busy, but it still waits over its SLO).
   std::map<CgroupId, std::chrono::steady_clock::time_point> crossed;
@@ -85,6 +86,11 @@ struct Sensing::State {
   void read_facts(const inv::Node& n, NodeState& ns);
   void read_counters(const inv::Node& n, NodeState& ns, bool ran, double& usage_s, bool& usage,
                      double& throttled, bool& throttle);
+  // The pieces of sample().
+  using Ran = std::unordered_map<CgroupId, const bpf::CgroupSched*, inv::IdHash>;
+  void tend_sensor();
+  void count(const bpf::SchedDelta& delta);
+  void signals_of(const InstanceRecord& r, ctl::WorkloadSignals& w, const Ran& ran, double secs);
 };
 
 Sensing::Sensing(std::unique_ptr<State> s) : s_(std::move(s)) {}
@@ -93,6 +99,7 @@ Sensing& Sensing::operator=(Sensing&&) noexcept = default;
 Sensing::~Sensing() = default;
 
 const SensedCounts& Sensing::counts() const { return s_->counts; }
+const std::vector<InstanceRecord>& Sensing::records() const { return s_->records; }
 inv::Inventory& Sensing::inventory() { return *s_->inventory; }
 const inv::Inventory& Sensing::inventory() const { return *s_->inventory; }
 const Sensor& Sensing::sensor() const { return *s_->sensor; }
@@ -145,9 +152,10 @@ std::vector<bpf::SloEvent> Sensing::take_events() {
   return events;
 }
 
-void Sensing::touched(const std::vector<CgroupId>& cgroups) {
+void Sensing::touched(const std::vector<CgroupId>& cgroups, const std::vector<CgroupId>& unheld) {
   for (const CgroupId& id : cgroups)
     if (const inv::Node* n = s_->inventory->find(id)) s_->state_of(*n).dirty = true;
+  for (const CgroupId& id : unheld) s_->inventory->forget_held(id);
 }
 
 // The cpuset's CPUs, the weight and whether a quota is set: facts that change when someone changes
@@ -194,9 +202,7 @@ std::optional<uint64_t> Sensing::State::usage_ns(const inv::Node& n) const {
   const inv::Inventory& inv = *inventory;
   if (inv.defining().unified) return read_usage_ns(n.dir);
   auto p = inv.place(n, CgroupFile::usage);
-  if (!p) return std::nullopt;
-  auto v = p->dir->read_u64(CgroupFile::usage, p->below);
-  return v ? std::optional<uint64_t>(*v) : std::nullopt;
+  return p ? read_usage_ns(*p->dir, p->below) : std::nullopt;
 }
 
 std::vector<Sensing::DemandWake> Sensing::watch_demand(const std::vector<ctl::DemandWatch>& watch,
@@ -261,16 +267,11 @@ void Sensing::State::read_counters(const inv::Node& n, NodeState& ns, bool ran, 
   }
   CgroupCpuStats cs;
   if (inv.defining().unified) {
-    if (auto text = n.dir.read(CgroupFile::cpu_stat)) {
-      if (auto us = stat_field(*text, "usage_usec")) cs.usage_ns = *us * 1000;
-      cs.nr_throttled = stat_field(*text, "nr_throttled");
-    }
+    read_throttling(n.dir, cs);  // cpu.stat: usage and throttling in one read
   } else {
     cs.usage_ns = usage_ns(n);
     if (ns.limited) {
-      if (auto p = inv.place(n, CgroupFile::cpu_stat))
-        if (auto text = p->dir->read(CgroupFile::cpu_stat, p->below))
-          cs.nr_throttled = stat_field(*text, "nr_throttled");
+      if (auto p = inv.place(n, CgroupFile::cpu_stat)) read_throttling(*p->dir, cs, p->below);
     } else if (inv.place(n, CgroupFile::cpu_stat)) {
       throttle = true;  // no quota: not throttled, which is 0 (its counter is read once it has one)
     }
@@ -322,112 +323,127 @@ Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
   double secs = std::max(1e-3, std::chrono::duration<double>(now - st.last).count());
   st.last = now;
 
-  std::unordered_map<CgroupId, const bpf::CgroupSched*, inv::IdHash> ran;
+  State::Ran ran;
   ran.reserve(delta->cgroups.size());
   for (const auto& c : delta->cgroups)
     if (did_something(c)) ran.emplace(c.id, &c);
   inv.match([&](CgroupId id) { return ran.contains(id); });
   (void)inv.take_removed();  // their state goes when their slots are taken again
-  // The sensor's map keeps an entry for every critical cgroup that holds tasks; when room is short it
-  // drops gone cgroups' entries first, then those of cgroups no workload covers, then best-effort ones.
-  st.critical.clear();
+  st.tend_sensor();
+  st.count(*delta);
+  snap.tick = tick;
+  snap.period_s = secs;
+  snap.workloads.resize(inv.instances().size());
+  st.records.resize(inv.instances().size());
+  for (size_t i = 0; i < inv.instances().size(); ++i) {
+    const inv::Instance& ins = inv.instances()[i];
+    auto c = st.counts.instances.find(ins.name);
+    st.records[i] = {&ins, c != st.counts.instances.end() ? &c->second : nullptr, ins.spec};
+    st.signals_of(st.records[i], snap.workloads[i], ran, secs);
+  }
+  return {};
+}
+
+// The sensor's map keeps an entry for every critical cgroup that holds tasks; when room is short it
+// drops gone cgroups' entries first, then those of cgroups no workload covers, then best-effort ones.
+// With early ticks it watches the critical cgroups with an SLO.
+void Sensing::State::tend_sensor() {
+  const inv::Inventory& inv = *inventory;
+  critical.clear();
   for (const inv::Instance& ins : inv.instances())
     if (ins.spec->critical)
       for (const inv::Node* n : ins.cgroups)
-        if (n->tasks != 0) st.critical.push_back(n->dir.id());
-  st.sensor->tend(
+        if (n->tasks != 0) critical.push_back(n->dir.id());
+  sensor->tend(
       [&](CgroupId id) {
         const inv::Node* n = inv.find(id);
         if (n == nullptr) return bpf::Worth::gone;
         return n->rule < 0 ? bpf::Worth::unmatched : bpf::Worth::best_effort;
       },
-      st.critical);
-  if (st.spec.early_ticks) {
-    // The critical cgroups with an SLO, watched by the sensor (it compares: unchanged is no work).
-    st.watch.clear();
-    const auto window = std::chrono::duration_cast<std::chrono::nanoseconds>(kEarlyWindow).count();
-    for (const inv::Instance& ins : inv.instances()) {
-      if (!ins.spec->critical || !ins.spec->slo_p99_us) continue;
-      for (const inv::Node* n : ins.cgroups)
-        st.watch.push_back({n->dir.id(), static_cast<uint64_t>(*ins.spec->slo_p99_us * 1000.0), kEarlyOver,
-                            static_cast<uint64_t>(window)});
-    }
-    // A failure only costs early ticks: the periodic ones go on.
-    (void)st.sensor->watch(st.watch);
+      critical);
+  if (!spec.early_ticks) return;
+  // The critical cgroups with an SLO, watched by the sensor (it compares: unchanged is no work).
+  watch.clear();
+  const auto window = std::chrono::duration_cast<std::chrono::nanoseconds>(kEarlyWindow).count();
+  for (const inv::Instance& ins : inv.instances()) {
+    if (!ins.spec->critical || !ins.spec->slo_p99_us) continue;
+    for (const inv::Node* n : ins.cgroups)
+      watch.push_back({n->dir.id(), static_cast<uint64_t>(*ins.spec->slo_p99_us * 1000.0), kEarlyOver,
+                       static_cast<uint64_t>(window)});
   }
+  // A failure only costs early ticks: the periodic ones go on.
+  (void)sensor->watch(watch);
+}
 
-  // This tick's counts in place of the last tick's (the two together would be twice the memory).
-  SensedCounts& counts = st.counts;
+// This tick's counts in place of the last tick's (the two together would be twice the memory).
+void Sensing::State::count(const bpf::SchedDelta& delta) {
   counts = SensedCounts{};
-  counts.map_full = delta->map_full;
-  counts.stamp_full = delta->stamp_full;
-  counts.evicted = delta->evicted;
-  counts.map_capacity = st.sensor->capacity();
-  counts.map_entries = st.sensor->entries();
-  for (const auto& c : delta->cgroups) {
-    const inv::Node* n = inv.find(c.id);
+  counts.map_full = delta.map_full;
+  counts.stamp_full = delta.stamp_full;
+  counts.evicted = delta.evicted;
+  counts.map_capacity = sensor->capacity();
+  counts.map_entries = sensor->entries();
+  for (const auto& c : delta.cgroups) {
+    const inv::Node* n = inventory->find(c.id);
     // Cgroups no workload matches (and ones gone since the read) count as "other".
     if (n == nullptr || n->rule < 0)
       add(counts.other, c);
     else
       add(counts.instances[n->instance], c);
   }
+}
 
-  const bool pmu = st.sensor->pmu();
-  snap.tick = tick;
-  snap.period_s = secs;
-  snap.workloads.resize(inv.instances().size());
-  for (size_t i = 0; i < inv.instances().size(); ++i) {
-    const inv::Instance& ins = inv.instances()[i];
-    ctl::WorkloadSignals& w = snap.workloads[i];
-    reuse(w);
-    w.instance = ins.name;
-    w.workload = ins.spec->name;
-    w.critical = ins.spec->critical;
-    w.fresh = ins.fresh;
-    w.host_daemon = !ins.cgroups.empty() && std::all_of(ins.cgroups.begin(), ins.cgroups.end(),
-                                                        [](const inv::Node* n) { return n->spared; });
-    w.cgroups.resize(ins.cgroups.size());
-    double usage_s = 0, throttled = 0;
-    bool usage = false, throttle = false;
-    for (size_t j = 0; j < ins.cgroups.size(); ++j) {
-      const inv::Node* n = ins.cgroups[j];
-      w.cgroups[j] = n->dir.path();
-      NodeState& ns = st.state_of(*n);
-      const bool active = ran.contains(n->dir.id()) || ns.busy;
-      if (!ns.facts || ns.dirty || inv.due(ns.facts_tick, n->dir.id(), !active)) st.read_facts(*n, ns);
-      st.read_counters(*n, ns, ran.contains(n->dir.id()), usage_s, usage, throttled, throttle);
-      w.cpus |= ns.cpus;
-      if (!w.shares) w.shares = ns.shares;
-      if (ns.in_class) w.in_class = w.in_class.value_or(true) && *ns.in_class;
-    }
-    if (auto c = counts.instances.find(ins.name); c != counts.instances.end()) {
-      const SensedCounts::Counts& k = c->second;
-      w.rq_waits = k.rq.count;
-      w.rq_p50_us = k.rq.quantile_us(0.5);
-      w.rq_p99_us = k.rq.quantile_us(0.99);
-      w.rq_wait_s_per_s = static_cast<double>(k.rq.sum_ns) / 1e9 / secs;
-      w.migrations_per_s = static_cast<double>(k.migrations) / secs;
-      w.cross_llc_per_s = static_cast<double>(k.cross_llc) / secs;
-      w.cross_numa_per_s = static_cast<double>(k.cross_numa) / secs;
-      if (pmu) {
-        const uint64_t misses = bpf::count_of(k.counters, bpf::Counter::cache_misses);
-        const uint64_t instructions = bpf::count_of(k.counters, bpf::Counter::instructions);
-        w.cache_misses_per_s = static_cast<double>(misses) / secs;
-        if (instructions > 0)
-          w.mpki = static_cast<double>(misses) * 1000.0 / static_cast<double>(instructions);
-      }
-    } else if (pmu) {
-      w.cache_misses_per_s = 0;
-    }
-    if (usage) w.cpu_usage = usage_s / secs;
-    if (throttle) w.throttled_per_s = throttled / secs;
-    if (auto l = st.lulls.find(ins.name); l != st.lulls.end()) {
-      if (l->second.since) w.lull_s = std::chrono::duration<double>(l->second.at - *l->second.since).count();
-      w.watch_cpu = l->second.cpus;
-    }
+// One instance's signals: its cgroups' facts and counters, the sensor's counts, the demand watch's.
+void Sensing::State::signals_of(const InstanceRecord& r, ctl::WorkloadSignals& w, const Ran& ran,
+                                double secs) {
+  const inv::Inventory& inv = *inventory;
+  const inv::Instance& ins = *r.instance;
+  reuse(w);
+  w.instance = ins.name;
+  w.workload = ins.spec->name;
+  w.critical = ins.spec->critical;
+  w.fresh = ins.fresh;
+  w.host_daemon = !ins.cgroups.empty() && std::all_of(ins.cgroups.begin(), ins.cgroups.end(),
+                                                      [](const inv::Node* n) { return n->spared; });
+  w.cgroups.resize(ins.cgroups.size());
+  double usage_s = 0, throttled = 0;
+  bool usage = false, throttle = false;
+  for (size_t j = 0; j < ins.cgroups.size(); ++j) {
+    const inv::Node* n = ins.cgroups[j];
+    w.cgroups[j] = n->dir.path();
+    NodeState& ns = state_of(*n);
+    const bool active = ran.contains(n->dir.id()) || ns.busy;
+    if (!ns.facts || ns.dirty || inv.due(ns.facts_tick, n->dir.id(), !active)) read_facts(*n, ns);
+    read_counters(*n, ns, ran.contains(n->dir.id()), usage_s, usage, throttled, throttle);
+    w.cpus |= ns.cpus;
+    if (!w.shares) w.shares = ns.shares;
+    if (ns.in_class) w.in_class = w.in_class.value_or(true) && *ns.in_class;
   }
-  return {};
+  const bool pmu = sensor->pmu();
+  if (r.counts != nullptr) {
+    const SensedCounts::Counts& k = *r.counts;
+    w.rq_waits = k.rq.count;
+    w.rq_p50_us = k.rq.quantile_us(0.5);
+    w.rq_p99_us = k.rq.quantile_us(0.99);
+    w.rq_wait_s_per_s = static_cast<double>(k.rq.sum_ns) / 1e9 / secs;
+    w.migrations_per_s = static_cast<double>(k.migrations) / secs;
+    w.cross_llc_per_s = static_cast<double>(k.cross_llc) / secs;
+    w.cross_numa_per_s = static_cast<double>(k.cross_numa) / secs;
+    if (pmu) {
+      const uint64_t misses = bpf::count_of(k.counters, bpf::Counter::cache_misses);
+      const uint64_t instructions = bpf::count_of(k.counters, bpf::Counter::instructions);
+      w.cache_misses_per_s = static_cast<double>(misses) / secs;
+      if (instructions > 0) w.mpki = static_cast<double>(misses) * 1000.0 / static_cast<double>(instructions);
+    }
+  } else if (pmu) {
+    w.cache_misses_per_s = 0;
+  }
+  if (usage) w.cpu_usage = usage_s / secs;
+  if (throttle) w.throttled_per_s = throttled / secs;
+  if (auto l = lulls.find(ins.name); l != lulls.end()) {
+    if (l->second.since) w.lull_s = std::chrono::duration<double>(l->second.at - *l->second.since).count();
+    w.watch_cpu = l->second.cpus;
+  }
 }
 
 }  // namespace keel::loop

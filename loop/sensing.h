@@ -42,6 +42,15 @@ struct SensedCounts {
   size_t map_entries = 0, map_capacity = 0;
 };
 
+// One instance of the latest sample, at the index of its signals in the Snapshot: the inventory's
+// instance (its cgroups), the sensor's counts (none when its tasks did nothing) and its spec. What the
+// loop, telemetry and keel top use instead of looking names up; valid until the next sample.
+struct InstanceRecord {
+  const inv::Instance* instance = nullptr;
+  const SensedCounts::Counts* counts = nullptr;
+  const config::WorkloadSpec* spec = nullptr;
+};
+
 class Sensing {
  public:
   // The inventory of the hierarchy that defines `spec`'s workloads and `sensor` on it; cgroupfs
@@ -60,8 +69,9 @@ class Sensing {
   Result<ctl::Snapshot> sample(uint64_t tick);
   // The same into `snap`, whose storage is reused (what keel run does every tick).
   Result<void> sample(uint64_t tick, ctl::Snapshot& snap);
-  // These cgroups' cpuset and weight are read again at the next sample (keel just changed them).
-  void touched(const std::vector<CgroupId>& cgroups);
+  // These cgroups' cpuset and weight are read again at the next sample (keel just changed them); the
+  // `unheld` ones' directories held for writing are dropped (a read through them failed).
+  void touched(const std::vector<CgroupId>& cgroups, const std::vector<CgroupId>& unheld = {});
   // Early wake-ups (daemon.early_ticks): each sample keeps the sensor watching the cgroups of the
   // critical instances with an SLO, for kEarlyOver waits over it within kEarlyWindow. events_fd() is
   // readable when one crossed (-1: never); take_events() drains them.
@@ -83,7 +93,8 @@ class Sensing {
   std::vector<DemandWake> watch_demand(const std::vector<ctl::DemandWatch>& watch,
                                        std::chrono::duration<double> lull);
 
-  const SensedCounts& counts() const;  // of the latest sample
+  const SensedCounts& counts() const;                  // of the latest sample
+  const std::vector<InstanceRecord>& records() const;  // of the latest sample, by the Snapshot's index
   inv::Inventory& inventory();
   const inv::Inventory& inventory() const;
   const Sensor& sensor() const;

@@ -10,14 +10,18 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include "actuators/journal.h"
 #include "actuators/writer.h"
 #include "config/config.h"
+#include "host/fileio.h"
+#include "loop/loop.h"
 #include "loop/reconciler.h"
 #include "loop/telemetry.h"
 #include "tests/support/tmp_tree.h"
@@ -529,6 +533,94 @@ TEST(SensingFakeSensor, AnIdleCgroupIsReadEveryFewTicksAndAtOnceWhenItRuns) {
   auto snap = sensing.sample(10);
   ASSERT_TRUE(snap);
   EXPECT_NEAR(*signals(*snap, "batch").cpu_usage * snap->period_s, 0.2, 1e-9);
+}
+
+}  // namespace
+}  // namespace keel::loop
+
+namespace keel::loop {
+namespace {
+
+// `waits` run-queue waits of `us` each, charged to `id`.
+bpf::CgroupSched waited_long(CgroupId id, uint64_t waits, double us) {
+  bpf::CgroupSched c;
+  c.id = id;
+  c.rq.buckets[bpf::RqHistogram::bucket_of_us(us)] = static_cast<uint32_t>(waits);
+  c.rq.count = waits;
+  c.rq.sum_ns = static_cast<uint64_t>(static_cast<double>(waits) * us * 1000.0);
+  return c;
+}
+
+// Whole ticks of keel run's loop (sense, decide, act, publish) over a fake sensor and a temporary v1
+// tree with the kernel's file formats, enforcing, with a journal: while crit waits 3 ms at a time and
+// keeps most of a CPU busy, the loop gives it whole cores (its cpuset and the batch's change, each
+// journaled first, the metrics published every tick); once it idles, everything goes back as found.
+// The loop runs on a thread of its own: it moves its thread off the CPUs crit is given.
+TEST(LoopFakeSensor, WholeTicksProtectAVictimThenGiveEverythingBackWhenItIdles) {
+  TempDir tmp;
+  const SysRoots roots = v1_noprefix_host(tmp);
+  const config::Spec spec =
+      spec_of("[daemon]\nhierarchy = \"cpu\"\nperiod = \"100ms\"\n" +
+              std::string(kCritAndBatch).substr(std::string_view(kCritAndBatch).find("[[")) +
+              "[actuators]\ncpuset = true\ncpu_weight = true\npreempt_class = \"off\"\n");
+  ASSERT_EQ(spec.period, std::chrono::milliseconds(100));
+  auto [sensing, fake] = open(roots, spec);
+  const CgroupId crit = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/crit", 1);
+  auto j = act::Journal::open(tmp.path() / "state", "b");
+  ASSERT_TRUE(j);
+  act::KnobWriter writer(roots, act::Mode::enforce, &*j);
+  metrics::Metrics m(metrics_setup(spec, false, false, "test"));
+  const fs::path cg = tmp.path() / "sys/fs/cgroup";
+  auto file = [&](const std::string& rel) { return std::string(trim(slurp(cg / rel))); };
+  const std::string crit_cpus = file("cpuset/svc/crit/cpus"), batch_cpus = file("cpuset/svc/batch/cpus");
+  uint64_t usage_ns = 0;
+  std::vector<std::string> crit_seen, batch_seen;
+  std::vector<bool> journaled;
+  std::string error;
+  std::thread worker([&] {
+    auto events = Events::open();
+    if (!events) {
+      error = events.error().message();
+      return;
+    }
+    Loop loop({.spec = spec,
+               .topo = four_cpus(),
+               .sensing = &sensing,
+               .writer = &writer,
+               .metrics = &m,
+               .roots = roots});
+    for (int t = 0; t < 16; ++t) {
+      const bool busy = t < 8;
+      if (busy) {
+        usage_ns += 90'000'000;  // 0.9 CPU over the 100 ms tick
+        make_tree(tmp.path(),
+                  {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", std::to_string(usage_ns) + "\n"}});
+        fake->deltas.push_back({{waited_long(crit, 200, 3000)}, 0, 0, {}});
+      }
+      if (loop.run(*events, true) != Loop::Exit::stop) error = "the loop asked for a reload";
+      crit_seen.push_back(file("cpuset/svc/crit/cpus"));
+      batch_seen.push_back(file("cpuset/svc/batch/cpus"));
+      journaled.push_back(j->has(act::KnobPath{act::Root::cgroup, "cpuset/svc/crit/cpus"}));
+    }
+  });
+  worker.join();
+  ASSERT_TRUE(error.empty()) << error;
+  // Protected while busy: crit on CPUs of its own, the batch off them.
+  auto protected_at = std::find_if(crit_seen.begin(), crit_seen.begin() + 8,
+                                   [&](const std::string& c) { return c != crit_cpus; });
+  ASSERT_NE(protected_at, crit_seen.begin() + 8) << "crit's cpuset never changed while it was busy";
+  const size_t at = static_cast<size_t>(protected_at - crit_seen.begin());
+  const auto given = CpuSet::parse_list(crit_seen[at]);
+  const auto rest = CpuSet::parse_list(batch_seen[at]);
+  ASSERT_TRUE(given && rest) << crit_seen[at] << " / " << batch_seen[at];
+  EXPECT_FALSE(given->intersects(*rest)) << crit_seen[at] << " / " << batch_seen[at];
+  EXPECT_TRUE(journaled[at]) << "its original, journaled before the write";
+  // Idle: everything back as found.
+  EXPECT_EQ(crit_seen.back(), crit_cpus);
+  EXPECT_EQ(batch_seen.back(), batch_cpus);
+  // Every tick was published.
+  const std::string text = m.render();
+  EXPECT_NE(text.find("keel_ticks_total 16"), std::string::npos) << text.substr(0, 2000);
 }
 
 }  // namespace

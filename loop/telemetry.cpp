@@ -38,7 +38,7 @@ const char* direction(Action::Kind k) {
 
 SensorView sensor_view(const Sensing& sensing) {
   return SensorView{sensing.counts(), sensing.sensor().pmu(), sensing.sensor().prog_stats(),
-                    sensing.sensor().cost()};
+                    sensing.sensor().cost(), sensing.records()};
 }
 
 metrics::Setup metrics_setup(const config::Spec& spec, bool observe, bool pmu, std::string version) {
@@ -95,20 +95,18 @@ metrics::TickReport tick_report(const config::Spec& spec, const ctl::Snapshot& s
 namespace {
 
 // Instance `w`'s report: its counts, and (when it keeps its label) its SLO view and knobs.
-void instance_report(const config::Spec& spec, const ctl::WorkloadSignals& w, const SensorView& sensor,
+void instance_report(const ctl::WorkloadSignals& w, const InstanceRecord& rec, const SensorView& sensor,
                      const ctl::Plan& plan, const TickMeta& meta, double period_s, bool own,
                      metrics::WorkloadReport& r) {
-  const SensedCounts& counts = sensor.counts;
-  auto c = counts.instances.find(w.instance);
-  reuse(r, c != counts.instances.end());
+  reuse(r, rec.counts != nullptr);
   if (!own) r.knobs.clear();
   r.workload = w.instance;
   r.klass = w.critical ? "critical" : "best_effort";
-  if (c != counts.instances.end()) fill_counts(r, c->second, sensor.pmu);
+  if (rec.counts != nullptr) fill_counts(r, *rec.counts, sensor.pmu);
   if (w.cpu_usage) r.cpu_seconds = *w.cpu_usage * period_s;
   if (w.throttled_per_s) r.throttled_periods = *w.throttled_per_s * period_s;
   if (!own) return;
-  const config::WorkloadSpec* sp = w.critical ? spec.find(w.workload) : nullptr;
+  const config::WorkloadSpec* sp = w.critical ? rec.spec : nullptr;
   auto v = w.critical ? plan.workloads.find(w.instance) : plan.workloads.end();
   if (sp && sp->slo_p99_us && v != plan.workloads.end()) {
     r.p99_s = v->second.p99_us / 1e6;
@@ -163,12 +161,14 @@ void tick_report(const config::Spec& spec, const ctl::Snapshot& snap, const Sens
   other.klass = "other";
   fill_counts(other, counts.other, sensor.pmu);
   metrics::WorkloadReport scratch;
+  const InstanceRecord none;  // a view without records: no counts, no spec
   for (size_t i = 0, j = 0; i < n; ++i) {
     const auto& w = snap.workloads[i];
+    const InstanceRecord& rec = i < sensor.records.size() ? sensor.records[i] : none;
     if (keep[i]) {
-      instance_report(spec, w, sensor, plan, meta, snap.period_s, true, t.workloads[j++]);
+      instance_report(w, rec, sensor, plan, meta, snap.period_s, true, t.workloads[j++]);
     } else {
-      instance_report(spec, w, sensor, plan, meta, snap.period_s, false, scratch);
+      instance_report(w, rec, sensor, plan, meta, snap.period_s, false, scratch);
       metrics::fold_into(other, scratch);
       ++t.folded[w.critical ? "critical" : "best_effort"];
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,14 @@
 
 namespace keel::loop {
 
-// What the sensor adds to a Snapshot for the metrics (the counts by reference: the latest sample's).
+// What the sensor adds to a Snapshot for the metrics (the counts by reference: the latest sample's),
+// and each instance's record at its index in the Snapshot (Sensing::records()).
 struct SensorView {
   const SensedCounts& counts;
   bool pmu = false;
   std::vector<bpf::ProgStats> programs;
   std::optional<bpf::BpfCost> cost;
+  std::span<const InstanceRecord> records;
 };
 SensorView sensor_view(const Sensing& sensing);
 

@@ -42,11 +42,22 @@ config::Spec two_workloads(bool steal) {
 struct Tick {
   Snapshot snap;
   SensedCounts counts;
-  SensorView sensor{counts, false, {}, std::nullopt};  // refers to `counts`: a Tick is never copied
+  std::vector<InstanceRecord> records;
+  SensorView sensor{counts, false, {}, std::nullopt, {}};  // refers to `counts`: a Tick is never copied
   Plan plan;
   Reconciled done;
   Tick() = default;
   Tick(const Tick&) = delete;
+  // The records sensing keeps by the snapshot's index (here without an inventory): counts and spec.
+  const SensorView& view(const config::Spec& spec) {
+    records.clear();
+    for (const auto& w : snap.workloads) {
+      auto c = counts.instances.find(w.instance);
+      records.push_back({nullptr, c != counts.instances.end() ? &c->second : nullptr, spec.find(w.workload)});
+    }
+    sensor.records = records;
+    return sensor;
+  }
 };
 
 void fill(Tick& t) {
@@ -110,8 +121,9 @@ void fill(Tick& t) {
 TEST(TickReport, EnforceReportsSignalsInSecondsAndTheKnobsKeelSet) {
   Tick t;
   fill(t);
+  const config::Spec spec = two_workloads(true);
   auto r = tick_report(
-      two_workloads(true), t.snap, t.sensor, t.plan, t.done,
+      spec, t.snap, t.view(spec), t.plan, t.done,
       {.observe = false, .tick_seconds = 0.004, .unix_time = 1e9, .process = ProcessUsage{3, 4096}});
   ASSERT_EQ(r.workloads.size(), 3u);
   const auto& crit = r.workloads[0];
@@ -174,7 +186,8 @@ TEST(TickReport, ObserveReportsNoKnobKeelDidNotSetAndNoCacheCountsWithoutAPmu) {
   Tick t;
   fill(t);
   t.sensor.pmu = false;
-  auto r = tick_report(two_workloads(true), t.snap, t.sensor, t.plan, t.done,
+  const config::Spec with_steal = two_workloads(true), without = two_workloads(false);
+  auto r = tick_report(with_steal, t.snap, t.view(with_steal), t.plan, t.done,
                        {.observe = true, .tick_seconds = 0, .unix_time = 0, .process = std::nullopt});
   EXPECT_EQ(r.workloads[0].knobs, (std::map<std::string, double>{{"cpus", 2}, {"shares", 2048}}));
   EXPECT_FALSE(r.steal);
@@ -182,7 +195,7 @@ TEST(TickReport, ObserveReportsNoKnobKeelDidNotSetAndNoCacheCountsWithoutAPmu) {
   EXPECT_FALSE(r.workloads[0].instructions);
   EXPECT_EQ(r.actions.size(), 2u);  // would-act decisions are still counted (mode="observe")
   // steal_task not enabled: no host knob in enforce mode either.
-  auto e = tick_report(two_workloads(false), t.snap, t.sensor, t.plan, t.done,
+  auto e = tick_report(without, t.snap, t.view(without), t.plan, t.done,
                        {.observe = false, .tick_seconds = 0, .unix_time = 0, .process = std::nullopt});
   EXPECT_FALSE(e.steal);
 }
@@ -251,7 +264,7 @@ TEST(TickReport, InstancesPastTheLabelCapFoldedWhileReportingShowAsTheMetricsFol
     t.plan.workloads["crit"] =
         WorkloadView{.p99_us = 100, .slack = 0.6, .violated = false, .rung = 0, .blocked = ""};
     const TickMeta meta{false, 0.01, 1000.0 + static_cast<double>(k), std::nullopt};
-    folded_by_metrics.publish(tick_report(spec, t.snap, t.sensor, t.plan, t.done, meta));
+    folded_by_metrics.publish(tick_report(spec, t.snap, t.view(spec), t.plan, t.done, meta));
     tick_report(spec, t.snap, t.sensor, t.plan, t.done, meta, reused, &cap);
     EXPECT_LE(reused.workloads.size(), spec.metrics_max_workloads + 1) << k;
     size_t folded = 0;

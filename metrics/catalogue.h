@@ -54,8 +54,8 @@ inline constexpr MetricDef kCatalogue[] = {
     // Controller: knobs, actions, mode.
     {"keel_knob_value", Type::gauge, "workload,knob",
      "A knob's value in effect: cpus = CPUs in its cpuset, shares = cpu.shares (v2 weight mapped), as "
-     "sensed; l3_ways, mba_percent, steal_task 0/1, class 1 (best-effort in the preemption class) while keel "
-     "sets them (enforce mode)"},
+     "sensed; class 1/0 (in the preemption class: as keel sets it in enforce mode, as sensed in observe "
+     "mode); l3_ways, mba_percent, steal_task 0/1 while keel sets them (enforce mode)"},
     {"keel_controller_rung", Type::gauge, "workload",
      "Ladder steps keel holds for the workload (0 = nothing applied)"},
     {"keel_controller_blocked", Type::gauge, "workload",

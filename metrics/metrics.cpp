@@ -185,6 +185,10 @@ struct Metrics::State {
   void remove(Series& s);
   Series& labelled(const std::string& name, const std::string& klass);
   void workload(const WorkloadReport& w, const std::string& name, Series& s, bool own);
+  // The pieces of publish().
+  void workloads(const TickReport& t);
+  void pairs_of(const TickReport& t);
+  void health(const HealthReport& h);
 };
 
 Metrics::State::Series& Metrics::State::labelled(const std::string& name, const std::string& klass) {
@@ -382,28 +386,27 @@ void fold_into(WorkloadReport& to, const WorkloadReport& w) {
   sum(to.instructions, w.instructions);
 }
 
-void Metrics::publish(const TickReport& t) {
-  State& s = *s_;
-  // Each instance's label (series are keyed by it: two names with one label share their series), and
-  // which instances keep their own: those labelled before, then new ones up to the cap.
+// Each instance's label (series are keyed by it: two names with one label share their series), and
+// which instances keep their own: those labelled before, then new ones up to the cap.
+void Metrics::State::workloads(const TickReport& t) {
   const size_t count = t.workloads.size();
   std::vector<std::string> labels(count);
   std::unordered_set<std::string_view> present;
   present.reserve(count);
   for (size_t i = 0; i < count; ++i)
     if (t.workloads[i].workload != "other") present.insert(labels[i] = label_value(t.workloads[i].workload));
-  for (auto it = s.series.begin(); it != s.series.end();) {
+  for (auto it = series.begin(); it != series.end();) {
     if (it->first != "other" && !present.count(it->first)) {
-      s.remove(it->second);
-      it = s.series.erase(it);
+      remove(it->second);
+      it = series.erase(it);
     } else {
       ++it;
     }
   }
-  size_t own = 0, folded = 0;
+  size_t own = 0, past_cap = 0;
   for (size_t i = 0; i < count; ++i) {
     if (t.workloads[i].workload == "other") continue;
-    own += s.series.count(labels[i]);
+    own += series.count(labels[i]);
   }
   std::map<std::string, double> per_class{{"critical", 0}, {"best_effort", 0}};
   // Critical instances take free slots first: their latency is what the SLOs are about.
@@ -420,51 +423,91 @@ void Metrics::publish(const TickReport& t) {
       continue;
     }
     per_class[w.klass] += 1;
-    bool keep = s.series.count(labels[i]) > 0;
-    if (!keep && own < s.setup.max_workloads) {
+    bool keep = series.count(labels[i]) > 0;
+    if (!keep && own < setup.max_workloads) {
       keep = true;
       ++own;
     }
     if (keep) {
-      s.workload(w, labels[i], s.labelled(labels[i], w.klass), true);
+      workload(w, labels[i], labelled(labels[i], w.klass), true);
     } else {
-      ++folded;
+      ++past_cap;
       fold_into(other, w);
     }
   }
-  s.workload(other, "other", s.labelled("other", "other"), false);
+  workload(other, "other", labelled("other", "other"), false);
   for (const auto& [c, n] : t.folded) {
     per_class[c] += static_cast<double>(n);
-    folded += n;
+    past_cap += n;
   }
-  for (const auto& [c, n] : per_class) add(*s.instances, {{"class", c}}).Set(n);
-  s.folded->Set(static_cast<double>(folded));
+  for (const auto& [c, n] : per_class) add(*instances, {{"class", c}}).Set(n);
+  folded->Set(static_cast<double>(past_cap));
+}
 
-  // Interference pairs: this tick's only, at most max_antagonists per victim.
+// Interference pairs: this tick's only, at most max_antagonists per victim.
+void Metrics::State::pairs_of(const TickReport& t) {
   std::map<std::pair<std::string, std::string>, double> now;
   std::map<std::string, size_t> per_victim;
   for (const auto& i : t.interference) {
     std::string victim = label_value(i.workload);
-    if (!s.series.count(victim) || per_victim[victim] >= s.setup.max_antagonists) continue;
+    if (!series.count(victim) || per_victim[victim] >= setup.max_antagonists) continue;
     if (now.emplace(std::make_pair(victim, label_value(i.antagonist)), i.score).second) ++per_victim[victim];
   }
-  for (auto it = s.pairs.begin(); it != s.pairs.end();) {
+  for (auto it = pairs.begin(); it != pairs.end();) {
     if (now.count(it->first)) {
       ++it;
       continue;
     }
-    s.interference->Remove(it->second.first);
-    s.score->Remove(it->second.second);
-    it = s.pairs.erase(it);
+    interference->Remove(it->second.first);
+    score->Remove(it->second.second);
+    it = pairs.erase(it);
   }
-  for (const auto& [key, score] : now) {
-    auto& p = s.pairs[key];
+  for (const auto& [key, value] : now) {
+    auto& p = pairs[key];
     Labels l{{"workload", key.first}, {"antagonist", key.second}};
-    if (!p.first) p = {&add(*s.interference, l), &add(*s.score, l)};
+    if (!p.first) p = {&add(*interference, l), &add(*score, l)};
     p.first->Set(1);
-    p.second->Set(score);
+    p.second->Set(value);
   }
+}
 
+void Metrics::State::health(const HealthReport& h) {
+  tick->Observe(h.tick_seconds);
+  ticks->Increment();
+  last_tick->Set(h.unix_time);
+  sense_err->Increment(h.sensing_errors);
+  act_err->Increment(h.actuator_errors);
+  drifts->Increment(h.drifts);
+  for (const auto& p : h.programs) {
+    auto& c = programs[p.program];
+    if (!c.first.c) {
+      c.first.c = &add(*run_time, {{"program", p.program}});
+      c.second.c = &add(*run_count, {{"program", p.program}});
+    }
+    c.first.set(static_cast<double>(p.run_time_ns) / 1e9);
+    c.second.set(static_cast<double>(p.run_count));
+  }
+  if (h.bpf_seconds_per_event && h.bpf_events_per_s) {
+    cost->Set(*h.bpf_seconds_per_event);
+    events->Set(*h.bpf_events_per_s);
+    cpu_ratio->Set(*h.bpf_seconds_per_event * *h.bpf_events_per_s);
+  }
+  entries->Set(static_cast<double>(h.map_entries));
+  max_entries->Set(static_cast<double>(h.map_max_entries));
+  map_full->Increment(static_cast<double>(h.dropped_map_full));
+  stamp_full->Increment(static_cast<double>(h.dropped_stamp_full));
+  evicted_gone->Increment(static_cast<double>(h.evicted_gone));
+  evicted_idle->Increment(static_cast<double>(h.evicted_idle));
+  evicted_unmatched->Increment(static_cast<double>(h.evicted_unmatched));
+  evicted_best_effort->Increment(static_cast<double>(h.evicted_best_effort));
+  if (h.process_cpu_seconds) process_cpu.set(*h.process_cpu_seconds);
+  if (h.process_rss_bytes) rss->Set(*h.process_rss_bytes);
+}
+
+void Metrics::publish(const TickReport& t) {
+  State& s = *s_;
+  s.workloads(t);
+  s.pairs_of(t);
   for (const auto& [k, d] : t.actions) {
     Counter*& c = s.action[{k, d}];
     if (!c) c = &add(*s.actions, {{"knob", k}, {"direction", d}, {"mode", s.setup.mode}});
@@ -476,37 +519,7 @@ void Metrics::publish(const TickReport& t) {
     s.steal->Set(*t.steal ? 1 : 0);
   }
 
-  const HealthReport& h = t.health;
-  s.tick->Observe(h.tick_seconds);
-  s.ticks->Increment();
-  s.last_tick->Set(h.unix_time);
-  s.sense_err->Increment(h.sensing_errors);
-  s.act_err->Increment(h.actuator_errors);
-  s.drifts->Increment(h.drifts);
-  for (const auto& p : h.programs) {
-    auto& c = s.programs[p.program];
-    if (!c.first.c) {
-      c.first.c = &add(*s.run_time, {{"program", p.program}});
-      c.second.c = &add(*s.run_count, {{"program", p.program}});
-    }
-    c.first.set(static_cast<double>(p.run_time_ns) / 1e9);
-    c.second.set(static_cast<double>(p.run_count));
-  }
-  if (h.bpf_seconds_per_event && h.bpf_events_per_s) {
-    s.cost->Set(*h.bpf_seconds_per_event);
-    s.events->Set(*h.bpf_events_per_s);
-    s.cpu_ratio->Set(*h.bpf_seconds_per_event * *h.bpf_events_per_s);
-  }
-  s.entries->Set(static_cast<double>(h.map_entries));
-  s.max_entries->Set(static_cast<double>(h.map_max_entries));
-  s.map_full->Increment(static_cast<double>(h.dropped_map_full));
-  s.stamp_full->Increment(static_cast<double>(h.dropped_stamp_full));
-  s.evicted_gone->Increment(static_cast<double>(h.evicted_gone));
-  s.evicted_idle->Increment(static_cast<double>(h.evicted_idle));
-  s.evicted_unmatched->Increment(static_cast<double>(h.evicted_unmatched));
-  s.evicted_best_effort->Increment(static_cast<double>(h.evicted_best_effort));
-  if (h.process_cpu_seconds) s.process_cpu.set(*h.process_cpu_seconds);
-  if (h.process_rss_bytes) s.rss->Set(*h.process_rss_bytes);
+  s.health(t.health);
   s.published.fetch_add(1);
 }
 
