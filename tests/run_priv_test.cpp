@@ -31,6 +31,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "host/cgroup.h"
@@ -1080,11 +1081,18 @@ TEST_F(RunPriv, ObserveNamesTheAntagonistSaysWouldAndChangesNothing) {
   EXPECT_EQ(knobs(), before);
   EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
   EXPECT_EQ(knobs(), before);
-  // keel plan: one window, the violation and what keel would do about it, nothing written.
-  auto [rc, plan] =
-      testing::run_command(testing::keel_binary().string() + " plan --window 1.5 --config " + cfg.string());
-  std::printf("%s", plan.c_str());
-  EXPECT_EQ(rc, 0) << plan;
+  // keel plan: one window, the violation and what keel would do about it, nothing written. Up to five
+  // windows until one sees the violation: under TCG the waker's p99 wavers around the SLO, and one
+  // 1.5 s window in CI saw 279 us (SLO met; the run above had seen it violated).
+  int rc = 0;
+  std::string plan;
+  for (int attempt = 0; attempt < 5 && (attempt == 0 || plan.find("SLO violated") == std::string::npos);
+       ++attempt) {
+    std::tie(rc, plan) =
+        testing::run_command(testing::keel_binary().string() + " plan --window 1.5 --config " + cfg.string());
+    std::printf("%s", plan.c_str());
+    ASSERT_EQ(rc, 0) << plan;
+  }
   EXPECT_NE(plan.find("SLO violated"), std::string::npos) << plan;
   // What it would do about it: a step for crit, or the noise into the preemption class. (With the noise
   // in the class, whole cores are not worth their cost for a victim that keeps little busy: under TCG
