@@ -218,6 +218,8 @@ Loop::Exit Loop::run(Events& events, bool once) {
   std::optional<bpf::SloEvent> early;       // the crossing an early tick is due for
   std::optional<Sensing::DemandWake> wake;  // or the demand watch's lull or rise it is due for
   Clock::time_point early_at;
+  unsigned idle_early = 0;     // early ticks for crossings in a row that changed nothing
+  bool crossings_wake = true;  // false after kIdleEarlyTicks of them, until the next periodic tick
   // Every kWatchEvery, or kRiseWatchEvery while one is watched for its rise.
   auto watch_every = [&] {
     const bool rise = std::any_of(watch_.begin(), watch_.end(), [](const ctl::DemandWatch& d) {
@@ -248,7 +250,7 @@ Loop::Exit Loop::run(Events& events, bool once) {
     }
     if (w == Events::Wake::event) {
       auto crossings = p_.sensing->take_events();
-      if (!crossings.empty() && !early && !wake) {
+      if (!crossings.empty() && !early && !wake && crossings_wake) {
         early = crossings.front();
         early_at = std::max(now, last + gap);  // at most one early tick per gap
       }
@@ -277,6 +279,18 @@ Loop::Exit Loop::run(Events& events, bool once) {
     tick(n);
     if (was_early)
       log("tick " + std::to_string(n) + " early: done " + ms_since(cause.at_ns) + " after the crossing");
+    if (periodic) {
+      idle_early = 0;
+      crossings_wake = true;
+    } else if (was_early) {
+      idle_early = acted_ ? 0 : idle_early + 1;
+      if (idle_early >= kIdleEarlyTicks) {
+        crossings_wake = false;
+        log("tick " + std::to_string(n) + " early: " + std::to_string(idle_early) +
+            " early ticks in a row for SLO crossings changed nothing: crossings wake no tick until the "
+            "next periodic one");
+      }
+    }
     // The demand watch follows what the controller holds now (none left: its state goes too).
     const bool watched = !watch_.empty();
     watch_ = p_.spec.early_ticks ? controller_->demand_watch() : std::vector<ctl::DemandWatch>{};
@@ -292,6 +306,7 @@ void Loop::tick(uint64_t n) {
   const char* mode = p_.observe ? "observe" : "enforce";
   const std::string head = "tick " + std::to_string(n) + " ";
   const auto started = std::chrono::steady_clock::now();
+  acted_ = false;
   // Sense.
   if (auto sensed = p_.sensing->sample(n, snap_); !sensed) {
     log_error(head + "sensing failed: " + sensed.error().message());
@@ -302,6 +317,7 @@ void Loop::tick(uint64_t n) {
   const ctl::Snapshot* snap = &snap_;
   // Decide, act.
   const ctl::Plan& plan = controller_->step(*snap);
+  acted_ = !plan.actions.empty();
   auto done = reconciler_.apply(plan, *snap, p_.sensing->inventory());
   keep_off_critical_cpus(plan);
   p_.sensing->touched(done.touched, done.unheld);
