@@ -119,12 +119,51 @@ std::string with_crc(std::string body) {
   return body;
 }
 
+// A journal entry's problem, with its path.
+std::unexpected<Error> bad_entry(const JournalEntry& e, const std::string& why) {
+  return fail(why + ": " + e.path.str());
+}
+
+Result<void> entry_kind_is(const JournalEntry& e, ValueKind k) {
+  return e.value == k ? Result<void>() : bad_entry(e, "not the value kind of this knob");
+}
+
+// A cgroup entry (its path's parts): the group keel creates, a systemd unit's property keel asks for,
+// or a cgroup file keel writes, with that file's value kind.
+Result<void> check_cgroup_entry(const JournalEntry& e, const std::vector<std::string>& parts) {
+  const std::string& name = parts.back();
+  const size_t n = parts.size();
+  if (e.kind == EntryKind::created_dir) {
+    if (name != kRootTasksGroup.substr(1)) return bad_entry(e, "not a cgroup keel creates");
+    return {};
+  }
+  if (e.kind == EntryKind::unit_property) {
+    // Only what keel asks systemd for, of a cgroup named as systemd names its units, and a value
+    // such a property takes (a weight, a CPU list, or "" for not set).
+    const bool value_ok = e.original.size() <= 4096 &&
+                          std::all_of(e.original.begin(), e.original.end(),
+                                      [](char c) { return (c >= '0' && c <= '9') || c == ',' || c == '-'; });
+    if (n < 2 || !parse_unit_property(name) || !valid_unit_name(parts[n - 2]) || !value_ok)
+      return bad_entry(e, "not a systemd unit's property keel sets");
+    return entry_kind_is(e, ValueKind::text);
+  }
+  if (e.kind != EntryKind::file) return bad_entry(e, "not a cgroup knob");
+  auto f = cgroup_file_named(name);
+  static constexpr CgroupFile kWritten[] = {
+      CgroupFile::weight,    CgroupFile::idle,       CgroupFile::cpu_max,
+      CgroupFile::cfs_quota, CgroupFile::cfs_period, CgroupFile::cpus,
+      CgroupFile::mems,      CgroupFile::qos_level,  CgroupFile::bvt_warp};
+  if (!f || std::find(std::begin(kWritten), std::end(kWritten), *f) == std::end(kWritten))
+    return bad_entry(e, "not a cgroup file keel writes");
+  return entry_kind_is(e, cgroup_file_kind(*f));
+}
+
 }  // namespace
 
 Result<void> check_entry(const JournalEntry& e) {
   const fs::path& rel = e.path.rel;
   const std::string s = rel.native();
-  auto bad = [&](const std::string& why) { return fail(why + ": " + e.path.str()); };
+  auto bad = [&](const std::string& why) { return bad_entry(e, why); };
   if (s.empty() || s.size() > kMaxPath || rel.is_absolute() || s.find('\0') != std::string::npos)
     return bad("not a path under its root");
   std::vector<std::string> parts;
@@ -140,36 +179,10 @@ Result<void> check_entry(const JournalEntry& e) {
   if (e.original.size() > kMaxValue) return bad("a value of " + std::to_string(e.original.size()) + " bytes");
   const std::string& name = parts.back();
   const size_t n = parts.size();
-  auto kind_is = [&](ValueKind k) {
-    return e.value == k ? Result<void>() : bad("not the value kind of this knob");
-  };
+  auto kind_is = [&](ValueKind k) { return entry_kind_is(e, k); };
   switch (e.path.root) {
-    case Root::cgroup: {
-      if (e.kind == EntryKind::created_dir) {
-        if (name != kRootTasksGroup.substr(1)) return bad("not a cgroup keel creates");
-        return {};
-      }
-      if (e.kind == EntryKind::unit_property) {
-        // Only what keel asks systemd for, of a cgroup named as systemd names its units, and a value
-        // such a property takes (a weight, a CPU list, or "" for not set).
-        const bool value_ok =
-            e.original.size() <= 4096 && std::all_of(e.original.begin(), e.original.end(), [](char c) {
-              return (c >= '0' && c <= '9') || c == ',' || c == '-';
-            });
-        if (n < 2 || !parse_unit_property(name) || !valid_unit_name(parts[n - 2]) || !value_ok)
-          return bad("not a systemd unit's property keel sets");
-        return kind_is(ValueKind::text);
-      }
-      if (e.kind != EntryKind::file) return bad("not a cgroup knob");
-      auto f = cgroup_file_named(name);
-      static constexpr CgroupFile kWritten[] = {
-          CgroupFile::weight,    CgroupFile::idle,       CgroupFile::cpu_max,
-          CgroupFile::cfs_quota, CgroupFile::cfs_period, CgroupFile::cpus,
-          CgroupFile::mems,      CgroupFile::qos_level,  CgroupFile::bvt_warp};
-      if (!f || std::find(std::begin(kWritten), std::end(kWritten), *f) == std::end(kWritten))
-        return bad("not a cgroup file keel writes");
-      return kind_is(cgroup_file_kind(*f));
-    }
+    case Root::cgroup:
+      return check_cgroup_entry(e, parts);
     case Root::resctrl: {
       const bool keel_group = n >= 1 && parts[0].starts_with("keel-");
       if (e.kind == EntryKind::created_dir) {

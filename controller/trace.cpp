@@ -70,6 +70,76 @@ const std::string* text(const Json& o, const char* k) {
 
 Json optional_number(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
+// One workload of a trace line (not one `seen` already in its tick).
+Result<WorkloadSignals> parse_workload(const Json& w, std::set<std::string>& seen) {
+  if (!w.is_object()) return fail("trace line: a workload is not an object");
+  WorkloadSignals ws;
+  const std::string* instance = text(w, "instance");
+  const std::string* workload = text(w, "workload");
+  const std::string* cpus = text(w, "cpus");
+  auto crit = w.find("critical");
+  if (!instance || !workload || !cpus || crit == w.end() || !crit->is_boolean() || !w.contains("rq_waits") ||
+      !w.contains("rq_p50_us") || !w.contains("rq_p99_us"))
+    return fail(
+        "trace line: a workload lacks instance, workload, critical, rq_waits, rq_p50_us, rq_p99_us or "
+        "cpus");
+  const std::string who = "trace line: workload " + Json(*instance).dump() + ": ";
+  if (!seen.insert(*instance).second) return fail(who + "listed twice in one tick");
+  ws.instance = *instance;
+  ws.workload = *workload;
+  ws.critical = crit->get<bool>();
+  // Counts and rates are never negative; CPU usage is at most every CPU; shares are the kernel's.
+  auto waits = whole(w, "rq_waits", 0, UINT64_MAX);
+  auto shares = whole(w, "shares", kSharesMin, kSharesMax);
+  struct Real {
+    const char* key;
+    double hi;
+    std::optional<double>* to;
+  };
+  std::optional<double> p50, p99, wait, migrations, llc, numa, lull;
+  const Real reals[] = {{"rq_p50_us", kInf, &p50},
+                        {"rq_p99_us", kInf, &p99},
+                        {"rq_wait_s_per_s", kInf, &wait},
+                        {"migrations_per_s", kInf, &migrations},
+                        {"cross_llc_per_s", kInf, &llc},
+                        {"cross_numa_per_s", kInf, &numa},
+                        {"cache_misses_per_s", kInf, &ws.cache_misses_per_s},
+                        {"mpki", kInf, &ws.mpki},
+                        {"cpu_usage", CpuSet::kMaxCpu, &ws.cpu_usage},
+                        {"throttled_per_s", kInf, &ws.throttled_per_s},
+                        {"lull_s", kInf, &lull},
+                        {"watch_cpu", CpuSet::kMaxCpu, &ws.watch_cpu}};
+  if (!waits) return fail(who + waits.error().what);
+  if (!shares) return fail(who + shares.error().what);
+  for (const Real& r : reals) {
+    auto v = real(w, r.key, 0, r.hi);
+    if (!v) return fail(who + v.error().what);
+    *r.to = *v;
+  }
+  if (!*waits || !p50 || !p99) return fail(who + "rq_waits, rq_p50_us and rq_p99_us must be numbers");
+  ws.rq_waits = **waits;
+  ws.rq_p50_us = *p50;
+  ws.rq_p99_us = *p99;
+  // Absent in older traces: 0, or unavailable.
+  ws.rq_wait_s_per_s = wait.value_or(0);
+  ws.migrations_per_s = migrations.value_or(0);
+  ws.cross_llc_per_s = llc.value_or(0);
+  ws.cross_numa_per_s = numa.value_or(0);
+  ws.lull_s = lull.value_or(0);
+  ws.shares = *shares;
+  if (auto f = w.find("fresh"); f != w.end() && f->is_boolean()) ws.fresh = f->get<bool>();
+  if (auto c = w.find("in_class"); c != w.end() && c->is_boolean()) ws.in_class = c->get<bool>();
+  if (auto h = w.find("host_daemon"); h != w.end() && h->is_boolean())
+    ws.host_daemon = h->get<bool>() && !ws.critical;
+  if (auto cg = w.find("cgroups"); cg != w.end() && cg->is_array())
+    for (const Json& c : *cg)
+      if (c.is_string()) ws.cgroups.push_back(c.get<std::string>());
+  auto set = CpuSet::parse_list(*cpus);
+  if (!set) return fail(who + "bad cpus " + Json(*cpus).dump() + ": " + set.error().what);
+  ws.cpus = *set;
+  return ws;
+}
+
 }  // namespace
 
 std::string to_json_line(const Snapshot& s) {
@@ -122,72 +192,9 @@ Result<Snapshot> parse_json_line(std::string_view line) {
   s.period_s = **period;
   std::set<std::string> seen;
   for (const Json& w : *wls) {
-    if (!w.is_object()) return fail("trace line: a workload is not an object");
-    WorkloadSignals ws;
-    const std::string* instance = text(w, "instance");
-    const std::string* workload = text(w, "workload");
-    const std::string* cpus = text(w, "cpus");
-    auto crit = w.find("critical");
-    if (!instance || !workload || !cpus || crit == w.end() || !crit->is_boolean() ||
-        !w.contains("rq_waits") || !w.contains("rq_p50_us") || !w.contains("rq_p99_us"))
-      return fail(
-          "trace line: a workload lacks instance, workload, critical, rq_waits, rq_p50_us, rq_p99_us or "
-          "cpus");
-    const std::string who = "trace line: workload " + Json(*instance).dump() + ": ";
-    if (!seen.insert(*instance).second) return fail(who + "listed twice in one tick");
-    ws.instance = *instance;
-    ws.workload = *workload;
-    ws.critical = crit->get<bool>();
-    // Counts and rates are never negative; CPU usage is at most every CPU; shares are the kernel's.
-    auto waits = whole(w, "rq_waits", 0, UINT64_MAX);
-    auto shares = whole(w, "shares", kSharesMin, kSharesMax);
-    struct Real {
-      const char* key;
-      double hi;
-      std::optional<double>* to;
-    };
-    std::optional<double> p50, p99, wait, migrations, llc, numa, lull;
-    const Real reals[] = {{"rq_p50_us", kInf, &p50},
-                          {"rq_p99_us", kInf, &p99},
-                          {"rq_wait_s_per_s", kInf, &wait},
-                          {"migrations_per_s", kInf, &migrations},
-                          {"cross_llc_per_s", kInf, &llc},
-                          {"cross_numa_per_s", kInf, &numa},
-                          {"cache_misses_per_s", kInf, &ws.cache_misses_per_s},
-                          {"mpki", kInf, &ws.mpki},
-                          {"cpu_usage", CpuSet::kMaxCpu, &ws.cpu_usage},
-                          {"throttled_per_s", kInf, &ws.throttled_per_s},
-                          {"lull_s", kInf, &lull},
-                          {"watch_cpu", CpuSet::kMaxCpu, &ws.watch_cpu}};
-    if (!waits) return fail(who + waits.error().what);
-    if (!shares) return fail(who + shares.error().what);
-    for (const Real& r : reals) {
-      auto v = real(w, r.key, 0, r.hi);
-      if (!v) return fail(who + v.error().what);
-      *r.to = *v;
-    }
-    if (!*waits || !p50 || !p99) return fail(who + "rq_waits, rq_p50_us and rq_p99_us must be numbers");
-    ws.rq_waits = **waits;
-    ws.rq_p50_us = *p50;
-    ws.rq_p99_us = *p99;
-    // Absent in older traces: 0, or unavailable.
-    ws.rq_wait_s_per_s = wait.value_or(0);
-    ws.migrations_per_s = migrations.value_or(0);
-    ws.cross_llc_per_s = llc.value_or(0);
-    ws.cross_numa_per_s = numa.value_or(0);
-    ws.lull_s = lull.value_or(0);
-    ws.shares = *shares;
-    if (auto f = w.find("fresh"); f != w.end() && f->is_boolean()) ws.fresh = f->get<bool>();
-    if (auto c = w.find("in_class"); c != w.end() && c->is_boolean()) ws.in_class = c->get<bool>();
-    if (auto h = w.find("host_daemon"); h != w.end() && h->is_boolean())
-      ws.host_daemon = h->get<bool>() && !ws.critical;
-    if (auto cg = w.find("cgroups"); cg != w.end() && cg->is_array())
-      for (const Json& c : *cg)
-        if (c.is_string()) ws.cgroups.push_back(c.get<std::string>());
-    auto set = CpuSet::parse_list(*cpus);
-    if (!set) return fail(who + "bad cpus " + Json(*cpus).dump() + ": " + set.error().what);
-    ws.cpus = *set;
-    s.workloads.push_back(std::move(ws));
+    auto ws = parse_workload(w, seen);
+    if (!ws) return std::unexpected(std::move(ws.error()));
+    s.workloads.push_back(std::move(*ws));
   }
   return s;
 }

@@ -51,6 +51,50 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// When run()'s next early tick is due and what for: an SLO crossing (at most one tick per gap; none after
+// Loop::kIdleEarlyTicks of them in a row changed nothing, until the next periodic tick) or the demand
+// watch's lull or rise.
+struct EarlyTicks {
+  using Clock = std::chrono::steady_clock;
+  explicit EarlyTicks(Clock::duration g) : gap(g), last(Clock::now() - g) {}
+  Clock::duration gap;
+  Clock::time_point last, at;               // the latest tick's start; when the next early one is due
+  std::optional<bpf::SloEvent> crossing;    // the crossing it is due for
+  std::optional<Sensing::DemandWake> wake;  // or the demand watch's lull or rise
+  unsigned idle = 0;                        // early ticks for crossings in a row that changed nothing
+  bool crossings_wake = true;
+
+  bool pending() const { return crossing || wake; }
+  bool due(Clock::time_point now) const { return pending() && now >= at; }
+  void crossed(const std::vector<bpf::SloEvent>& c, Clock::time_point now) {
+    if (c.empty() || pending() || !crossings_wake) return;
+    crossing = c.front();
+    at = std::max(now, last + gap);
+  }
+  void watched(const std::vector<Sensing::DemandWake>& w, Clock::time_point now) {
+    if (w.empty() || pending()) return;
+    wake = w.front();
+    at = std::max(now, last + gap);
+  }
+  // A tick started (what was due is taken) and ended (`acted`: its plan changed something); true when
+  // crossings stop waking ticks from now on.
+  bool ticked(Clock::time_point started, bool periodic, bool for_crossing, bool acted) {
+    crossing.reset();
+    wake.reset();
+    last = started;
+    if (periodic) {
+      idle = 0;
+      crossings_wake = true;
+      return false;
+    }
+    if (!for_crossing) return false;
+    idle = acted ? 0 : idle + 1;
+    if (idle < Loop::kIdleEarlyTicks) return false;
+    crossings_wake = false;
+    return true;
+  }
+};
+
 }  // namespace
 
 std::string status_line(const ctl::Plan& plan, const ctl::Snapshot& snap) {
@@ -209,17 +253,11 @@ void Loop::reload(config::Spec spec, Sensing* sensing) {
 Loop::Exit Loop::run(Events& events, bool once) {
   using Clock = std::chrono::steady_clock;
   const auto period = std::chrono::duration_cast<Clock::duration>(p_.spec.period);
-  const auto gap = std::chrono::duration_cast<Clock::duration>(kEarlyGap);
   if (int fd = p_.sensing->events_fd(); fd >= 0)
     if (auto r = events.add(fd); !r) warn("early ticks off: " + r.error().message());
   // After a reload the tick that was due stays due: SIGHUPs faster than the period do not stop ticks.
   auto next = next_.value_or(Clock::now() + period);
-  auto last = Clock::now() - gap;           // the latest tick's start
-  std::optional<bpf::SloEvent> early;       // the crossing an early tick is due for
-  std::optional<Sensing::DemandWake> wake;  // or the demand watch's lull or rise it is due for
-  Clock::time_point early_at;
-  unsigned idle_early = 0;     // early ticks for crossings in a row that changed nothing
-  bool crossings_wake = true;  // false after kIdleEarlyTicks of them, until the next periodic tick
+  EarlyTicks early(std::chrono::duration_cast<Clock::duration>(kEarlyGap));
   // Every kWatchEvery, or kRiseWatchEvery while one is watched for its rise.
   auto watch_every = [&] {
     const bool rise = std::any_of(watch_.begin(), watch_.end(), [](const ctl::DemandWatch& d) {
@@ -233,10 +271,9 @@ Loop::Exit Loop::run(Events& events, bool once) {
   const auto ping_every = p_.notifier != nullptr ? p_.notifier->watchdog_every() : std::nullopt;
   auto ping_at = Clock::now();
   for (uint64_t& n = n_;;) {
-    const bool due = early || wake;
-    auto until = due ? std::min(next, early_at) : next;
+    auto until = early.pending() ? std::min(next, early.at) : next;
     if (ping_every) until = std::min(until, ping_at);
-    if (!watch_.empty() && !due) until = std::min(until, watch_at);
+    if (!watch_.empty() && !early.pending()) until = std::min(until, watch_at);
     const auto w = events.wait_until(until);
     if (w == Events::Wake::stop) break;
     if (w == Events::Wake::reload) {
@@ -248,49 +285,28 @@ Loop::Exit Loop::run(Events& events, bool once) {
       if (auto r = p_.notifier->send("WATCHDOG=1"); !r) warn("watchdog: " + r.error().message());
       ping_at = now + std::chrono::duration_cast<Clock::duration>(*ping_every);
     }
-    if (w == Events::Wake::event) {
-      auto crossings = p_.sensing->take_events();
-      if (!crossings.empty() && !early && !wake && crossings_wake) {
-        early = crossings.front();
-        early_at = std::max(now, last + gap);  // at most one early tick per gap
-      }
-    }
-    if (!watch_.empty() && now >= watch_at && !early && !wake) {
+    if (w == Events::Wake::event) early.crossed(p_.sensing->take_events(), now);
+    if (!watch_.empty() && now >= watch_at && !early.pending()) {
       watch_at = now + watch_every();
-      if (auto wakes = p_.sensing->watch_demand(watch_, lull_for); !wakes.empty()) {
-        wake = wakes.front();
-        early_at = std::max(now, last + gap);
-      }
+      early.watched(p_.sensing->watch_demand(watch_, lull_for), now);
     }
     const bool periodic = now >= next;
-    const bool early_now = (early || wake) && now >= early_at;
-    if (!periodic && !early_now) continue;
+    if (!periodic && !early.due(now)) continue;
     if (periodic) {
       next += period;
       if (next < now) next = now + period;  // fell behind
     }
-    if (!periodic && early) log_early(n, *early);
-    if (!periodic && wake) log_watch(n, *wake, lull_for);
-    const bool was_early = early.has_value() && !periodic;
-    const bpf::SloEvent cause = early.value_or(bpf::SloEvent{});
-    early.reset();
-    wake.reset();
-    last = now;
+    const bool for_crossing = !periodic && early.crossing;
+    if (!periodic && early.crossing) log_early(n, *early.crossing);
+    if (!periodic && early.wake) log_watch(n, *early.wake, lull_for);
+    const uint64_t crossed_at = early.crossing ? early.crossing->at_ns : 0;
     tick(n);
-    if (was_early)
-      log("tick " + std::to_string(n) + " early: done " + ms_since(cause.at_ns) + " after the crossing");
-    if (periodic) {
-      idle_early = 0;
-      crossings_wake = true;
-    } else if (was_early) {
-      idle_early = acted_ ? 0 : idle_early + 1;
-      if (idle_early >= kIdleEarlyTicks) {
-        crossings_wake = false;
-        log("tick " + std::to_string(n) + " early: " + std::to_string(idle_early) +
-            " early ticks in a row for SLO crossings changed nothing: crossings wake no tick until the "
-            "next periodic one");
-      }
-    }
+    if (for_crossing)
+      log("tick " + std::to_string(n) + " early: done " + ms_since(crossed_at) + " after the crossing");
+    if (early.ticked(now, periodic, for_crossing, acted_))
+      log("tick " + std::to_string(n) + " early: " + std::to_string(early.idle) +
+          " early ticks in a row for SLO crossings changed nothing: crossings wake no tick until the next "
+          "periodic one");
     // The demand watch follows what the controller holds now (none left: its state goes too).
     const bool watched = !watch_.empty();
     watch_ = p_.spec.early_ticks ? controller_->demand_watch() : std::vector<ctl::DemandWatch>{};
@@ -317,7 +333,11 @@ void Loop::tick(uint64_t n) {
   const ctl::Snapshot* snap = &snap_;
   // Decide, act.
   const ctl::Plan& plan = controller_->step(*snap);
-  acted_ = !plan.actions.empty();
+  // Something to do: it acted, or a critical workload's smoothed p99 is over its SLO (a violation
+  // building up: the next crossing's tick may act).
+  acted_ = !plan.actions.empty() ||
+           std::any_of(plan.workloads.begin(), plan.workloads.end(),
+                       [](const auto& w) { return w.second.violated || w.second.slack < 0; });
   auto done = reconciler_.apply(plan, *snap, p_.sensing->inventory());
   keep_off_critical_cpus(plan);
   p_.sensing->touched(done.touched, done.unheld);

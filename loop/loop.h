@@ -61,7 +61,8 @@ class Loop {
   static constexpr std::chrono::milliseconds kEarlyGap{100};
   // SLO crossings that keep coming while the controller finds nothing to do (a run-queue p99 within its
   // SLO can still have a few waits over it every 100 ms): after this many early ticks for crossings in
-  // a row that changed nothing, crossings wake no tick until the next periodic one. Each early tick
+  // a row that changed nothing while every critical p99 met its SLO, crossings wake no tick until the
+  // next periodic one. Each early tick
   // starts a new sample window; without this no window would be half a period long, and evidence that
   // needs one (a critical workload's demand for whole cores) would never come.
   static constexpr unsigned kIdleEarlyTicks = 2;
@@ -101,7 +102,7 @@ class Loop {
   metrics::LabelCap labels_;              // which instances' reports are folded before publishing
   std::map<std::string, bool> violated_;  // per critical instance, for status lines when it turns
   std::set<std::string> gaps_said_;       // class_gaps lines logged already
-  bool acted_ = false;                    // the latest tick's plan changed something
+  bool acted_ = false;  // the latest tick's plan changed something, or a critical p99 is over its SLO
 };
 
 }  // namespace keel::loop

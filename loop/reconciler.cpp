@@ -111,7 +111,7 @@ std::string Reconciler::missing_controller(const inv::Node& n, const CgroupHiera
   if (auto a = asked_.find(key); a != asked_.end()) return a->second;
   std::string value = "100";  // the kernel's default weight, which the unit has once the controller is on
   if (prop == UnitProperty::startup_allowed_cpus) {
-    auto all = read_file(h.mount / "cpuset.cpus.effective");
+    auto all = read_file(h.mount / cgroup_file_name(CgroupFile::effective_cpus, h));
     value = all ? std::string(trim(*all)) : "";
   }
   const std::string unit(path_leaf(n.dir.path()));
@@ -404,7 +404,6 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
     if (wanted) note(out, "no cpu controller on " + inv.defining().name() + ": CPU weights are not applied");
     return;
   }
-  const auto mapping = spec_.actuators.weight_mapping;
   std::map<CgroupId, bool> seen;
   auto d = plan.desired.begin();  // instances and desired both in name order: a cursor, no lookups
   for (const inv::Instance& ins : inv.instances()) {
@@ -422,59 +421,16 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
       }
       const CgroupDir* dir = inv.held(*n, CgroupFile::weight);
       if (dir == nullptr) {
-        if (want) {
-          const std::string why = missing_controller(*n, *cpu, "cpu");
-          note(out, why.empty() ? "no " + std::string(cgroup_file_name(CgroupFile::weight, *cpu)) + " for " +
-                                      ins.name + " (" + n->dir.path() + "): its weight is not changed"
-                                : ins.name + " (" + n->dir.path() + ") has no cpu.weight" + why);
-        }
+        if (want) note(out, no_weight(ins, *n, *cpu, cgroup_file_name(CgroupFile::weight, *cpu)));
         continue;
       }
-      const CgroupId id = dir->id();
-      seen[id] = true;
-      bool want_here = want;
-      uint64_t shares_here = shares;
-      if (auto c = classed_.empty() ? classed_.end() : classed_.find(id); c != classed_.end()) {
+      seen[dir->id()] = true;
+      if (auto c = classed_.empty() ? classed_.end() : classed_.find(dir->id()); c != classed_.end()) {
         if (c->second.how != act::PreemptClass::min_weight) continue;  // the kernel fixes it in the class
-        want_here = true;  // no class on this kernel: the minimum weight stands for it
-        shares_here = kSharesMin;
+        weigh(ins, *n, *dir, *cpu, true, kSharesMin, inv, out);        // no class on this kernel: the minimum
+        continue;                                                      // weight stands for it
       }
-      if (want_here) {
-        if (!found_weight_.contains(id)) {
-          auto cur = dir->read(CgroupFile::weight);
-          if (!cur) {
-            const std::string why = missing_controller(*n, *cpu, "cpu");
-            note(out, why.empty() ? "no " + std::string(dir->name(CgroupFile::weight)) + " for " + ins.name +
-                                        " (" + n->dir.path() + "): its weight is not changed"
-                                  : ins.name + " (" + n->dir.path() + ") has no cpu.weight" + why);
-            out.unheld.push_back(n->dir.id());
-            continue;
-          }
-          found_weight_[id] = {dir->path(), std::string(trim(*cur)), std::nullopt, std::nullopt, 0};
-        }
-        Found& f = found_weight_.at(id);
-        // Set already; a systemd unit's is read again each tick (systemd realises it again).
-        if (f.shares == shares_here && !inv.due(f.set_tick, id) && !w_->reapplied_by_owner(dir->path()))
-          continue;
-        auto r = act::set_cpu_weight(*w_, *dir, shares_here, mapping);
-        if (!r) {
-          if (!dir->removed()) out.errors.push_back("weight of " + ins.name + ": " + r.error().message());
-          continue;
-        }
-        if (*r) out.touched.push_back(n->dir.id());
-        f.shares = shares_here;
-        f.set_tick = inv.tick();
-      } else if (auto f = found_weight_.find(id); f != found_weight_.end()) {
-        auto r = w_->set(*dir, CgroupFile::weight, f->second.value);
-        if (!r) {
-          if (!dir->removed())
-            out.errors.push_back("weight of " + ins.name + " back to " + f->second.value + ": " +
-                                 r.error().message());
-        } else {
-          if (*r) out.touched.push_back(n->dir.id());
-          found_weight_.erase(f);
-        }
-      }
+      weigh(ins, *n, *dir, *cpu, want, shares, inv, out);
     }
   }
   for (auto it = found_weight_.begin(); it != found_weight_.end();) {
@@ -488,6 +444,54 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
         out.errors.push_back("weight of " + it->second.path + ": " + r.error().message());
     it = found_weight_.erase(it);
   }
+}
+
+std::string Reconciler::no_weight(const inv::Instance& ins, const inv::Node& n, const CgroupHierarchy& cpu,
+                                  std::string_view file) {
+  const std::string why = missing_controller(n, cpu, "cpu");
+  return why.empty() ? "no " + std::string(file) + " for " + ins.name + " (" + n.dir.path() +
+                           "): its weight is not changed"
+                     : ins.name + " (" + n.dir.path() + ") has no cpu.weight" + why;
+}
+
+void Reconciler::weigh(const inv::Instance& ins, const inv::Node& n, const CgroupDir& dir,
+                       const CgroupHierarchy& cpu, bool want, uint64_t shares, const inv::Inventory& inv,
+                       Reconciled& out) {
+  const CgroupId id = dir.id();
+  if (!want) {
+    auto f = found_weight_.find(id);
+    if (f == found_weight_.end()) return;
+    auto r = w_->set(dir, CgroupFile::weight, f->second.value);
+    if (!r) {
+      if (!dir.removed())
+        out.errors.push_back("weight of " + ins.name + " back to " + f->second.value + ": " +
+                             r.error().message());
+      return;
+    }
+    if (*r) out.touched.push_back(n.dir.id());
+    found_weight_.erase(f);
+    return;
+  }
+  if (!found_weight_.contains(id)) {
+    auto cur = dir.read(CgroupFile::weight);
+    if (!cur) {
+      note(out, no_weight(ins, n, cpu, dir.name(CgroupFile::weight)));
+      out.unheld.push_back(n.dir.id());
+      return;
+    }
+    found_weight_[id] = {dir.path(), std::string(trim(*cur)), std::nullopt, std::nullopt, 0};
+  }
+  Found& f = found_weight_.at(id);
+  // Set already; a systemd unit's is read again each tick (systemd realises it again).
+  if (f.shares == shares && !inv.due(f.set_tick, id) && !w_->reapplied_by_owner(dir.path())) return;
+  auto r = act::set_cpu_weight(*w_, dir, shares, spec_.actuators.weight_mapping);
+  if (!r) {
+    if (!dir.removed()) out.errors.push_back("weight of " + ins.name + ": " + r.error().message());
+    return;
+  }
+  if (*r) out.touched.push_back(n.dir.id());
+  f.shares = shares;
+  f.set_tick = inv.tick();
 }
 
 void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled& out) {
@@ -536,29 +540,7 @@ void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled
       }
       if (want == (c != classed_.end())) continue;  // as wanted
       if (want) {
-        // v2: not before the cgroup has the cpu controller (systemd is asked for it where it owns the
-        // parent), or the minimum weight would stand for a class the kernel offers.
-        if (std::string why = missing_controller(*n, *cpu, "cpu"); !why.empty()) {
-          note(out, ins.name + " (" + n->dir.path() + ") has no cpu.idle" + why);
-          continue;
-        }
-        Classed cl{dir->path(), act::preempt_class_of(*dir), "", stamp};
-        if (cl.how == act::PreemptClass::min_weight) {
-          note(out, "no cpu.idle, cpu.qos_level or cpu.bvt_warp_ns for " + ins.name + " (" + dir->path() +
-                        "): the minimum weight stands for the preemption class");
-          classed_.emplace(id, std::move(cl));  // weights() writes it
-          ++min_weight_classed_;
-          continue;
-        }
-        if (auto weight = dir->read(CgroupFile::weight)) cl.weight_before = std::string(trim(*weight));
-        auto r = act::set_preempt_class(*w_, *dir, cl.how, true);
-        if (!r) {
-          if (!dir->removed())
-            out.errors.push_back("preemption class of " + ins.name + ": " + r.error().message());
-          continue;
-        }
-        if (*r) out.touched.push_back(n->dir.id());
-        classed_.emplace(id, std::move(cl));
+        enter_class(ins, *n, *dir, *cpu, stamp, out);
       } else {
         if (!leave_class(*dir, c->second, out, ins.name)) continue;
         if (c->second.how == act::PreemptClass::min_weight) --min_weight_classed_;
@@ -577,6 +559,33 @@ void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled
     if (it->second.how == act::PreemptClass::min_weight) --min_weight_classed_;
     it = classed_.erase(it);
   }
+}
+
+// Puts one cgroup in the class (or has the minimum weight stand for it: weights() writes that).
+void Reconciler::enter_class(const inv::Instance& ins, const inv::Node& n, const CgroupDir& dir,
+                             const CgroupHierarchy& cpu, uint64_t stamp, Reconciled& out) {
+  // v2: not before the cgroup has the cpu controller (systemd is asked for it where it owns the
+  // parent), or the minimum weight would stand for a class the kernel offers.
+  if (std::string why = missing_controller(n, cpu, "cpu"); !why.empty()) {
+    note(out, ins.name + " (" + n.dir.path() + ") has no cpu.idle" + why);
+    return;
+  }
+  Classed cl{dir.path(), act::preempt_class_of(dir), "", stamp};
+  if (cl.how == act::PreemptClass::min_weight) {
+    note(out, "no cpu.idle, cpu.qos_level or cpu.bvt_warp_ns for " + ins.name + " (" + dir.path() +
+                  "): the minimum weight stands for the preemption class");
+    classed_.emplace(dir.id(), std::move(cl));
+    ++min_weight_classed_;
+    return;
+  }
+  if (auto weight = dir.read(CgroupFile::weight)) cl.weight_before = std::string(trim(*weight));
+  auto r = act::set_preempt_class(*w_, dir, cl.how, true);
+  if (!r) {
+    if (!dir.removed()) out.errors.push_back("preemption class of " + ins.name + ": " + r.error().message());
+    return;
+  }
+  if (*r) out.touched.push_back(n.dir.id());
+  classed_.emplace(dir.id(), std::move(cl));
 }
 
 // Takes one cgroup out of the class (the minimum weight: weights() gives the weight back). False when
@@ -739,6 +748,40 @@ namespace keel::loop {
 // cgroups and processes appear; each survey reads every unmanaged cgroup's cpuset).
 constexpr uint64_t kUnmanagedEvery = 8;
 
+// One unmanaged group off the CPUs critical instances hold, all its cgroups or none: one with only
+// those CPUs leaves the group as found (given back, where an earlier survey had changed it).
+void Reconciler::isolate(const act::UnmanagedGroup& g, const CgroupHierarchy& cs, const CpuSet& held,
+                         Reconciled& out) {
+  std::vector<act::CpusetTarget> want;
+  std::vector<FoundUnmanaged*> found;
+  std::string why;
+  for (size_t i = 0; i < g.cgroups.size(); ++i) {
+    const CgroupDir& dir = g.cgroups[i];
+    FoundUnmanaged& f =
+        found_unmanaged_
+            .try_emplace(dir.id(), FoundUnmanaged{dir.path(), g.found[i], g.cpus[i], std::nullopt})
+            .first->second;
+    found.push_back(&f);
+    const CpuSet off = f.as_found - held;
+    if (off.empty() && why.empty())
+      why = act::printable(dir.path(), 256) + " has only CPUs critical workloads hold (" +
+            f.as_found.to_list() + ")";
+    want.push_back({dir.path(), off, std::nullopt, &dir});
+  }
+  if (!why.empty()) {
+    note(out, "not isolated: " + act::printable(g.top, 256) + ": " + why);
+    std::vector<std::pair<const CgroupDir*, FoundUnmanaged*>> back;
+    for (size_t i = 0; i < g.cgroups.size(); ++i) back.emplace_back(&g.cgroups[i], found[i]);
+    give_back_cpusets(cs, back, out);  // each given back has its `wrote` reset
+    return;
+  }
+  if (auto r = act::apply_cpusets(*w_, cs, want, topo_.online()); !r) {
+    out.errors.push_back("unmanaged cgroup " + act::printable(g.top, 256) + ": " + r.error().message());
+    return;
+  }
+  for (size_t i = 0; i < found.size(); ++i) found[i]->wrote = want[i].cpus;
+}
+
 void Reconciler::unmanaged(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out) {
   const CgroupHierarchy* cs = inv.cpuset_hierarchy();
   if (cs == nullptr) {
@@ -771,36 +814,8 @@ void Reconciler::unmanaged(const ctl::Plan& plan, const inv::Inventory& inv, Rec
   }
   std::map<CgroupId, bool> seen;
   for (const act::UnmanagedGroup& g : survey->groups) {
-    std::vector<act::CpusetTarget> want;
-    std::vector<FoundUnmanaged*> found;
-    std::string why;
-    for (size_t i = 0; i < g.cgroups.size(); ++i) {
-      const CgroupDir& dir = g.cgroups[i];
-      seen[dir.id()] = true;
-      FoundUnmanaged& f =
-          found_unmanaged_
-              .try_emplace(dir.id(), FoundUnmanaged{dir.path(), g.found[i], g.cpus[i], std::nullopt})
-              .first->second;
-      found.push_back(&f);
-      const CpuSet off = f.as_found - held;
-      if (off.empty() && why.empty())
-        why = act::printable(dir.path(), 256) + " has only CPUs critical workloads hold (" +
-              f.as_found.to_list() + ")";
-      want.push_back({dir.path(), off, std::nullopt, &dir});
-    }
-    if (!why.empty()) {
-      // Left as found (given back, where an earlier survey had changed it).
-      note(out, "not isolated: " + act::printable(g.top, 256) + ": " + why);
-      std::vector<std::pair<const CgroupDir*, FoundUnmanaged*>> back;
-      for (size_t i = 0; i < g.cgroups.size(); ++i) back.emplace_back(&g.cgroups[i], found[i]);
-      give_back_cpusets(*cs, back, out);  // each given back has its `wrote` reset
-      continue;
-    }
-    if (auto r = act::apply_cpusets(*w_, *cs, want, host); !r) {
-      out.errors.push_back("unmanaged cgroup " + act::printable(g.top, 256) + ": " + r.error().message());
-      continue;
-    }
-    for (size_t i = 0; i < found.size(); ++i) found[i]->wrote = want[i].cpus;
+    for (const CgroupDir& dir : g.cgroups) seen[dir.id()] = true;
+    isolate(g, *cs, held, out);
   }
   // Cgroups keel changed that are no longer unmanaged (a workload came into them) or gone.
   std::vector<CgroupDir> held_dirs;

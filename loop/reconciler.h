@@ -60,6 +60,11 @@ class Reconciler {
                  const inv::Inventory& inv, const CgroupHierarchy& cs, CpusetBatch& b, Reconciled& out);
   void write_cpusets(const inv::Inventory& inv, const CgroupHierarchy& cs, CpusetBatch& b, Reconciled& out);
   void weights(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
+  // One cgroup's weight: `shares` where wanted (what it had kept first), else back to what it had.
+  void weigh(const inv::Instance& ins, const inv::Node& n, const CgroupDir& dir, const CgroupHierarchy& cpu,
+             bool want, uint64_t shares, const inv::Inventory& inv, Reconciled& out);
+  std::string no_weight(const inv::Instance& ins, const inv::Node& n, const CgroupHierarchy& cpu,
+                        std::string_view file);  // the note for a cgroup without a weight file
   // Cgroups into and out of the preemption class (before weights: the kernel refuses a weight in it).
   void classes(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
   void resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv, Reconciled& out);
@@ -69,6 +74,7 @@ class Reconciler {
   // isolate_root_tasks) kept off the CPUs critical instances hold; given back when none holds any.
   void unmanaged(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
   struct FoundUnmanaged;
+  void isolate(const act::UnmanagedGroup& g, const CgroupHierarchy& cs, const CpuSet& held, Reconciled& out);
   void give_back_unmanaged(const inv::Inventory& inv, const CgroupHierarchy& cs, Reconciled& out);
   // Cpusets of unmanaged cgroups keel wrote back to the text found ("" on v2: not set, or every CPU
   // where the kernel refuses that); one another writer changed since is left as it is. Each given back
@@ -117,6 +123,8 @@ class Reconciler {
   std::map<CgroupId, Classed> classed_;
   size_t min_weight_classed_ = 0;  // of classed_, those the minimum weight stands for
   uint64_t class_pass_ = 0;
+  void enter_class(const inv::Instance& ins, const inv::Node& n, const CgroupDir& dir,
+                   const CgroupHierarchy& cpu, uint64_t stamp, Reconciled& out);
   bool leave_class(const CgroupDir& dir, const Classed& c, Reconciled& out, const std::string& who);
   KubeletState kubelet_;  // kubelet's static CPU manager: its CPUs and its pods' cpusets are not keel's
   std::optional<act::Resctrl> resctrl_;

@@ -114,14 +114,21 @@ TEST(Kubernetes, TheConfigMapAndPrometheusRuleAreGeneratedFromTheirSources) {
   auto [crc, cout] =
       run_command(testing::keel_binary().string() + " check-config " + (dir.path() / "keel.toml").string());
   EXPECT_EQ(crc, 0) << cout;
-  // Every alert of the rule file is in the PrometheusRule.
+  // Every alert of the rule file is in the PrometheusRule, with the same expression.
   const std::string rules = slurp(testing::source_dir() / "dashboards/rules/keel-alerts.yml");
   const std::string pr = slurp(manifests() / "prometheusrule.yaml");
+  auto expr_after = [](const std::string& text, size_t at) {  // the alert's `expr:` line, trimmed
+    const size_t e = text.find("expr:", at);
+    return e == std::string::npos ? std::string() : text.substr(e, text.find('\n', e) - e);
+  };
   size_t alerts = 0;
   const std::string rule = "\n      - alert: ";
   for (size_t at = rules.find(rule); at != std::string::npos; at = rules.find(rule, at + 1), ++alerts) {
-    std::string name = rules.substr(at + 1, rules.find('\n', at + 1) - at - 1);
-    EXPECT_NE(pr.find(name), std::string::npos) << name;
+    const size_t dash = rules.find("- alert: ", at);
+    const std::string name = rules.substr(dash, rules.find('\n', dash) - dash);
+    const size_t in_pr = pr.find(name + "\n");
+    ASSERT_NE(in_pr, std::string::npos) << name;
+    EXPECT_EQ(expr_after(pr, in_pr), expr_after(rules, at)) << name;
   }
   EXPECT_GE(alerts, 10u);
 }
