@@ -110,6 +110,31 @@ void empty_and_remove(const fs::path& dir) {
   }
 }
 
+// A tree left by a test process that was killed before its destructor ran: NAME-PID where no process
+// PID lives, every cgroup in it emptied and removed, deepest first.
+void remove_stale_trees(const fs::path& mount, const std::string& name) {
+  const size_t dash = name.rfind('-');
+  if (dash == std::string::npos) return;
+  const std::string prefix = name.substr(0, dash + 1);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(mount, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n == name || !n.starts_with(prefix) || n.size() == prefix.size() || n.size() > prefix.size() + 9 ||
+        !std::all_of(n.begin() + static_cast<std::ptrdiff_t>(prefix.size()), n.end(),
+                     [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(n.substr(prefix.size())));
+    if (::kill(pid, 0) == 0 || errno != ESRCH || !e.is_directory(ec)) continue;
+    std::vector<fs::path> dirs = {e.path()};
+    for (const auto& d : fs::recursive_directory_iterator(e.path(), ec))
+      if (d.is_directory(ec)) dirs.push_back(d.path());
+    std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {
+      return std::distance(a.begin(), a.end()) > std::distance(b.begin(), b.end());
+    });
+    for (const auto& d : dirs) empty_and_remove(d);
+  }
+}
+
 }  // namespace
 
 const char* to_string(Layout layout) {
@@ -427,6 +452,7 @@ DelegatedTree::DelegatedTree(const std::string& name, const std::string& slice) 
     for (const auto& m : {v1_mount("cpu"), v1_mount("cpuacct"), cpuset_})
       if (std::find(mounts_.begin(), mounts_.end(), m) == mounts_.end()) mounts_.push_back(m);
     path_ = "/" + name_;
+    for (const auto& m : mounts_) remove_stale_trees(m, name_);
     for (const auto& m : mounts_)
       if (::mkdir((m / name_).c_str(), 0755) != 0) {
         error_ = "mkdir " + (m / name_).string() + ": " + std::strerror(errno);
