@@ -76,8 +76,8 @@ struct EarlyTicks {
     wake = w.front();
     at = std::max(now, last + gap);
   }
-  // A tick started (what was due is taken) and ended (`acted`: its plan changed something); true when
-  // crossings stop waking ticks from now on.
+  // A tick started (what was due is taken) and ended (`acted`: its plan changed something, or a critical
+  // p99 is over its SLO); true when crossings stop waking ticks from now on.
   bool ticked(Clock::time_point started, bool periodic, bool for_crossing, bool acted) {
     crossing.reset();
     wake.reset();
@@ -297,7 +297,7 @@ Loop::Exit Loop::run(Events& events, bool once) {
       if (next < now) next = now + period;  // fell behind
     }
     const bool for_crossing = !periodic && early.crossing;
-    if (!periodic && early.crossing) log_early(n, *early.crossing);
+    if (for_crossing) log_early(n, *early.crossing);
     if (!periodic && early.wake) log_watch(n, *early.wake, lull_for);
     const uint64_t crossed_at = early.crossing ? early.crossing->at_ns : 0;
     tick(n);

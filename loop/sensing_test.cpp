@@ -570,6 +570,13 @@ bpf::CgroupSched waited_long(CgroupId id, uint64_t waits, double us) {
   return c;
 }
 
+// crit and batch with cpusets and weights (no class), the [daemon] table's `daemon` lines added.
+config::Spec loop_spec(const std::string& daemon) {
+  return spec_of("[daemon]\nhierarchy = \"cpu\"\n" + daemon +
+                 std::string(kCritAndBatch).substr(std::string_view(kCritAndBatch).find("[[")) +
+                 "[actuators]\ncpuset = true\ncpu_weight = true\npreempt_class = \"off\"\n");
+}
+
 // Whole ticks of keel run's loop (sense, decide, act, publish) over a fake sensor and a temporary v1
 // tree with the kernel's file formats, enforcing, with a journal: while crit waits 3 ms at a time and
 // keeps most of a CPU busy, the loop gives it whole cores (its cpuset and the batch's change, each
@@ -578,10 +585,7 @@ bpf::CgroupSched waited_long(CgroupId id, uint64_t waits, double us) {
 TEST(LoopFakeSensor, WholeTicksProtectAVictimThenGiveEverythingBackWhenItIdles) {
   TempDir tmp;
   const SysRoots roots = v1_noprefix_host(tmp);
-  const config::Spec spec =
-      spec_of("[daemon]\nhierarchy = \"cpu\"\nperiod = \"100ms\"\n" +
-              std::string(kCritAndBatch).substr(std::string_view(kCritAndBatch).find("[[")) +
-              "[actuators]\ncpuset = true\ncpu_weight = true\npreempt_class = \"off\"\n");
+  const config::Spec spec = loop_spec("period = \"100ms\"\n");
   ASSERT_EQ(spec.period, std::chrono::milliseconds(100));
   auto [sensing, fake] = open(roots, spec);
   const CgroupId crit = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/crit", 1);
@@ -653,10 +657,7 @@ TEST(LoopFakeSensor, WholeTicksProtectAVictimThenGiveEverythingBackWhenItIdles) 
 TEST(LoopFakeSensor, CrossingsThatChangeNothingStopWakingTicksUntilThePeriodicOne) {
   TempDir tmp;
   const SysRoots roots = v1_noprefix_host(tmp);
-  const config::Spec spec =
-      spec_of("[daemon]\nhierarchy = \"cpu\"\nperiod = \"1s\"\nearly_ticks = true\n" +
-              std::string(kCritAndBatch).substr(std::string_view(kCritAndBatch).find("[[")) +
-              "[actuators]\ncpuset = true\ncpu_weight = true\npreempt_class = \"off\"\n");
+  const config::Spec spec = loop_spec("period = \"1s\"\nearly_ticks = true\n");
   auto [sensing, fake] = open(roots, spec);
   const CgroupId crit = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/crit", 1);
   const CgroupId batch = id_of(tmp.path() / "sys/fs/cgroup/cpu/svc/batch", 1);
