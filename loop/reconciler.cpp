@@ -427,8 +427,9 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
       seen[dir->id()] = true;
       if (auto c = classed_.empty() ? classed_.end() : classed_.find(dir->id()); c != classed_.end()) {
         if (c->second.how != act::PreemptClass::min_weight) continue;  // the kernel fixes it in the class
-        weigh(ins, *n, *dir, *cpu, true, kSharesMin, inv, out);        // no class on this kernel: the minimum
-        continue;                                                      // weight stands for it
+        // No class on this kernel: the minimum weight stands for it.
+        weigh(ins, *n, *dir, *cpu, true, kSharesMin, inv, out);
+        continue;
       }
       weigh(ins, *n, *dir, *cpu, want, shares, inv, out);
     }
