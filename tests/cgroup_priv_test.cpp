@@ -230,38 +230,50 @@ TEST_F(CgroupPriv, RemovedCgroupsVanishFromRediscovery) {
   }
 }
 
-// A test process killed before its DelegatedTree's destructor ran leaves its cgroups behind (cgroup v1:
-// a directory per hierarchy, leaves inside); the next tree of that name removes them first. The child
-// here makes a tree with a leaf and exits without destructors, as a killed test would.
+// A test process killed before its DelegatedTree's destructor ran leaves its tree behind: on cgroup v1 a
+// directory per hierarchy (leaves inside), on v2 a systemd scope kept alive by its parked process, which
+// outlives the test. The next tree of that name removes it first. The child here makes a tree with a
+// leaf and exits without destructors, as a killed test would.
 TEST(DelegatedTreePriv, TheTreeOfAKilledTestIsRemovedByTheNextOne) {
   if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root";
   std::string why;
   auto layout = testing::host_layout(&why);
   if (!layout) GTEST_SKIP() << "skipped: " << why;
-  if (*layout != testing::Layout::v1)
-    GTEST_SKIP() << "skipped: on v2 a tree is a systemd scope, which ends when its processes do";
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     auto* tree = new testing::DelegatedTree("keel-stale-" + std::to_string(::getpid()));
-    ::_exit(tree->error().empty() && tree->make("leaf") ? 0 : 1);  // no destructor: left behind
+    const bool made = tree->error().empty() && tree->make("leaf");
+    std::ofstream(fs::path("/run") / ("keel-stale-" + std::to_string(::getpid()))) << tree->dir().string();
+    ::_exit(made ? 0 : 1);  // no destructor: left behind
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const fs::path said = fs::path("/run") / ("keel-stale-" + std::to_string(child));
+  const fs::path left = testing::slurp(said);
+  fs::remove(said);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  std::vector<fs::path> left;
-  {
-    testing::DelegatedTree probe("keel-probe-" + std::to_string(::getpid()));
-    ASSERT_TRUE(probe.error().empty()) << probe.error();
-    for (const auto& m : probe.mounts()) left.push_back(m / ("keel-stale-" + std::to_string(child)));
-  }
-  for (const auto& d : left) ASSERT_TRUE(fs::exists(d / "leaf")) << d << ": the child's tree was not made";
+  ASSERT_TRUE(fs::exists(left / "leaf")) << left << ": the child's tree was not made";
   {
     testing::DelegatedTree next("keel-stale-" + std::to_string(::getpid()));
     ASSERT_TRUE(next.error().empty()) << next.error();
-    for (const auto& d : left) EXPECT_FALSE(fs::exists(d)) << d << " is left behind";
+    EXPECT_FALSE(fs::exists(left)) << left << " is left behind";
+    if (*layout == testing::Layout::v2) {
+      EXPECT_NE(testing::systemd::property("keel_stale_" + std::to_string(child) + ".scope", "ActiveState"),
+                "active");
+    }
   }
-  for (const auto& d : left) (void)::rmdir((d / "leaf").c_str()), (void)::rmdir(d.c_str());
+  if (!fs::exists(left)) return;
+  // The test failed: clean up after it.
+  if (*layout == testing::Layout::v2) {
+    testing::systemd::stop("keel_stale_" + std::to_string(child) + ".scope");
+    return;
+  }
+  for (const char* c : {"cpu", "cpuacct", "cpuset"}) {
+    const fs::path d = fs::path("/sys/fs/cgroup") / c / ("keel-stale-" + std::to_string(child));
+    (void)::rmdir((d / "leaf").c_str());
+    (void)::rmdir(d.c_str());
+  }
 }
 
 }  // namespace

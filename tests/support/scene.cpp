@@ -110,21 +110,26 @@ void empty_and_remove(const fs::path& dir) {
   }
 }
 
-// A tree left by a test process that was killed before its destructor ran: NAME-PID where no process
-// PID lives, every cgroup in it emptied and removed, deepest first.
+// Whether `n` is PREFIX<pid>SUFFIX of a process that is gone (a test killed before its destructor ran).
+bool of_gone_process(const std::string& n, const std::string& prefix, const std::string& suffix) {
+  if (!n.starts_with(prefix) || !n.ends_with(suffix) || n.size() <= prefix.size() + suffix.size() ||
+      n.size() > prefix.size() + suffix.size() + 9)
+    return false;
+  const std::string pid = n.substr(prefix.size(), n.size() - prefix.size() - suffix.size());
+  if (!std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  return ::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH;
+}
+
+// v1: the NAME-PID trees of a gone process in `mount`, every cgroup in them emptied and removed,
+// deepest first.
 void remove_stale_trees(const fs::path& mount, const std::string& name) {
   const size_t dash = name.rfind('-');
   if (dash == std::string::npos) return;
-  const std::string prefix = name.substr(0, dash + 1);
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(mount, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n == name || !n.starts_with(prefix) || n.size() == prefix.size() || n.size() > prefix.size() + 9 ||
-        !std::all_of(n.begin() + static_cast<std::ptrdiff_t>(prefix.size()), n.end(),
-                     [](char c) { return c >= '0' && c <= '9'; }))
+    if (e.path().filename() == name || !of_gone_process(e.path().filename(), name.substr(0, dash + 1), "") ||
+        !e.is_directory(ec))
       continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(n.substr(prefix.size())));
-    if (::kill(pid, 0) == 0 || errno != ESRCH || !e.is_directory(ec)) continue;
     std::vector<fs::path> dirs = {e.path()};
     for (const auto& d : fs::recursive_directory_iterator(e.path(), ec))
       if (d.is_directory(ec)) dirs.push_back(d.path());
@@ -466,6 +471,16 @@ DelegatedTree::DelegatedTree(const std::string& name, const std::string& slice) 
   }
   std::replace(name_.begin(), name_.end(), '-', '_');
   unit_ = name_ + ".scope";
+  // The NAME_PID.scope of a gone process: its parked process (which outlived the test) stopped with it.
+  if (const size_t u = name_.rfind('_'); u != std::string::npos) {
+    const std::string prefix = name_.substr(0, u + 1);
+    auto [rc, units] = run_command("systemctl list-units --all --plain --no-legend '" + prefix + "*.scope'");
+    std::istringstream lines(units);
+    for (std::string line; rc == 0 && std::getline(lines, line);) {
+      const std::string unit = line.substr(0, line.find(' '));
+      if (of_gone_process(unit, prefix, ".scope")) systemd::stop(unit);
+    }
+  }
   cpuset_ = "/sys/fs/cgroup";
   mounts_ = {cpuset_};
   parked_ = park();

@@ -140,8 +140,8 @@ class Scene {
 // children controllers holds no processes). Both have the cpu and cpuset controllers for children.
 class DelegatedTree {
  public:
-  // v1: NAME-PID trees of the same NAME whose process is gone (a test killed before its destructor
-  // ran) are removed first.
+  // NAME-PID trees (v1) or NAME_PID scopes (v2) of the same NAME whose process is gone (a test killed
+  // before its destructor ran) are removed first.
   explicit DelegatedTree(const std::string& name, const std::string& slice = "");
   ~DelegatedTree();
   DelegatedTree(const DelegatedTree&) = delete;
