@@ -171,7 +171,7 @@ Result<bool> KnobWriter::set(const CgroupDir& dir, CgroupFile f, std::string_vie
   }
   std::string want(trim(value));
   if (mode_ == Mode::observe) observe_current(*k, current);
-  auto may = may_write(*k, dir.id(), kind, current, dir.path());
+  auto may = may_write(*k, dir.id(), kind, current, dir.path(), f);
   if (!may) return std::unexpected(may.error());
   if (!*may) return false;
   if (same_value(kind, current, want)) return false;
@@ -196,14 +196,15 @@ bool KnobWriter::locked_out(const KnobPath& k) const {
 }
 
 Result<bool> KnobWriter::may_write(const KnobPath& k, CgroupId cgroup, ValueKind kind,
-                                   const std::string& current, std::string_view cgroup_path) {
+                                   const std::string& current, std::string_view cgroup_path,
+                                   std::optional<CgroupFile> file) {
   if (mode_ != Mode::enforce) return true;
   if (locked_out(k)) return false;
   auto w = wrote_.find({k, cgroup.inode});
   if (w == wrote_.end() || same_value(kind, current, w->second)) return true;
   if (owner_wrote_back(k, cgroup, cgroup_path, kind, current, w->second)) return true;  // written again now
   // Someone else wrote it since keel did: keel gives the knob up (the journal's original with it).
-  drifts_.push_back({k, cgroup, w->second, current});
+  drifts_.push_back({k, cgroup, file, w->second, current});
   wrote_.erase(w);
   Lockout& l = lockouts_[k];
   l.strikes = std::min(l.strikes + 1, 16u);

@@ -36,7 +36,8 @@ struct Change {
 // lockout of kDriftLockoutTicks, doubled at each drift of the same knob (never a write-war).
 struct Drift {
   KnobPath path;
-  CgroupId cgroup;  // the held cgroup it is in (none for a knob written by path)
+  CgroupId cgroup;                 // the held cgroup it is in (none for a knob written by path)
+  std::optional<CgroupFile> file;  // the cgroup file it is, for a knob of a held cgroup
   std::string wrote, now;
 };
 inline constexpr uint64_t kDriftLockoutTicks = 60;
@@ -154,9 +155,10 @@ class KnobWriter {
   std::string& observe_current(const KnobPath& k, std::string& current);
   // Before a write of `k` (found at `current`): false when it must not be written now (a lockout, or a
   // drift found now).
-  // `cgroup_path`: the cgroup's path from its hierarchy's root, "" for a knob written by path.
+  // `cgroup_path`: the cgroup's path from its hierarchy's root, "" for a knob written by path; `file`
+  // the cgroup file `k` is, for a knob of a held cgroup.
   Result<bool> may_write(const KnobPath& k, CgroupId cgroup, ValueKind kind, const std::string& current,
-                         std::string_view cgroup_path = {});
+                         std::string_view cgroup_path = {}, std::optional<CgroupFile> file = std::nullopt);
   void note(Change c);
   std::vector<Change> changes_;
   size_t dropped_changes_ = 0;

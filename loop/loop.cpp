@@ -338,7 +338,7 @@ void Loop::tick(uint64_t n) {
   acted_ = !plan.actions.empty() ||
            std::any_of(plan.workloads.begin(), plan.workloads.end(),
                        [](const auto& w) { return w.second.violated || w.second.slack < 0; });
-  auto done = reconciler_.apply(plan, *snap, p_.sensing->inventory());
+  auto done = reconciler_.apply(plan, p_.sensing->inventory());
   keep_off_critical_cpus(plan);
   p_.sensing->touched(done.touched, done.unheld);
   // Publish: status when a critical workload's state turns (or every tick with --verbose), then the

@@ -15,7 +15,6 @@ namespace keel::loop {
 namespace {
 
 using ctl::Plan;
-using ctl::Snapshot;
 
 // A cgroup below another of the same instance (a pod's container, a VM's vCPU cgroup): its weight and
 // class only rank it among its siblings, so those are set on the instance's top cgroups alone and what
@@ -41,12 +40,6 @@ std::vector<unsigned> one_per_core(const CpuSet& cpus, const Topology& topo) {
     for (const auto& core : cores)
       if (round < core.size()) order.push_back(core[round]);
   return order;
-}
-
-const ctl::WorkloadSignals* find(const Snapshot& s, const std::string& inst) {
-  for (const auto& w : s.workloads)
-    if (w.instance == inst) return &w;
-  return nullptr;
 }
 
 // The cgroups of an instance, from this tick's inventory (whose instances are in name order).
@@ -189,7 +182,7 @@ void Reconciler::adopt_journaled(const inv::Inventory& inv, Reconciled& out) {
     out.errors.push_back("giving back what a previous keel set: " + e.message());
 }
 
-Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::Inventory& inv) {
+Reconciled Reconciler::apply(const Plan& plan, const inv::Inventory& inv) {
   Reconciled out;
   w_->set_tick(inv.tick());
   if (adopting_) {
@@ -211,7 +204,7 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   if (classes_on || !classed_.empty()) classes(plan, inv, out);
   if (spec_.actuators.cpu_weight || min_weight_classed_ > 0 || !found_weight_.empty())
     weights(plan, inv, out);
-  if (spec_.actuators.resctrl || !groups_.empty()) resctrl(plan, snap, inv, out);
+  if (spec_.actuators.resctrl || !groups_.empty()) resctrl(plan, inv, out);
   if (spec_.actuators.steal_task || steal_) steal(plan, out);  // off in the plan when the config is
   if (spec_.actuators.irq_affinity) {
     irqs(plan, out);
@@ -231,9 +224,8 @@ Reconciled Reconciler::apply(const Plan& plan, const Snapshot& snap, const inv::
   out.reapplied = w_->take_reapplied();
   for (const act::Drift& d : out.drifts) {
     if (d.cgroup == CgroupId{}) continue;
-    const auto file = cgroup_file_named(d.path.rel.filename().string());
-    if (file == CgroupFile::cpus) found_cpus_.erase(d.cgroup);
-    if (file == CgroupFile::weight) found_weight_.erase(d.cgroup);
+    if (d.file == CgroupFile::cpus) found_cpus_.erase(d.cgroup);
+    if (d.file == CgroupFile::weight) found_weight_.erase(d.cgroup);
   }
   return out;
 }
@@ -605,8 +597,7 @@ bool Reconciler::leave_class(const CgroupDir& dir, const Classed& c, Reconciled&
   return true;
 }
 
-void Reconciler::resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv,
-                         Reconciled& out) {
+void Reconciler::resctrl(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out) {
   if (!resctrl_opened_) {
     resctrl_opened_ = true;
     auto r = act::Resctrl::open(*w_);
@@ -618,26 +609,28 @@ void Reconciler::resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const
       resctrl_.emplace(std::move(**r));
   }
   if (!resctrl_) return;
-  for (const auto& w : snap.workloads) {
-    auto d = plan.desired.find(w.instance);
-    if (d == plan.desired.end() || (!d->second.l3_ways && !d->second.mba_percent)) continue;
+  // An instance's group while the plan gives it ways or bandwidth and it has cgroups this tick.
+  auto wants = [](const ctl::KnobState& k) { return k.l3_ways || k.mba_percent; };
+  for (const auto& [instance, want] : plan.desired) {
+    const auto& nodes = nodes_of(inv, instance);
+    if (!wants(want) || nodes.empty()) continue;
     act::ResctrlGroupSpec spec;
-    spec.name = act::resctrl_group_name(w.instance);
-    spec.l3_ways = d->second.l3_ways;
-    if (d->second.mba_percent) {
+    spec.name = act::resctrl_group_name(instance);
+    spec.l3_ways = want.l3_ways;
+    if (want.mba_percent) {
       if (resctrl_->info().mba_mbps)
         note(out, "resctrl is mounted with mba_MBps: MBA percentages are not applied");
       else
-        spec.mb_percent = d->second.mba_percent;
+        spec.mb_percent = want.mba_percent;
     }
     auto applied = resctrl_->apply(spec);
     if (!applied) {
       out.errors.push_back("resctrl group " + spec.name + ": " + applied.error().message());
       continue;
     }
-    groups_[w.instance] = spec.name;
+    groups_[instance] = spec.name;
     std::vector<int> tids;
-    for (const inv::Node* n : nodes_of(inv, w.instance)) {
+    for (const inv::Node* n : nodes) {
       auto text = n->dir.read(CgroupFile::threads);
       if (!text) continue;
       for (size_t i = 0; i < text->size();) {
@@ -653,8 +646,7 @@ void Reconciler::resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const
   // Groups no longer wanted (given back, or their instance gone): removed, their tasks and ways go back.
   for (auto it = groups_.begin(); it != groups_.end();) {
     auto d = plan.desired.find(it->first);
-    bool wanted =
-        d != plan.desired.end() && (d->second.l3_ways || d->second.mba_percent) && find(snap, it->first);
+    bool wanted = d != plan.desired.end() && wants(d->second) && !nodes_of(inv, it->first).empty();
     if (wanted) {
       ++it;
       continue;

@@ -41,8 +41,9 @@ class Reconciler {
  public:
   static constexpr uint64_t kPruneTicks = 64;  // what gone cgroups left is dropped this often
   Reconciler(config::Spec spec, Topology topo, act::KnobWriter& w);
-  // `inv` is this tick's inventory, the one `snap` was sensed from.
-  Reconciled apply(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv);
+  // `inv` is this tick's inventory, the one the plan's snapshot was sensed from: the instances and their
+  // cgroups the plan's knobs go to.
+  Reconciled apply(const ctl::Plan& plan, const inv::Inventory& inv);
   // A keel that handed over changed these knobs: at the next apply, each managed cgroup's knobs the
   // journal holds count as found with the journal's original (not what is there now, which that keel
   // set), so a give-back writes the original.
@@ -67,7 +68,7 @@ class Reconciler {
                         std::string_view file);  // the note for a cgroup without a weight file
   // Cgroups into and out of the preemption class (before weights: the kernel refuses a weight in it).
   void classes(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
-  void resctrl(const ctl::Plan& plan, const ctl::Snapshot& snap, const inv::Inventory& inv, Reconciled& out);
+  void resctrl(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
   void steal(const ctl::Plan& plan, Reconciled& out);
   void irqs(const ctl::Plan& plan, Reconciled& out);
   // actuators.isolate_unmanaged: top-level cgroups no workload is in (and the root's processes, with

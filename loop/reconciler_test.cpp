@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "actuators/journal.h"
 #include "config/config.h"
@@ -20,8 +23,6 @@ namespace keel::loop {
 
 using ctl::KnobState;
 using ctl::Plan;
-using ctl::Snapshot;
-using ctl::WorkloadSignals;
 namespace {
 
 using testing::slurp;
@@ -71,16 +72,6 @@ class ReconcilerV2Tree : public ::testing::Test {
     }
     spec_ = config::compile(cfg_, topo_.online());
     inv_ = inventory(spec_);
-    snap_.tick = 1;
-    snap_.workloads = {signals("crit", true, "/svc/crit"), signals("batch", false, "/svc/batch")};
-  }
-  static WorkloadSignals signals(const std::string& name, bool critical, const std::string& cg) {
-    WorkloadSignals w;
-    w.instance = w.workload = name;
-    w.critical = critical;
-    w.cgroups = {cg};
-    w.cpus = L("0-7");
-    return w;
   }
   std::string file(const std::string& rel) { return slurp(roots_.cgroup / rel); }
   // A journal in the tree's state directory and an enforcing writer over it.
@@ -120,7 +111,6 @@ class ReconcilerV2Tree : public ::testing::Test {
   config::Config cfg_;
   config::Spec spec_;
   std::unique_ptr<inv::Inventory> inv_;
-  Snapshot snap_;
 };
 
 // A restart that hands over: the first keel's reconciler acts and stops without giving back (its journal
@@ -133,7 +123,7 @@ TEST_F(ReconcilerV2Tree, AnAdoptedJournalGivesBackTheFirstKeelsOriginals) {
   act::KnobWriter w(roots_, act::Mode::enforce, &*j);
   {
     Reconciler first(spec_, topo_, w);
-    auto done = first.apply(acting(), snap_, *inv_);
+    auto done = first.apply(acting(), *inv_);
     ASSERT_TRUE(done.errors.empty()) << done.errors.front();
     // And a knob no workload covers (as an unmanaged cgroup's or a mechanism's would be).
     ASSERT_TRUE(w.set({act::Root::cgroup, "svc/cpu.weight"}, "77"));
@@ -144,14 +134,14 @@ TEST_F(ReconcilerV2Tree, AnAdoptedJournalGivesBackTheFirstKeelsOriginals) {
   for (bool adopt : {false, true}) {
     Reconciler second(spec_, topo_, w);
     if (adopt) second.adopt();
-    auto held = second.apply(acting(), snap_, *inv_);
+    auto held = second.apply(acting(), *inv_);
     EXPECT_TRUE(held.changes.empty()) << held.changes.front().path.str();
     if (!adopt) {
       EXPECT_EQ(file("svc/cpu.weight"), "77");
     }
     Plan quiet;
     quiet.tick = 2;
-    auto back = second.apply(quiet, snap_, *inv_);
+    auto back = second.apply(quiet, *inv_);
     EXPECT_TRUE(back.errors.empty()) << back.errors.front();
     if (adopt) {
       EXPECT_EQ(file("svc/cpu.weight"), "100") << "not adopted: given back at once";
@@ -201,7 +191,7 @@ TEST_F(ReconcilerV2Tree, AGlobNeverDemotesInitOrASystemServiceButDemotesAContain
   auto enforcing = enforcing_writer();
   ASSERT_TRUE(enforcing);
   Reconciler r(spec_, topo_, enforcing->writer);
-  auto done = r.apply(p, snap_, *inv_);
+  auto done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   for (const char* host : {"system.slice/systemd-journald.service", "init.scope"}) {
     EXPECT_EQ(file(std::string(host) + "/cpu.idle"), "0\n") << host;
@@ -232,7 +222,7 @@ TEST_F(ReconcilerV2Tree, AUnitSystemdRealisedAgainIsProtectedAgainInTheNextTick)
   Reconciler r(spec_, topo_, enforcing->writer);
   Plan p = acting();
   p.desired["batch"].preempt = true;
-  auto done = r.apply(p, snap_, *inv_);
+  auto done = r.apply(p, *inv_);
   ASSERT_TRUE(done.errors.empty()) << done.errors.front();
   ASSERT_EQ(file("svc/crit/cpu.weight"), "200");
   ASSERT_EQ(file("svc/batch/cpu.idle"), "1");
@@ -244,7 +234,7 @@ TEST_F(ReconcilerV2Tree, AUnitSystemdRealisedAgainIsProtectedAgainInTheNextTick)
   ASSERT_TRUE(inv_->refresh_tree());
   inv_->match({});
   p.tick = 2;
-  done = r.apply(p, snap_, *inv_);
+  done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_TRUE(done.drifts.empty()) << done.drifts.front().path.str();
   EXPECT_EQ(file("svc/crit/cpu.weight"), "200");
@@ -290,7 +280,7 @@ TEST_F(ReconcilerV2Tree, TreeWithLibvirtsLayoutAVmsVcpusArePinnedOnePerCoreAndIt
   Plan p;
   p.tick = 1;
   p.desired["db"] = KnobState{4096, L("0-3"), std::nullopt, std::nullopt};
-  auto done = r.apply(p, snap_, *inv_);
+  auto done = r.apply(p, *inv_);
   ASSERT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file(scope + "/cpuset.cpus"), "0-3");
   EXPECT_EQ(file(scope + "/libvirt/emulator/cpuset.cpus"), "0-3");
@@ -305,10 +295,10 @@ TEST_F(ReconcilerV2Tree, TreeWithLibvirtsLayoutAVmsVcpusArePinnedOnePerCoreAndIt
   spec_ = config::compile(cfg_, topo_.online());
   inv_ = inventory(spec_);
   r.respec(spec_);
-  ASSERT_TRUE(r.apply(p, snap_, *inv_).errors.empty());
+  ASSERT_TRUE(r.apply(p, *inv_).errors.empty());
   EXPECT_EQ(file(scope + "/libvirt/vcpu1/cpuset.cpus"), "0-3");
   // Let go: every cgroup as found.
-  auto back = r.apply(Plan{}, snap_, *inv_);
+  auto back = r.apply(Plan{}, *inv_);
   ASSERT_TRUE(back.errors.empty()) << back.errors.front();
   for (std::string cg : {scope, scope + "/libvirt/emulator", scope + "/libvirt/vcpu1"})
     EXPECT_EQ(file(cg + "/cpuset.cpus"), "0-7") << cg;
@@ -323,28 +313,29 @@ TEST_F(ReconcilerV2Tree, ACpusetAnotherManagerRewroteIsReportedAndLeftToIt) {
   ASSERT_TRUE(enforcing);
   act::KnobWriter& w = enforcing->writer;
   Reconciler r(spec_, topo_, w);
-  ASSERT_TRUE(r.apply(acting(), snap_, *inv_).errors.empty());
+  ASSERT_TRUE(r.apply(acting(), *inv_).errors.empty());
   ASSERT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
   testing::make_tree(t_.path(), {{"sys/fs/cgroup/svc/crit/cpuset.cpus", "0-3\n"}});
   std::vector<act::Drift> drifts;
   for (int tick = 0; tick < 10 && drifts.empty(); ++tick) {
     ASSERT_TRUE(inv_->refresh_tree());
     inv_->match({});
-    auto done = r.apply(acting(), snap_, *inv_);
+    auto done = r.apply(acting(), *inv_);
     ASSERT_TRUE(done.errors.empty()) << done.errors.front();
     drifts = done.drifts;
   }
   ASSERT_EQ(drifts.size(), 1u) << "seen within refresh_ticks";
   EXPECT_EQ(drifts[0].wrote, "0-1");
   EXPECT_EQ(drifts[0].now, "0-3");
+  EXPECT_EQ(drifts[0].file, CgroupFile::cpus);
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-3\n");
   for (int tick = 0; tick < 10; ++tick) {  // still wanted: not written back during the lockout
     ASSERT_TRUE(inv_->refresh_tree());
     inv_->match({});
-    EXPECT_TRUE(r.apply(acting(), snap_, *inv_).drifts.empty());
+    EXPECT_TRUE(r.apply(acting(), *inv_).drifts.empty());
   }
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-3\n");
-  auto back = r.apply(Plan{}, snap_, *inv_);
+  auto back = r.apply(Plan{}, *inv_);
   EXPECT_TRUE(back.errors.empty()) << back.errors.front();
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-3\n") << "the 0-7 found first is not keel's to give back now";
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");  // the rest goes back as usual
@@ -361,7 +352,7 @@ TEST_F(ReconcilerV2Tree, ASubtreeWithoutTheControllersNamesTheParentToFix) {
   ASSERT_TRUE(enforcing);
   act::KnobWriter& w = enforcing->writer;
   Reconciler r(spec_, topo_, w);
-  auto done = r.apply(acting(), snap_, *inv_);
+  auto done = r.apply(acting(), *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   std::string notes;
   for (const auto& n : done.notes) notes += n + "\n";
@@ -405,8 +396,6 @@ TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersGetsThemFromSystemdNeverBehin
   cfg_.workloads[1].match.cgroup = "/system.slice/batch.service";
   spec_ = config::compile(cfg_, topo_.online());
   inv_ = inventory(spec_);
-  snap_.workloads = {signals("crit", true, "/system.slice/crit.service"),
-                     signals("batch", false, "/system.slice/batch.service")};
   std::vector<std::string> asked;
   act::DirOps ops = act::DirOps::real();
   ops.unit_property = [&](const SysRoots&, std::string_view unit, UnitProperty p,
@@ -426,7 +415,7 @@ TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersGetsThemFromSystemdNeverBehin
     act::KnobWriter w(roots_, act::Mode::observe, nullptr, ops);
     w.set_reapplied_by_owner(systemd_units);
     Reconciler r(spec_, topo_, w);
-    auto done = r.apply(p, snap_, *inv_);
+    auto done = r.apply(p, *inv_);
     EXPECT_TRUE(asked.empty());
     EXPECT_NE(
         all_notes(done).find("crit (/system.slice/crit.service) has no cpuset.cpus: its parent /system.slice "
@@ -440,7 +429,7 @@ TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersGetsThemFromSystemdNeverBehin
   act::KnobWriter w(roots_, act::Mode::enforce, &*j, ops);
   w.set_reapplied_by_owner(systemd_units);
   Reconciler r(spec_, topo_, w);
-  auto done = r.apply(p, snap_, *inv_);
+  auto done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   std::sort(asked.begin(), asked.end());
   EXPECT_EQ(asked,
@@ -461,7 +450,7 @@ TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersGetsThemFromSystemdNeverBehin
   // Asked once: the tick before systemd realised the units asks nothing more.
   asked.clear();
   p.tick = 2;
-  done = r.apply(p, snap_, *inv_);
+  done = r.apply(p, *inv_);
   EXPECT_TRUE(asked.empty());
   // systemd realised them: the controllers' files are there, and keel acts on them.
   for (const char* u : {"crit.service", "batch.service"}) {
@@ -473,7 +462,7 @@ TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersGetsThemFromSystemdNeverBehin
   ASSERT_TRUE(inv_->refresh_tree());
   inv_->match({});
   p.tick = 3;
-  done = r.apply(p, snap_, *inv_);
+  done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("system.slice/crit.service/cpuset.cpus"), "0-1");
   EXPECT_EQ(file("system.slice/crit.service/cpu.weight"), "200");
@@ -513,7 +502,7 @@ TEST_F(ReconcilerV2Tree, TreeWithKubeletsCpuManagerStateItsCpusAndItsPodsAreNotK
   Reconciler r(spec_, topo_, w);
   Plan p = acting();  // crit 0-1, batch 2-7
   p.desired["engine"] = KnobState{std::nullopt, L("4-7"), std::nullopt, std::nullopt};
-  auto done = r.apply(p, snap_, *inv_);
+  auto done = r.apply(p, *inv_);
   ASSERT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "1");     // not the reserved CPU 0
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "4-7");  // not the pod's exclusive 2-3
@@ -535,7 +524,7 @@ TEST_F(ReconcilerV2Tree, WritesThePlanThenGivesBackWhatThePlanNoLongerSets) {
   ASSERT_TRUE(j) << j.error().message();
   act::KnobWriter w(roots_, act::Mode::enforce, &*j);
   Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
-  auto done = r.apply(acting(), snap_, *inv_);
+  auto done = r.apply(acting(), *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "2-7");
@@ -544,19 +533,19 @@ TEST_F(ReconcilerV2Tree, WritesThePlanThenGivesBackWhatThePlanNoLongerSets) {
   EXPECT_EQ(done.changes.size(), 4u);
   EXPECT_EQ(j->entries().size(), 4u);  // each original journaled before its write
   // The same plan again writes nothing.
-  EXPECT_TRUE(r.apply(acting(), snap_, *inv_).changes.empty());
+  EXPECT_TRUE(r.apply(acting(), *inv_).changes.empty());
 
   // The victim's weight is given back; its CPUs stay.
   Plan p = acting();
   p.desired["crit"].shares.reset();
-  auto back = r.apply(p, snap_, *inv_);
+  auto back = r.apply(p, *inv_);
   ASSERT_EQ(back.changes.size(), 1u);
   EXPECT_EQ(back.changes[0].path.str(), "cgroup:svc/crit/cpu.weight");
   EXPECT_EQ(file("svc/crit/cpu.weight"), "100");
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
 
   // Nothing desired: every knob as found, with the host running on (the journal stays for exit).
-  auto none = r.apply(Plan{}, snap_, *inv_);
+  auto none = r.apply(Plan{}, *inv_);
   EXPECT_TRUE(none.errors.empty()) << none.errors.front();
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-7");
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");
@@ -569,18 +558,16 @@ TEST_F(ReconcilerV2Tree, AVanishedInstancesKnobsGoBackWhileItsCgroupRemains) {
   ASSERT_TRUE(j);
   act::KnobWriter w(roots_, act::Mode::enforce, &*j);
   Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
-  ASSERT_TRUE(r.apply(acting(), snap_, *inv_).errors.empty());
+  ASSERT_TRUE(r.apply(acting(), *inv_).errors.empty());
   // batch no longer matches (its config rule changed, or it is between containers): the plan and the
   // snapshot lose it, its cgroup is still there.
-  Snapshot s = snap_;
-  s.workloads.pop_back();
   Plan p = acting();
   p.desired.erase("batch");
   config::Config only_crit = cfg_;
   only_crit.workloads.pop_back();
   const config::Spec spec = config::compile(only_crit, topo_.online());
   auto without_batch = inventory(spec);
-  auto done = r.apply(p, s, *without_batch);
+  auto done = r.apply(p, *without_batch);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7");
   EXPECT_EQ(file("svc/batch/cpu.weight"), "100");
@@ -600,7 +587,7 @@ TEST_F(ReconcilerV2Tree, TheClassGoesOnTheInstancesOwnCgroupAndComesOffWithItsWe
   p.tick = 1;
   p.desired["batch"].preempt = true;
   p.desired["batch"].shares = 512;  // not the controller's way (it leaves a classed weight), still safe
-  auto done = r.apply(p, snap_, *inv_);
+  auto done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/batch/cpu.idle"), "1");
   EXPECT_EQ(file("svc/crit/cpu.idle"), "0\n");
@@ -617,7 +604,7 @@ TEST_F(ReconcilerV2Tree, TheClassGoesOnTheInstancesOwnCgroupAndComesOffWithItsWe
   p.tick = 2;
   p.desired["batch"].preempt = false;
   p.desired["batch"].shares.reset();
-  done = r.apply(p, snap_, *inv_);
+  done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/batch/cpu.idle"), "0");
   EXPECT_EQ(file("svc/batch/cpu.weight"), "40") << "the weight from before the class";
@@ -633,12 +620,12 @@ TEST_F(ReconcilerV2Tree, TreeWithOpenEulerQosLevelIsTheClassWhereThereIsNoCpuIdl
   Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
   Plan p;
   p.desired["batch"].preempt = true;
-  auto done = r.apply(p, snap_, *inv_);
+  auto done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/batch/cpu.qos_level"), "-1");
   EXPECT_EQ(file("svc/batch/cpu.weight"), "100\n");
   p.desired.clear();
-  done = r.apply(p, snap_, *inv_);
+  done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/batch/cpu.qos_level"), "0");
 }
@@ -658,7 +645,7 @@ TEST_F(ReconcilerV2Tree, TreeWithAnolisBvtWarpOrNoClassAtAllUsesTheMinimumWeight
   Plan p;
   p.desired["batch"].preempt = true;
   p.desired["crit"].preempt = true;
-  auto done = r.apply(p, snap_, *inv_);
+  auto done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/crit/cpu.bvt_warp_ns"), "-1");
   EXPECT_EQ(file("svc/crit/cpu.weight"), "100\n");
@@ -666,7 +653,7 @@ TEST_F(ReconcilerV2Tree, TreeWithAnolisBvtWarpOrNoClassAtAllUsesTheMinimumWeight
   ASSERT_EQ(done.notes.size(), 1u);
   EXPECT_NE(done.notes[0].find("the minimum weight stands for the preemption class"), std::string::npos);
   p.desired.clear();
-  done = r.apply(p, snap_, *inv_);
+  done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/crit/cpu.bvt_warp_ns"), "0");
   EXPECT_EQ(file("svc/batch/cpu.weight"), "100");
@@ -681,14 +668,12 @@ TEST_F(ReconcilerV2Tree, AVanishedInstanceLeavesTheClass) {
   Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
   Plan p;
   p.desired["batch"].preempt = true;
-  ASSERT_TRUE(r.apply(p, snap_, *inv_).errors.empty());
+  ASSERT_TRUE(r.apply(p, *inv_).errors.empty());
   ASSERT_EQ(file("svc/batch/cpu.idle"), "1");
   config::Config only_crit = cfg_;
   only_crit.workloads.pop_back();
   auto without_batch = inventory(config::compile(only_crit, topo_.online()));
-  Snapshot s = snap_;
-  s.workloads.pop_back();
-  auto done = r.apply(Plan{}, s, *without_batch);
+  auto done = r.apply(Plan{}, *without_batch);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("svc/batch/cpu.idle"), "0");
 }
@@ -697,7 +682,7 @@ TEST_F(ReconcilerV2Tree, ObserveComputesTheWritesAndChangesNoByte) {
   auto before = testing::tree_files(t_.path());
   act::KnobWriter w(roots_, act::Mode::observe, nullptr);
   Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
-  auto done = r.apply(acting(), snap_, *inv_);
+  auto done = r.apply(acting(), *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   ASSERT_EQ(done.changes.size(), 4u);
   for (const auto& c : done.changes) EXPECT_FALSE(c.written) << c.path.str();
@@ -705,7 +690,7 @@ TEST_F(ReconcilerV2Tree, ObserveComputesTheWritesAndChangesNoByte) {
   // The same plan tick after tick: observe sees its own earlier writes and records nothing again (a
   // would-be write logged once, not every tick); the writer holds nothing more than it did.
   for (uint64_t tick = 2; tick < 200; ++tick) {
-    auto again = r.apply(acting(), snap_, *inv_);
+    auto again = r.apply(acting(), *inv_);
     ASSERT_TRUE(again.changes.empty()) << "tick " << tick << ": " << again.changes.front().path.str();
   }
   EXPECT_TRUE(w.changes().empty());
@@ -735,7 +720,7 @@ TEST_F(ReconcilerV2Tree, UnmanagedTopLevelCgroupsLeaveTheCriticalCpusAndComeBack
     auto before = testing::tree_files(t_.path());
     act::KnobWriter w(roots_, act::Mode::observe, nullptr);
     Reconciler r(config::compile(cfg, topo_.online()), topo_, w);
-    auto done = r.apply(acting(), snap_, *inv_);
+    auto done = r.apply(acting(), *inv_);
     EXPECT_TRUE(done.errors.empty()) << done.errors.front();
     bool would = false;
     for (const auto& c : done.changes)
@@ -747,7 +732,7 @@ TEST_F(ReconcilerV2Tree, UnmanagedTopLevelCgroupsLeaveTheCriticalCpusAndComeBack
   ASSERT_TRUE(j);
   act::KnobWriter w(roots_, act::Mode::enforce, &*j);
   Reconciler r(config::compile(cfg, topo_.online()), topo_, w);
-  auto done = r.apply(acting(), snap_, *inv_);
+  auto done = r.apply(acting(), *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("system.slice/cpuset.cpus"), "2-7");
   EXPECT_EQ(file("system.slice/sshd.service/cpuset.cpus"), "\n") << "v2: the parent's CPUs bound it";
@@ -760,7 +745,7 @@ TEST_F(ReconcilerV2Tree, UnmanagedTopLevelCgroupsLeaveTheCriticalCpusAndComeBack
   moved.desired["crit"].cpus = L("2-3");
   moved.desired["batch"].cpus = L("0-1,4-7");
   moved.critical_cpus = L("2-3");
-  done = r.apply(moved, snap_, *inv_);
+  done = r.apply(moved, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("system.slice/cpuset.cpus"), "0-1,4-7");
 
@@ -768,16 +753,16 @@ TEST_F(ReconcilerV2Tree, UnmanagedTopLevelCgroupsLeaveTheCriticalCpusAndComeBack
   back.desired["crit"].cpus.reset();
   back.desired["batch"].cpus.reset();
   back.critical_cpus = CpuSet();
-  done = r.apply(back, snap_, *inv_);
+  done = r.apply(back, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(trim(file("system.slice/cpuset.cpus")), "");
   EXPECT_EQ(file("system.slice/pinned.service/cpuset.cpus"), "4-7\n");
 
   // Isolated again, then another writer sets the cgroup's CPUs: the give-back leaves its value.
-  done = r.apply(acting(), snap_, *inv_);
+  done = r.apply(acting(), *inv_);
   ASSERT_EQ(file("system.slice/cpuset.cpus"), "2-7");
   testing::make_tree(t_.path(), {{"sys/fs/cgroup/system.slice/cpuset.cpus", "3-7\n"}});
-  done = r.apply(back, snap_, *inv_);
+  done = r.apply(back, *inv_);
   EXPECT_EQ(file("system.slice/cpuset.cpus"), "3-7\n");
   bool said = false;
   for (const auto& n : done.notes) said |= n.find("changed by another writer") != std::string::npos;
@@ -791,7 +776,7 @@ TEST_F(ReconcilerV2Tree, AnInvalidPlanIsReportedAndWritesNoCpuset) {
   Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
   Plan p = acting();
   p.desired["batch"].cpus = CpuSet();  // empty for a cgroup with tasks: refused before any write
-  auto done = r.apply(p, snap_, *inv_);
+  auto done = r.apply(p, *inv_);
   ASSERT_FALSE(done.errors.empty());
   EXPECT_NE(done.errors.front().find("cpusets"), std::string::npos) << done.errors.front();
   EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-7\n");
@@ -827,7 +812,7 @@ TEST_F(ReconcilerV2Tree, NamedIrqsLeaveCriticalCpusAndComeBack) {
   ASSERT_TRUE(j);
   act::KnobWriter w(roots_, act::Mode::enforce, &*j);
   Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
-  auto done = r.apply(acting(), snap_, *inv_);  // crit holds 0-1
+  auto done = r.apply(acting(), *inv_);  // crit holds 0-1
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   auto irq = [&](int n) {
     return std::string(trim(slurp(roots_.proc / "irq" / std::to_string(n) / "smp_affinity_list")));
@@ -836,7 +821,7 @@ TEST_F(ReconcilerV2Tree, NamedIrqsLeaveCriticalCpusAndComeBack) {
   EXPECT_EQ(irq(26), "2-7");  // only critical CPUs left: every other CPU
   EXPECT_EQ(irq(24), "0-7");  // not named
   EXPECT_EQ(irq(27), "0-7");
-  auto back = r.apply(Plan{}, snap_, *inv_);
+  auto back = r.apply(Plan{}, *inv_);
   EXPECT_TRUE(back.errors.empty()) << back.errors.front();
   EXPECT_EQ(irq(25), "0-3");
   EXPECT_EQ(irq(26), "1");
@@ -849,11 +834,12 @@ namespace keel::loop {
 namespace {
 
 // Churn with resctrl (a tree with the kernel's resctrl files: this machine has none; the writer's
-// DirOps populate a group on mkdir as the kernel does): 300 ticks in which best-effort instances come
-// and go, five alive at a time, each given a memory-bandwidth cap (its own resctrl group). A group is
-// removed when its instance goes; at no tick are there more groups than instances alive (16 CLOSIDs: a
-// leak would run out of them), and after the last one no keel-* group and no journal entry of one is
-// left.
+// DirOps populate a group on mkdir as the kernel does): 300 ticks in which best-effort instances (one
+// per cgroup under /svc/batch, named batch/job-N) come and go, five alive at a time, each given a
+// memory-bandwidth cap (its own resctrl group) and its threads moved into it. A group is removed when
+// its instance's cgroup goes, even while the plan still asks for it; at no tick are there more groups
+// than instances alive (16 CLOSIDs: a leak would run out of them), and after the last one no keel-*
+// group and no journal entry of one is left.
 TEST_F(ReconcilerV2Tree, TreeWithResctrlGroupsOfInstancesThatComeAndGoNoGroupIsLeftBehind) {
   const fs::path rc = roots_.resctrl;
   testing::make_tree(rc, {{"info/last_cmd_status", "ok\n"},
@@ -892,26 +878,46 @@ TEST_F(ReconcilerV2Tree, TreeWithResctrlGroupsOfInstancesThatComeAndGoNoGroupIsL
   act::KnobWriter w(roots_, act::Mode::enforce, &*j, dirs);
   config::Config cfg = cfg_;
   cfg.actuators.resctrl = true;
-  Reconciler r(config::compile(cfg, topo_.online()), topo_, w);
+  cfg.workloads[1].match.cgroup = "/svc/batch/*";
+  cfg.workloads[1].match.each = true;
+  const config::Spec spec = config::compile(cfg, topo_.online());
+  auto inv = inv::Inventory::open(spec, roots_);
+  ASSERT_TRUE(inv) << inv.error().message();
+  Reconciler r(spec, topo_, w);
+  const fs::path batch = roots_.cgroup / "svc/batch";
+  auto job = [](uint64_t k) { return "job-" + std::to_string(k); };
   size_t most = 0;
+  size_t moved = 0;  // tasks files a job's thread was written to
   for (uint64_t tick = 1; tick <= 300; ++tick) {
+    // Jobs tick/3 .. tick/3+4 alive (none from tick 290), the others' cgroups removed.
+    std::set<std::string> alive;
+    for (uint64_t k = tick / 3; k < tick / 3 + 5 && tick < 290; ++k) alive.insert(job(k));
+    std::vector<fs::path> gone;
+    for (const auto& e : fs::directory_iterator(batch))
+      if (e.is_directory() && !alive.contains(e.path().filename().string())) gone.push_back(e.path());
+    for (const auto& g : gone) fs::remove_all(g);
     Plan plan;
     plan.tick = tick;
-    Snapshot snap = snap_;
-    snap.tick = tick;
-    for (uint64_t k = tick / 3; k < tick / 3 + 5 && tick < 290; ++k) {
-      const std::string inst = "batch/job-" + std::to_string(k);
-      WorkloadSignals s = signals(inst, false, "/svc/batch");
-      s.workload = "batch";
-      snap.workloads.push_back(s);
-      plan.desired[inst].mba_percent = 50;
+    for (const auto& name : alive) {
+      if (!fs::exists(batch / name)) {
+        const std::string tid = std::to_string(1000 + tick) + "\n";
+        testing::make_tree(batch, testing::cgroup_v2_files(name, tid, "0-7", "0-7", "0"));
+      }
+      plan.desired["batch/" + name].mba_percent = 50;
     }
-    auto done = r.apply(plan, snap, *inv_);
+    // The plan still asks for the job that just went (the sample it was made from saw it): no group.
+    if (tick >= 3) plan.desired["batch/" + job(tick / 3 - 1)].mba_percent = 50;
+    ASSERT_TRUE(inv->refresh_tree()) << "tick " << tick;
+    inv->match({});
+    auto done = r.apply(plan, *inv);
     ASSERT_TRUE(done.errors.empty()) << "tick " << tick << ": " << done.errors.front();
     most = std::max(most, groups());
     ASSERT_LE(groups(), 5u) << "tick " << tick << ": groups of gone instances stay";
+    for (const auto& e : fs::directory_iterator(rc))
+      if (e.path().filename().string().starts_with("keel-")) moved += slurp(e.path() / "tasks").size() > 0;
   }
   EXPECT_EQ(most, 5u) << "the instances never got their groups (the test saw nothing)";
+  EXPECT_GT(moved, 0u) << "no job's thread was moved into its group";
   EXPECT_EQ(groups(), 0u);
   for (const auto& e : j->entries())
     EXPECT_FALSE(e.path.root == act::Root::resctrl && e.path.rel.string().starts_with("keel-"))

@@ -379,7 +379,7 @@ TEST(SensingFakeSensor, V1NoprefixCpusetThroughSensingAndTheReconciler) {
   ctl::Plan plan;
   plan.desired["crit"] = {std::nullopt, L("3"), std::nullopt, std::nullopt};
   plan.desired["batch"] = {std::nullopt, L("2"), std::nullopt, std::nullopt};
-  auto done = r.apply(plan, *snap, sensing.inventory());
+  auto done = r.apply(plan, sensing.inventory());
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(slurp(tmp.path() / "sys/fs/cgroup/cpuset/svc/crit/cpus"), "3");
   EXPECT_EQ(slurp(tmp.path() / "sys/fs/cgroup/cpuset/svc/batch/cpus"), "2");
@@ -398,7 +398,7 @@ TEST(SensingFakeSensor, V1NoprefixCpusetThroughSensingAndTheReconciler) {
   ASSERT_TRUE(after);
   EXPECT_EQ(signals(*after, "crit").cpus, L("3"));
   // Given back: the values found.
-  auto back = r.apply(ctl::Plan{}, *after, sensing.inventory());
+  auto back = r.apply(ctl::Plan{}, sensing.inventory());
   EXPECT_TRUE(back.errors.empty()) << back.errors.front();
   EXPECT_EQ(slurp(tmp.path() / "sys/fs/cgroup/cpuset/svc/crit/cpus"), "2-3");
 }
@@ -438,7 +438,7 @@ TEST(SensingFakeSensor, RuncWeightMappingRoundTripsOverAV2Tree) {
   Reconciler r(spec, four_cpus(), w);
   ctl::Plan plan;
   plan.desired["crit"] = {8192, std::nullopt, std::nullopt, std::nullopt};
-  auto done = r.apply(plan, *snap, sensing.inventory());
+  auto done = r.apply(plan, sensing.inventory());
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(slurp(tmp.path() / "sys/fs/cgroup/svc/crit/cpu.weight"), "532");  // runc's weight for 8192
   sensing.touched(done.touched);
