@@ -45,11 +45,11 @@ class Tree : public ::testing::Test {
   }
   // Changes one knob of each kind through the writer.
   void change_everything(KnobWriter& w) {
-    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.idle"}, "1"));
-    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
-    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4-7"));
-    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.max"}, "50000 100000"));
-    ASSERT_TRUE(w.set({Root::resctrl, "schemata"}, "L3:0=7f0;1=7f0"));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.idle"}, "1", ValueKind::idle));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10", ValueKind::weight));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4-7", ValueKind::cpuset_list));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.max"}, "50000 100000", ValueKind::bandwidth));
+    ASSERT_TRUE(w.set({Root::resctrl, "schemata"}, "L3:0=7f0;1=7f0", ValueKind::text));
     ASSERT_TRUE(w.set({Root::proc, "irq/24/smp_affinity_list"}, "4-7", ValueKind::cpu_list));
     ASSERT_TRUE(w.write_journaled({Root::debugfs, "sched/features"}, "STEAL",
                                   {EntryKind::sched_feature, {Root::debugfs, "sched/features"}, "NO_STEAL"}));
@@ -63,7 +63,8 @@ TEST_F(Tree, ObserveModeComputesEveryChangeAndWritesNothing) {
   KnobWriter w(roots_, Mode::observe, nullptr);
   change_everything(w);
   ASSERT_TRUE(w.make_dir({Root::resctrl, "keel-redis"}));
-  ASSERT_TRUE(w.set({Root::resctrl, "keel-redis/schemata"}, "L3:0=00f"));  // in a group not made
+  // In a group not made:
+  ASSERT_TRUE(w.set({Root::resctrl, "keel-redis/schemata"}, "L3:0=00f", ValueKind::text));
   ASSERT_TRUE(w.append({Root::resctrl, "keel-redis/tasks"}, "4242"));
   EXPECT_EQ(snapshot(), before);  // byte for byte
   EXPECT_FALSE(fs::exists(t_.path() / "sys/fs/resctrl/keel-redis"));
@@ -81,7 +82,7 @@ TEST_F(Tree, EnforceJournalsBeforeWritingAndRestoreGivesEverythingBackIdempotent
     KnobWriter w(roots_, Mode::enforce, &j);
     change_everything(w);
     // A value already in place is not a change and not journaled.
-    auto same = w.set({Root::cgroup, "kubepods/cpu.weight"}, "100");
+    auto same = w.set({Root::cgroup, "kubepods/cpu.weight"}, "100", ValueKind::weight);
     ASSERT_TRUE(same);
     EXPECT_FALSE(*same);
     // Kernel lists normalise: "4,5,6,7" is what "4-7" reads back as.
@@ -115,8 +116,8 @@ TEST_F(Tree, RestoreLeavesKnobsAlreadyBackAloneAndCountsVanishedCgroupsAsGone) {
   {
     Journal j = journal();
     KnobWriter w(roots_, Mode::enforce, &j);
-    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
-    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/cpu.weight"}, "500"));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10", ValueKind::weight));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/cpu.weight"}, "500", ValueKind::weight));
     ASSERT_TRUE(w.set({Root::proc, "irq/24/smp_affinity_list"}, "4-7", ValueKind::cpu_list));
   }
   testing::make_tree(t_.path(),
@@ -138,7 +139,7 @@ TEST_F(Tree, ARefusedWriteNamesPathValueAndResctrlsReasonAndKeepsTheJournalUsabl
                       {"sys/fs/resctrl/keel-g1/schemata/", ""}});
   Journal j = journal();
   KnobWriter w(roots_, Mode::enforce, &j);
-  ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
+  ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10", ValueKind::weight));
   auto bad = w.write_journaled({Root::resctrl, "keel-g1/schemata"}, "L3:0=f7",
                                {EntryKind::file, {Root::resctrl, "keel-g1/schemata"}, ""});
   ASSERT_FALSE(bad);
@@ -168,8 +169,8 @@ TEST_F(Tree, GroupsKeelCreatedAreRemovedFirstAndTheirFilesGoWithThem) {
     auto made = w.make_dir({Root::resctrl, "keel-redis"});
     ASSERT_TRUE(made) << made.error().message();
     EXPECT_TRUE(*made);
-    ASSERT_TRUE(w.set({Root::resctrl, "keel-redis/schemata"}, "L3:0=00f;1=00f"));
-    ASSERT_TRUE(w.set({Root::resctrl, "schemata"}, "L3:0=7f0;1=7f0"));
+    ASSERT_TRUE(w.set({Root::resctrl, "keel-redis/schemata"}, "L3:0=00f;1=00f", ValueKind::text));
+    ASSERT_TRUE(w.set({Root::resctrl, "schemata"}, "L3:0=7f0;1=7f0", ValueKind::text));
     auto pid = w.append({Root::resctrl, "keel-redis/tasks"}, "4242");
     ASSERT_TRUE(pid);
     EXPECT_EQ(slurp(t_.path() / "sys/fs/resctrl/keel-redis/tasks"),
@@ -202,7 +203,7 @@ TEST_F(Tree, AJournalFromAnotherBootIsNotApplied) {
   {
     Journal j = journal();
     KnobWriter w(roots_, Mode::enforce, &j);
-    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10", ValueKind::weight));
   }
   testing::make_tree(t_.path(), {{"proc/sys/kernel/random/boot_id", "99999999-0000\n"},
                                  {"sys/fs/cgroup/kubepods/be/cpu.weight", "55\n"}});  // after a reboot
@@ -220,7 +221,7 @@ TEST_F(Tree, ACpusetKeelGaveCpusIsNotEmptiedOnceItHoldsTasks) {
   {
     Journal j = journal();
     KnobWriter w(roots_, Mode::enforce, &j);
-    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/new/cpuset.cpus"}, "2-3"));
+    ASSERT_TRUE(w.set({Root::cgroup, "kubepods/new/cpuset.cpus"}, "2-3", ValueKind::cpuset_list));
   }
   testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/new/cgroup.procs", "4242\n"}});  // a task joined
   Journal j = journal();
@@ -240,7 +241,7 @@ TEST_F(Tree, AV2CpusetFoundNotSetIsNotSetAgainOnRestoreThoughItHasTasks) {
   {
     Journal j = journal();
     KnobWriter w(roots_, Mode::enforce, &j);
-    ASSERT_TRUE(w.set({Root::cgroup, "system.slice/cpuset.cpus"}, "2-7"));
+    ASSERT_TRUE(w.set({Root::cgroup, "system.slice/cpuset.cpus"}, "2-7", ValueKind::cpuset_list));
   }
   Journal j = journal();
   auto rep = restore(roots_, j);
@@ -443,8 +444,8 @@ TEST_F(Tree, AValueSystemdRealisesAgainIsWrittenAgainNotGivenUp) {
 TEST_F(Tree, RestoreLeavesAKnobChangedSinceKeelWroteItAndSaysSo) {
   Journal j = journal();
   KnobWriter w(roots_, Mode::enforce, &j);
-  ASSERT_TRUE(*w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10"));
-  ASSERT_TRUE(*w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4-7"));
+  ASSERT_TRUE(*w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10", ValueKind::weight));
+  ASSERT_TRUE(*w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4-7", ValueKind::cpuset_list));
   testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/be/cpuset.cpus", "2-3\n"}});  // docker update
   auto rep = restore(roots_, j, DirOps::real(), &w.written());
   EXPECT_TRUE(rep.failed.empty());
@@ -461,7 +462,7 @@ TEST_F(Tree, RestoreLeavesAKnobChangedSinceKeelWroteItAndSaysSo) {
 TEST_F(Tree, ObserveModeSeesItsOwnWritesAndKeepsNoHistory) {
   KnobWriter w(roots_, Mode::observe, nullptr);
   for (int tick = 0; tick < 1000; ++tick) {
-    auto r = w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10");
+    auto r = w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "10", ValueKind::weight);
     ASSERT_TRUE(r);
     EXPECT_EQ(*r, tick == 0) << tick;
     auto taken = w.take_changes();
@@ -471,7 +472,7 @@ TEST_F(Tree, ObserveModeSeesItsOwnWritesAndKeepsNoHistory) {
   ASSERT_NE(w.observed({Root::cgroup, "kubepods/be/cpu.weight"}), nullptr);
   EXPECT_EQ(*w.observed({Root::cgroup, "kubepods/be/cpu.weight"}), "10");
   // Back to what the file holds: a change again, from the value it would have left.
-  auto back = w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "100");
+  auto back = w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "100", ValueKind::weight);
   ASSERT_TRUE(back);
   EXPECT_TRUE(*back);
   ASSERT_EQ(w.changes().size(), 1u);
@@ -499,7 +500,7 @@ TEST(WriterPrune, GoneCgroupsLeaveNothingInTheWriterOrTheJournal) {
   ASSERT_TRUE(j) << j.error().message();
   KnobWriter w(roots, Mode::enforce, &*j);
   for (const char* cg : {"stay", "gone", "again"})
-    ASSERT_TRUE(w.set({Root::cgroup, std::string("cpu/") + cg + "/cpu.shares"}, "2"));
+    ASSERT_TRUE(w.set({Root::cgroup, std::string("cpu/") + cg + "/cpu.shares"}, "2", ValueKind::weight));
   ASSERT_EQ(j->entries().size(), 3u);
   auto none = w.prune_gone();
   ASSERT_TRUE(none);

@@ -31,8 +31,8 @@ TEST_F(SessionTree, EndingASessionGivesEverythingBack) {
     auto s = Session::start(roots_, t_.path() / "state", Mode::enforce);
     ASSERT_TRUE(s) << s.error().message();
     EXPECT_EQ(s->recovered_entries(), 0u);
-    ASSERT_TRUE(s->writer().set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
-    ASSERT_TRUE(s->writer().set({Root::cgroup, "cpu/redis/cpu.shares"}, "8192"));
+    ASSERT_TRUE(s->writer().set({Root::cgroup, "cpu/be/cpu.shares"}, "2", ValueKind::weight));
+    ASSERT_TRUE(s->writer().set({Root::cgroup, "cpu/redis/cpu.shares"}, "8192", ValueKind::weight));
     EXPECT_EQ(shares("be"), "2");
   }  // keel run's normal exit
   EXPECT_EQ(shares("be"), "1024");
@@ -46,7 +46,7 @@ TEST_F(SessionTree, StartingAfterACrashRestoresTheLeftoverJournalFirst) {
     auto j = Journal::open(t_.path() / "state", "b-1");
     ASSERT_TRUE(j);
     KnobWriter w(roots_, Mode::enforce, &*j);
-    ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
+    ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2", ValueKind::weight));
   }
   ASSERT_EQ(shares("be"), "2");
   auto observe = Session::start(roots_, t_.path() / "state", Mode::observe);  // never writes, so refuses
@@ -69,7 +69,7 @@ TEST_F(SessionTree, AHandoverIsAdoptedByTheNextSessionOfTheSameBoot) {
   {
     auto s = Session::start(roots_, t_.path() / "state", Mode::enforce);
     ASSERT_TRUE(s) << s.error().message();
-    ASSERT_TRUE(s->writer().set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
+    ASSERT_TRUE(s->writer().set({Root::cgroup, "cpu/be/cpu.shares"}, "2", ValueKind::weight));
     ASSERT_TRUE(s->hand_over("[{\"instance\":\"be\"}]\n"));
   }  // the stop of a keel that hands over
   EXPECT_EQ(shares("be"), "2") << "left as set";
@@ -99,7 +99,7 @@ TEST_F(SessionTree, AHandoverOfAnotherBootASymlinkOrGarbageIsACrash) {
       auto j = Journal::open(t_.path() / "state", "b-1");
       ASSERT_TRUE(j);
       KnobWriter w(roots_, Mode::enforce, &*j);
-      ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
+      ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2", ValueKind::weight));
     }
     const fs::path file = t_.path() / "state/handover";
     if (handover == "symlink") {
@@ -123,8 +123,8 @@ TEST_F(SessionTree, RestoreWhereGivesBackOnlyWhatItIsAskedFor) {
   auto j = Journal::open(t_.path() / "state", "b-1");
   ASSERT_TRUE(j);
   KnobWriter w(roots_, Mode::enforce, &*j);
-  ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
-  ASSERT_TRUE(w.set({Root::cgroup, "cpu/redis/cpu.shares"}, "8192"));
+  ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2", ValueKind::weight));
+  ASSERT_TRUE(w.set({Root::cgroup, "cpu/redis/cpu.shares"}, "8192", ValueKind::weight));
   auto rep = restore_where(
       roots_, *j, [](const JournalEntry& e) { return e.path.str().find("/be/") != std::string::npos; });
   EXPECT_EQ(rep.restored, 1u);
@@ -142,7 +142,7 @@ TEST_F(SessionTree, RestoreWhereGivesBackOnlyWhatItIsAskedFor) {
 TEST_F(SessionTree, ObserveSessionsNeverJournalNorWrite) {
   auto s = Session::start(roots_, t_.path() / "state", Mode::observe);
   ASSERT_TRUE(s);
-  auto changed = s->writer().set({Root::cgroup, "cpu/be/cpu.shares"}, "2");
+  auto changed = s->writer().set({Root::cgroup, "cpu/be/cpu.shares"}, "2", ValueKind::weight);
   ASSERT_TRUE(changed);
   EXPECT_TRUE(*changed);  // would change
   EXPECT_EQ(shares("be"), "1024");
@@ -183,7 +183,7 @@ TEST_F(SessionTree, AfterAStaleJournalTheNewSessionsChangesAreStillRestored) {
     ASSERT_TRUE(s) << s.error().message();
     EXPECT_EQ(s->recovered().gone, 1u);
     EXPECT_EQ(shares("be"), "1024");  // the pre-reboot value was not applied
-    ASSERT_TRUE(s->writer().set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
+    ASSERT_TRUE(s->writer().set({Root::cgroup, "cpu/be/cpu.shares"}, "2", ValueKind::weight));
   }
   EXPECT_EQ(shares("be"), "1024");
 }
@@ -194,7 +194,7 @@ TEST_F(SessionTree, RestoreUnderAWrongRootKeepsTheJournal) {
     auto j = Journal::open(t_.path() / "state", "b-1");
     ASSERT_TRUE(j);
     KnobWriter w(roots_, Mode::enforce, &*j);
-    ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2"));
+    ASSERT_TRUE(w.set({Root::cgroup, "cpu/be/cpu.shares"}, "2", ValueKind::weight));
   }
   auto j = Journal::open(t_.path() / "state", "b-1");
   ASSERT_TRUE(j);

@@ -127,9 +127,7 @@ Result<void> KnobWriter::raw_write(const KnobPath& k, std::string_view text, boo
   return fail(what, p.string(), e);
 }
 
-Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, std::optional<ValueKind> kind) {
-  if (!kind && k.root == Root::cgroup)
-    if (auto f = cgroup_file_named(k.rel.filename().string())) kind = cgroup_file_kind(*f);
+Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, ValueKind kind) {
   fs::path p = k.abs(roots_);
   std::string current;
   auto cur = read_file(p);
@@ -141,17 +139,17 @@ Result<bool> KnobWriter::set(const KnobPath& k, std::string_view value, std::opt
   std::string want(trim(value));
   if (mode_ == Mode::observe) observe_current(k, current);
   if (k.root == Root::cgroup) {
-    auto may = may_write(k, CgroupId{}, kind.value_or(ValueKind::text), current);
+    auto may = may_write(k, CgroupId{}, kind, current);
     if (!may) return std::unexpected(may.error());
     if (!*may) return false;
   }
-  if (same_value(kind.value_or(ValueKind::text), current, want)) return false;
+  if (same_value(kind, current, want)) return false;
   if (mode_ == Mode::observe) {
     note({k, current, want, false});
     observed_[k] = want;
     return true;
   }
-  JournalEntry original{EntryKind::file, k, current, kind.value_or(ValueKind::text), 0};
+  JournalEntry original{EntryKind::file, k, current, kind, 0};
   if (auto r = write_journaled(k, value, original); !r) return std::unexpected(r.error());
   return true;
 }

@@ -73,9 +73,9 @@ class KnobWriter {
   KnobWriter(const SysRoots& roots, Mode mode, Journal* journal, DirOps dirs = DirOps::real());
 
   // Makes `k` read `value`, compared with what is there as `kind` (kernel files normalise: "0-3" is
-  // "0,1,2,3"); a cgroup knob's kind comes from the cgroup file table when not given. Returns true when
-  // it changed (observe: would change).
-  Result<bool> set(const KnobPath& k, std::string_view value, std::optional<ValueKind> kind = std::nullopt);
+  // "0,1,2,3"; a cgroup knob's is its file's in the cgroup file table, which the caller knows). Returns
+  // true when it changed (observe: would change).
+  Result<bool> set(const KnobPath& k, std::string_view value, ValueKind kind);
   // The same for the file `f` of the held cgroup `dir`: read, journaled (with the cgroup's inode) and
   // written through its directory, so a cgroup made again under the same name is never written for it.
   Result<bool> set(const CgroupDir& dir, CgroupFile f, std::string_view value);

@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   std::vector<double> per_k;
   for (int block = 0; block < 20; ++block) {
     auto t = Clock::now();
-    for (int i = 0; i < 1000; ++i) (void)w.set(k, (i % 2) != 0 ? "2048" : "512");
+    for (int i = 0; i < 1000; ++i) (void)w.set(k, (i % 2) != 0 ? "2048" : "512", keel::ValueKind::weight);
     per_k.push_back(us_since(t) / 1000);
   }
   std::printf("| calls | us per call | vs the first 1000 |\n|---|---|---|\n");

@@ -126,7 +126,7 @@ TEST_F(ReconcilerV2Tree, AnAdoptedJournalGivesBackTheFirstKeelsOriginals) {
     auto done = first.apply(acting(), *inv_);
     ASSERT_TRUE(done.errors.empty()) << done.errors.front();
     // And a knob no workload covers (as an unmanaged cgroup's or a mechanism's would be).
-    ASSERT_TRUE(w.set({act::Root::cgroup, "svc/cpu.weight"}, "77"));
+    ASSERT_TRUE(w.set({act::Root::cgroup, "svc/cpu.weight"}, "77", ValueKind::weight));
     (void)w.take_changes();  // the first keel's log
   }
   ASSERT_EQ(file("svc/crit/cpuset.cpus"), "0-1");

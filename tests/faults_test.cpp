@@ -125,7 +125,7 @@ TEST_F(Faults, AFullJournalFileSystemRefusesTheChangeAndKeelRestoreFinishesTheJo
     auto j = Journal::open(t_.path() / "state", act::read_boot_id(SysRoots::host().proc));
     ASSERT_TRUE(j) << j.error().message();
     KnobWriter w(SysRoots::host(), act::Mode::enforce, &*j);
-    ASSERT_TRUE(w.set(shares_knob("a"), weight(2048)));
+    ASSERT_TRUE(w.set(shares_knob("a"), weight(2048), ValueKind::weight));
     // Fill the file system to the last byte, then the journal's last page with records of cgroups that
     // are not there (restore counts them gone), until an append needs a page there is no room for.
     {
@@ -146,7 +146,7 @@ TEST_F(Faults, AFullJournalFileSystemRefusesTheChangeAndKeelRestoreFinishesTheJo
     }
     ASSERT_LT(pads, 200u) << "the file system never filled";
     const size_t before = j->entries().size();
-    auto r = w.set(shares_knob("b"), weight(512));
+    auto r = w.set(shares_knob("b"), weight(512), ValueKind::weight);
     ASSERT_FALSE(r) << "a change whose original could not be journaled was made";
     const std::string m = r.error().message();
     EXPECT_NE(m.find((t_.path() / "state/journal").string()), std::string::npos) << m;
@@ -203,9 +203,9 @@ TEST_F(Faults, EioOnAJournalAppendRefusesTheChangeAndTheJournalRecovers) {
     auto j = Journal::open(state, act::read_boot_id(SysRoots::host().proc));
     ASSERT_TRUE(j) << j.error().message();
     KnobWriter w(SysRoots::host(), act::Mode::enforce, &*j);
-    ASSERT_TRUE(w.set(shares_knob("a"), weight(2048)));
+    ASSERT_TRUE(w.set(shares_knob("a"), weight(2048), ValueKind::weight));
     std::ofstream(backing / ".faults") << "journal " << EIO << "\n";
-    auto r = w.set(shares_knob("b"), weight(512));
+    auto r = w.set(shares_knob("b"), weight(512), ValueKind::weight);
     ASSERT_FALSE(r);
     const std::string m = r.error().message();
     EXPECT_NE(m.find((state / "journal").string()), std::string::npos) << m;
@@ -213,7 +213,7 @@ TEST_F(Faults, EioOnAJournalAppendRefusesTheChangeAndTheJournalRecovers) {
     EXPECT_TRUE(fs::exists(backing / ".faults.hits")) << "the fault was not hit";
     EXPECT_EQ(shares("b"), weight(1024)) << "not journaled, so not written";
     // The next change rewrites the journal (journal.tmp, renamed over it), which goes through.
-    ASSERT_TRUE(w.set(shares_knob("c"), weight(256))) << "the journal did not recover";
+    ASSERT_TRUE(w.set(shares_knob("c"), weight(256), ValueKind::weight)) << "the journal did not recover";
     EXPECT_EQ(j->entries().size(), 2u);
     fs::remove(backing / ".faults");
   }
