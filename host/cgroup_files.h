@@ -50,7 +50,8 @@ std::string_view cgroup_file_name(CgroupFile f, const CgroupHierarchy& h);
 // The controller that provides the file ("cpu", "cpuacct", "cpuset"); empty for cgroup core files.
 std::string_view cgroup_file_controller(CgroupFile f, bool unified);
 ValueKind cgroup_file_kind(CgroupFile f);
-// The file a name denotes in any version's spelling ("cpu.shares", "cpus", "cpuset.cpus.effective").
+// The file a name denotes in any version's spelling ("cpu.shares", "cpus", "cpuset.cpus.effective"):
+// for names read back from outside (a journal on disk); what keel writes carries its CgroupFile.
 std::optional<CgroupFile> cgroup_file_named(std::string_view name);
 
 // The hierarchy that holds `f` for cgroups of `defining`: on v2 the unified one (if it has the
