@@ -76,9 +76,9 @@ struct EarlyTicks {
     wake = w.front();
     at = std::max(now, last + gap);
   }
-  // A tick started (what was due is taken) and ended (`acted`: its plan changed something, or a critical
-  // p99 is over its SLO); true when crossings stop waking ticks from now on.
-  bool ticked(Clock::time_point started, bool periodic, bool for_crossing, bool acted) {
+  // A tick started (what was due is taken) and ended (`had_work`: its plan changed something, or a
+  // critical p99 is over its SLO); true when crossings stop waking ticks from now on.
+  bool ticked(Clock::time_point started, bool periodic, bool for_crossing, bool had_work) {
     crossing.reset();
     wake.reset();
     last = started;
@@ -88,7 +88,7 @@ struct EarlyTicks {
       return false;
     }
     if (!for_crossing) return false;
-    idle = acted ? 0 : idle + 1;
+    idle = had_work ? 0 : idle + 1;
     if (idle < Loop::kIdleEarlyTicks) return false;
     crossings_wake = false;
     return true;
@@ -303,7 +303,7 @@ Loop::Exit Loop::run(Events& events, bool once) {
     tick(n);
     if (for_crossing)
       log("tick " + std::to_string(n) + " early: done " + ms_since(crossed_at) + " after the crossing");
-    if (early.ticked(now, periodic, for_crossing, acted_))
+    if (early.ticked(now, periodic, for_crossing, had_work_))
       log("tick " + std::to_string(n) + " early: " + std::to_string(early.idle) +
           " early ticks in a row for SLO crossings changed nothing: crossings wake no tick until the next "
           "periodic one");
@@ -322,7 +322,7 @@ void Loop::tick(uint64_t n) {
   const char* mode = p_.observe ? "observe" : "enforce";
   const std::string head = "tick " + std::to_string(n) + " ";
   const auto started = std::chrono::steady_clock::now();
-  acted_ = false;
+  had_work_ = false;
   // Sense.
   if (auto sensed = p_.sensing->sample(n, snap_); !sensed) {
     log_error(head + "sensing failed: " + sensed.error().message());
@@ -335,9 +335,9 @@ void Loop::tick(uint64_t n) {
   const ctl::Plan& plan = controller_->step(*snap);
   // Something to do: it acted, or a critical workload's smoothed p99 is over its SLO (a violation
   // building up: the next crossing's tick may act).
-  acted_ = !plan.actions.empty() ||
-           std::any_of(plan.workloads.begin(), plan.workloads.end(),
-                       [](const auto& w) { return w.second.violated || w.second.slack < 0; });
+  had_work_ = !plan.actions.empty() ||
+              std::any_of(plan.workloads.begin(), plan.workloads.end(),
+                          [](const auto& w) { return w.second.violated || w.second.slack < 0; });
   auto done = reconciler_.apply(plan, p_.sensing->inventory());
   keep_off_critical_cpus(plan);
   p_.sensing->touched(done.touched, done.unheld);

@@ -102,7 +102,7 @@ class Loop {
   metrics::LabelCap labels_;              // which instances' reports are folded before publishing
   std::map<std::string, bool> violated_;  // per critical instance, for status lines when it turns
   std::set<std::string> gaps_said_;       // class_gaps lines logged already
-  bool acted_ = false;  // the latest tick's plan changed something, or a critical p99 is over its SLO
+  bool had_work_ = false;  // the latest tick's plan changed something, or a critical p99 is over its SLO
 };
 
 }  // namespace keel::loop
