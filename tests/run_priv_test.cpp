@@ -477,9 +477,13 @@ TEST_F(RunPriv, NotOnExitHandsOverAndTheNextKeelKeepsProtectionUntilRestore) {
   EXPECT_FALSE(fs::exists(dir.path() / "state/handover")) << "nothing left to adopt";
 }
 
-// SIGHUP reloads the config: a bad one is refused with its position and changes nothing; one without
-// the best-effort workload gives the noise's knobs back at once and keeps the waker's CPU as set (no
-// give-back, no step from scratch); stopping gives the rest back.
+// SIGHUP reloads the config: one without the best-effort workload gives the noise's knobs back at once
+// and keeps the waker's CPU as set (no give-back, no step from scratch); a bad one is refused with its
+// position and changes nothing, though it names the noise again; stopping gives the rest back.
+// The reload is sent the moment the split is seen: a reload makes the waker's step one keel keeps, while
+// before it keel judges it, and under emulated CPUs (the v2 guest) pinning may not help the waker and
+// keel reverts the step three ticks after it took it (at least half a second here: early ticks that
+// change nothing give way to the periodic one).
 TEST_F(RunPriv, SighupReloadsTheConfigKeepingWhatStaysManaged) {
   testing::TempDir dir;
   fs::path cfg =
@@ -488,36 +492,31 @@ TEST_F(RunPriv, SighupReloadsTheConfigKeepingWhatStaysManaged) {
   start_waker();
   start_noise();
   auto cpus = [&](const char* leaf) { return scene_->cpus(leaf); };
+  const std::string good = slurp(cfg);
+  const size_t noise_at = good.find("[[workload]]\nname = \"noise\"");
+  ASSERT_NE(noise_at, std::string::npos) << good;
   fs::path log = dir.path() / "keel.log";
   pid_t keel = start_keel({"run", "--config", cfg.string(), "--verbose"}, log);
+  std::string crit_cpus;
   ASSERT_TRUE(wait_for(
       [&] {
         std::string c = cpus("crit"), other = c == "0" ? "1" : "0";
+        crit_cpus = c;
         return (c == "0" || c == "1") && cpus("be1") == other && cpus("be2") == other && cpus("be3") == other;
       },
       20s))
       << slurp(log);
-  std::this_thread::sleep_for(1s);
-  const auto during = knobs();
-  const std::string crit_cpus = cpus("crit");
-  const std::string good = slurp(cfg);
 
-  { std::ofstream(cfg, std::ios::trunc) << good << "\n[[workload]]\nname = 7\n"; }
-  ::kill(keel, SIGHUP);
-  ASSERT_TRUE(wait_for([&] { return slurp(log).find("the running config stays") != std::string::npos; }, 5s))
-      << slurp(log);
-  std::string text = slurp(log);
-  EXPECT_NE(text.find(cfg.string() + ":"), std::string::npos) << "file:line:col\n" << text;
-  std::this_thread::sleep_for(1s);
-  EXPECT_EQ(knobs(), during) << slurp(log);
-
-  const size_t noise_at = good.find("[[workload]]\nname = \"noise\"");
-  ASSERT_NE(noise_at, std::string::npos) << good;
   { std::ofstream(cfg, std::ios::trunc) << good.substr(0, noise_at); }
   ::kill(keel, SIGHUP);
   ASSERT_TRUE(
       wait_for([&] { return slurp(log).find("reload: the new config is in use") != std::string::npos; }, 5s))
       << slurp(log);
+  std::string text = slurp(log);
+  const std::string reloaded = text.substr(0, text.find("reload: the new config is in use"));
+  ASSERT_EQ(reloaded.find("revert crit"), std::string::npos)
+      << "keel judged the waker's step before the reload reached it: the test cannot tell\n"
+      << text;
   EXPECT_TRUE(
       wait_for([&] { return cpus("be1") == "0-1" && cpus("be2") == "0-1" && cpus("be3") == "0-1"; }, 5s))
       << slurp(log);
@@ -525,6 +524,17 @@ TEST_F(RunPriv, SighupReloadsTheConfigKeepingWhatStaysManaged) {
   text = slurp(log);
   EXPECT_EQ(text.find("give-back crit"), std::string::npos) << text;
   EXPECT_EQ(text.find("run: stopped"), std::string::npos) << "SIGHUP does not stop keel\n" << text;
+
+  // The noise's workload again, and a workload that is not valid: nothing of it is used.
+  const auto during = knobs();
+  { std::ofstream(cfg, std::ios::trunc) << good << "\n[[workload]]\nname = 7\n"; }
+  ::kill(keel, SIGHUP);
+  ASSERT_TRUE(wait_for([&] { return slurp(log).find("the running config stays") != std::string::npos; }, 5s))
+      << slurp(log);
+  text = slurp(log);
+  EXPECT_NE(text.find(cfg.string() + ":"), std::string::npos) << "file:line:col\n" << text;
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(knobs(), during) << slurp(log);
 
   EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
   EXPECT_EQ(knobs(), before) << slurp(log);
