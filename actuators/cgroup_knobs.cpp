@@ -324,9 +324,10 @@ Result<std::vector<CpusetTarget>> checked_targets(KnobWriter& w, const CgroupHie
   return norm;
 }
 
-// A held target whose cgroup was removed since the caller saw it is left out (churn, not an error),
-// and so is a child that went while its parent was listed; the rest is applied.
-bool went(const CpusetTarget& t) { return t.dir != nullptr && t.dir->removed(); }
+// A held target whose cgroup was removed since the caller saw it (the failure is its removal) is left
+// out (churn, not an error), and so is a child that went while its parent was listed; the rest is
+// applied.
+bool went(const CpusetTarget& t, const Error& failure) { return t.dir != nullptr && t.dir->removed(failure); }
 bool vanished(const Error& e) { return e.err == ENOENT || e.err == ENODEV; }
 
 // 2. The state of every target (v1: also its parent and children), the cgroups opened for it, and
@@ -354,13 +355,13 @@ Result<void> read_cpusets(KnobWriter& w, const CgroupHierarchy& h, const std::ve
   for (const auto& t : norm) {
     bool empties = t.cpus.empty() || (t.mems && t.mems->empty());
     if (auto l = load(t.cgroup, empties, t.dir); !l) {
-      if (!went(t)) return std::unexpected(l.error());
+      if (!went(t, l.error())) return std::unexpected(l.error());
       r.gone.insert(t.cgroup);
       continue;
     }
     if (h.unified) continue;  // v2 has no nesting rules (and a child may not have the controller)
     if (auto l = load(parent_of(t.cgroup), false, nullptr); !l) {
-      if (!went(t)) return std::unexpected(l.error());
+      if (!went(t, l.error())) return std::unexpected(l.error());
       r.gone.insert(t.cgroup);
       continue;
     }
@@ -368,7 +369,7 @@ Result<void> read_cpusets(KnobWriter& w, const CgroupHierarchy& h, const std::ve
     for (fs::directory_iterator it(r.cgs.at(t.cgroup).abs(), ec), end; !ec && it != end; it.increment(ec)) {
       if (!it->is_directory(ec)) continue;
       if (auto l = load(t.cgroup + "/" + it->path().filename().string(), false, nullptr); !l) {
-        if (vanished(l.error()) && !fs::exists(it->path(), ec)) continue;
+        if (l.error().err == ENODEV || (vanished(l.error()) && !fs::exists(it->path(), ec))) continue;
         return std::unexpected(l.error());
       }
     }
@@ -388,7 +389,8 @@ Result<std::vector<CpusetGranted>> write_cpusets(KnobWriter& w, const std::vecto
     if (!done) {
       auto t = std::find_if(live.begin(), live.end(),
                             [&](const CpusetTarget& l) { return l.cgroup == wr.cgroup; });
-      if (t == live.end() || !vanished(done.error()) || !went(*t)) return std::unexpected(done.error());
+      if (t == live.end() || !vanished(done.error()) || !went(*t, done.error()))
+        return std::unexpected(done.error());
       r.gone.insert(wr.cgroup);  // removed between the read and the write
       continue;
     }
@@ -405,6 +407,8 @@ Result<std::vector<CpusetGranted>> write_cpusets(KnobWriter& w, const std::vecto
     if (w.mode() == Mode::enforce && cg.dir() != nullptr) {
       if (auto eff = read_list(cg, CgroupFile::effective_cpus))
         g.effective = *eff;
+      else if (went(t, eff.error()))
+        g.gone = true;
       else if (eff.error().err != ENOENT)
         return std::unexpected(eff.error());
     }

@@ -166,6 +166,8 @@ bool CgroupDir::removed() const {
   return static_cast<uint64_t>(st.st_ino) != id_.inode;
 }
 
+bool CgroupDir::removed(const Error& failure) const { return failure.err == ENODEV || removed(); }
+
 CgroupDir::Delegation CgroupDir::delegation() const {
   struct stat st;
   if (::fstat(fd_.get(), &st) != 0 || st.st_uid != 0) return Delegation::user;  // unknown: the least trust

@@ -98,6 +98,10 @@ class CgroupDir {
   // Whether this cgroup was removed since it was opened: its path names no cgroup now, or another one.
   // Cgroups come and go between a read and a write; a failure on one that went is churn, not an error.
   bool removed() const;
+  // Whether `failure`, of one of its files, came from its removal: removed(), or ENODEV (rmdir
+  // deactivates a cgroup's files before its directory goes: a read or write in between fails with
+  // ENODEV while its path still names it).
+  bool removed(const Error& failure) const;
   // Whom this cgroup was handed to, to manage its subtree: nobody; a manager running as root (it
   // carries systemd's trusted.delegate or user.delegate extended attribute, which Delegate= sets, and
   // its directory is root's: a container runtime's scope, a VM's); or another user (its directory is

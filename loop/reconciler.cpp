@@ -343,7 +343,7 @@ void Reconciler::cpuset_of(const inv::Instance& ins, const inv::Node& n, const s
       if (!cur) {
         if (std::string why = missing_controller(n, cs, "cpuset"); !why.empty())
           note(out, ins.name + " (" + n.dir.path() + ") has no cpuset.cpus" + why);
-        else if (!dir->removed())  // one removed since the inventory saw it is churn
+        else if (!dir->removed(cur.error()))  // one removed since the inventory saw it is churn
           out.errors.push_back("cpus of " + ins.name + ": " + cur.error().message());
         out.unheld.push_back(n.dir.id());
         return;
@@ -433,7 +433,7 @@ void Reconciler::weights(const Plan& plan, const inv::Inventory& inv, Reconciled
     }
     // Its instance is gone: put the weight back if the cgroup is still there (the same one).
     if (auto dir = same_cgroup(inv, *cpu, it->second.path, it->first))
-      if (auto r = w_->set(*dir, CgroupFile::weight, it->second.value); !r && !dir->removed())
+      if (auto r = w_->set(*dir, CgroupFile::weight, it->second.value); !r && !dir->removed(r.error()))
         out.errors.push_back("weight of " + it->second.path + ": " + r.error().message());
     it = found_weight_.erase(it);
   }
@@ -456,7 +456,7 @@ void Reconciler::weigh(const inv::Instance& ins, const inv::Node& n, const Cgrou
     if (f == found_weight_.end()) return;
     auto r = w_->set(dir, CgroupFile::weight, f->second.value);
     if (!r) {
-      if (!dir.removed())
+      if (!dir.removed(r.error()))
         out.errors.push_back("weight of " + ins.name + " back to " + f->second.value + ": " +
                              r.error().message());
       return;
@@ -479,7 +479,7 @@ void Reconciler::weigh(const inv::Instance& ins, const inv::Node& n, const Cgrou
   if (f.shares == shares && !inv.due(f.set_tick, id) && !w_->reapplied_by_owner(dir.path())) return;
   auto r = act::set_cpu_weight(*w_, dir, shares, spec_.actuators.weight_mapping);
   if (!r) {
-    if (!dir.removed()) out.errors.push_back("weight of " + ins.name + ": " + r.error().message());
+    if (!dir.removed(r.error())) out.errors.push_back("weight of " + ins.name + ": " + r.error().message());
     return;
   }
   if (*r) out.touched.push_back(n.dir.id());
@@ -525,7 +525,7 @@ void Reconciler::classes(const Plan& plan, const inv::Inventory& inv, Reconciled
         // In the class: a systemd unit's is read again each tick, and set again where systemd
         // realised the unit's own setting (the writer tells that from another manager's change).
         auto r = act::set_preempt_class(*w_, *dir, c->second.how, true);
-        if (!r && !dir->removed())
+        if (!r && !dir->removed(r.error()))
           out.errors.push_back("preemption class of " + ins.name + ": " + r.error().message());
         else if (r && *r)
           out.touched.push_back(n->dir.id());
@@ -574,7 +574,8 @@ void Reconciler::enter_class(const inv::Instance& ins, const inv::Node& n, const
   if (auto weight = dir.read(CgroupFile::weight)) cl.weight_before = std::string(trim(*weight));
   auto r = act::set_preempt_class(*w_, dir, cl.how, true);
   if (!r) {
-    if (!dir.removed()) out.errors.push_back("preemption class of " + ins.name + ": " + r.error().message());
+    if (!dir.removed(r.error()))
+      out.errors.push_back("preemption class of " + ins.name + ": " + r.error().message());
     return;
   }
   if (*r) out.touched.push_back(n.dir.id());
@@ -589,7 +590,7 @@ bool Reconciler::leave_class(const CgroupDir& dir, const Classed& c, Reconciled&
   const std::string* before = c.weight_before.empty() ? nullptr : &c.weight_before;
   auto r = act::set_preempt_class(*w_, dir, c.how, false, before);
   if (!r) {
-    if (dir.removed()) return true;  // gone meanwhile: nothing left to lift
+    if (dir.removed(r.error())) return true;  // gone meanwhile: nothing left to lift
     out.errors.push_back("preemption class of " + who + " lifted: " + r.error().message());
     return false;
   }
@@ -867,7 +868,7 @@ bool Reconciler::give_back_cpusets(const CgroupHierarchy& cs,
                           "every CPU it has its parent's, as before");
         }
       }
-      if (!r && !dir->removed()) {
+      if (!r && !dir->removed(r.error())) {
         out.errors.push_back("unmanaged cgroup " + act::printable(dir->path(), 256) +
                              " given back: " + r.error().message());
         ok = false;

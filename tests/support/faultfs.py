@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """faultfs: a FUSE file system that passes everything through to a backing directory, except that
-writes to the files named in BACKING/.faults fail. Tests put keel's state directory on it to see the
-kernel return an I/O error from write(2) or fsync(2) on the journal (this machine has no device-mapper
-or fault-injection support to make a block device fail).
+writes to (or reads of) the files named in BACKING/.faults fail. Tests put keel's state directory on it
+to see the kernel return an I/O error from write(2) or fsync(2) on the journal (this machine has no
+device-mapper or fault-injection support to make a block device fail), and a cgroup tree in the
+kernel's file formats on it to see a read fail as cgroupfs fails it (ENODEV while a cgroup is being
+removed).
 
   faultfs.py BACKING MOUNTPOINT      (runs in the foreground until unmounted)
 
-BACKING/.faults, re-read at every write: one rule per line, "NAME ERRNO [PASS]": writes and fsyncs of
-files named NAME (the last path component) fail with ERRNO (a number, e.g. 5 for EIO) after PASS more
-writes went through (default 0). Every refused call is counted in BACKING/.faults.hits (one line each).
+BACKING/.faults, re-read at every write and read: one rule per line, "NAME ERRNO [PASS]": writes and
+fsyncs of files named NAME (the last path component, or the path below the mount point) fail with
+ERRNO (a number, e.g. 5 for EIO) after PASS more writes went through (default 0); "read:NAME ERRNO
+[PASS]": the same for reads. Every refused call is counted in BACKING/.faults.hits (one line each).
 """
 import errno
 import os
@@ -28,23 +31,23 @@ class FaultFs(Operations):
     def _full(self, path):
         return os.path.join(self.root, path.lstrip("/"))
 
-    def _fault(self, path):
-        name = os.path.basename(path)
+    def _fault(self, path, op=""):
+        name = op + os.path.basename(path)
         try:
             with open(os.path.join(self.root, ".faults")) as f:
                 rules = [line.split() for line in f if line.strip()]
         except FileNotFoundError:
             return
         for r in rules:
-            if r[0] != name:
+            if r[0] not in (name, op + path.lstrip("/")):
                 continue
             budget = int(r[2]) if len(r) > 2 else 0
-            done = self.passed.get(name, 0)
+            done = self.passed.get(r[0], 0)
             if done < budget:
-                self.passed[name] = done + 1
+                self.passed[r[0]] = done + 1
                 return
             with open(os.path.join(self.root, ".faults.hits"), "a") as h:
-                h.write(name + "\n")
+                h.write(r[0] + "\n")
             raise FuseOSError(int(r[1]))
 
     def _os(self, fn, *args):
@@ -111,6 +114,7 @@ class FaultFs(Operations):
         return self._os(os.open, self._full(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
 
     def read(self, path, length, offset, fh):
+        self._fault(path, "read:")
         return self._os(os.pread, fh, length, offset)
 
     def write(self, path, buf, offset, fh):
