@@ -326,8 +326,9 @@ static __always_inline void charge_counters(struct task_struct* prev, bool btf) 
   }
 }
 
-/* A wait of a watched cgroup over its SLO: counted in the current window; the one that makes the count
- * reach the threshold wakes keel (one event per window; races between CPUs can only delay a window's
+/* A wait of a watched cgroup over its SLO: counted in the current window (once more per long_us it
+ * lasted); the one that makes the count reach the threshold wakes keel (one event per window: the count
+ * only grows within one, so one wait takes it across; races between CPUs can only delay a window's
  * reset or send its event from either CPU, never twice for one count). */
 static __always_inline void watch_slo(const struct keel_cg_key* key, __u64 now, __u64 delta) {
   struct keel_slo_watch* w = bpf_map_lookup_elem(&slo_watch, key);
@@ -336,8 +337,11 @@ static __always_inline void watch_slo(const struct keel_cg_key* key, __u64 now, 
     w->window_start = now;
     w->over = 0;
   }
-  __u64 n = __sync_fetch_and_add(&w->over, 1) + 1;
-  if (n != w->threshold) return;
+  __u64 weight = 1;
+  if (w->long_us) weight += delta / ((__u64)w->long_us * 1000);
+  __u64 was = __sync_fetch_and_add(&w->over, weight);
+  __u64 n = was + weight;
+  if (was >= w->threshold || n < w->threshold) return;
   struct keel_slo_event* e = bpf_ringbuf_reserve(&slo_events, sizeof(*e), 0);
   if (!e) return;
   e->key = *key;

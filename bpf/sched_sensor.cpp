@@ -245,6 +245,7 @@ Result<void> SchedSensor::watch(const std::vector<SloWatch>& w) {
     v.slo_ns = x.slo_ns;
     v.window_ns = x.window_ns;
     v.threshold = x.threshold;
+    v.long_us = x.long_us;
     if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) != 0)
       return fail("cannot watch the SLO of cgroup " + std::to_string(x.id.inode), "", errno);
   }

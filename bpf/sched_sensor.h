@@ -137,10 +137,12 @@ struct SloWatch {
   uint64_t slo_ns = 0;
   uint32_t threshold = 0;  // waits over the SLO in one window that wake keel
   uint64_t window_ns = 0;
+  uint32_t long_us = 0;  // a wait counts once more for each long_us it lasted (0: once)
   bool operator==(const SloWatch&) const = default;
 };
 
-// One crossing: `over` waits of the cgroup were longer than its SLO within a window.
+// One crossing: `over` waits of the cgroup were longer than its SLO within a window (long ones counted
+// once more per SloWatch::long_us).
 struct SloEvent {
   CgroupId id;
   uint64_t at_ns = 0;  // CLOCK_MONOTONIC (std::chrono::steady_clock)

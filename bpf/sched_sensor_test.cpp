@@ -175,6 +175,20 @@ TEST(RqHistogram, BucketsAreLogLinearAndQuantilesInterpolate) {
   EXPECT_EQ(RqHistogram{}.quantile_us(0.99), 0);
 }
 
+// Whether the sensor's events fd becomes readable (an SLO crossing) within `ms`, as keel's epoll sees it.
+bool woken_within(const SchedSensor& sensor, int ms) {
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) return false;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = sensor.events_fd();
+  epoll_event got{};
+  const bool woken =
+      epoll_ctl(ep, EPOLL_CTL_ADD, sensor.events_fd(), &ev) == 0 && epoll_wait(ep, &got, 1, ms) == 1;
+  close(ep);
+  return woken;
+}
+
 // The SLO watch: B's sleeper waits behind two hogs for milliseconds, so with B watched at a 100 us SLO
 // its waits cross 5 within 100 ms and the ring buffer wakes an epoll on events_fd with B's id; A's
 // cgroup, not watched, sends none; unwatched, B sends no more.
@@ -189,16 +203,9 @@ TEST_F(CpuCgroups, AWatchedCgroupsWaitsOverItsSloWakeTheRingBuffer) {
   start(true, a, 1);
   start(true, a, 1);
   start(false, b, 1);
-  int ep = epoll_create1(EPOLL_CLOEXEC);
-  ASSERT_GE(ep, 0);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = sensor->events_fd();
-  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, sensor->events_fd(), &ev), 0);
-  epoll_event got{};
   // Within 10 s: one CI run of the release stage saw no crossing in 3 s (the sleeper's waits depend on
   // where EEVDF places it after each 1 ms sleep); every other run woke within a few hundred ms.
-  EXPECT_EQ(epoll_wait(ep, &got, 1, 10'000), 1) << "no wake-up within 10 s";
+  EXPECT_TRUE(woken_within(*sensor, 10'000)) << "no wake-up within 10 s";
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto events = sensor->take_events();
   ASSERT_FALSE(events.empty());
@@ -213,8 +220,34 @@ TEST_F(CpuCgroups, AWatchedCgroupsWaitsOverItsSloWakeTheRingBuffer) {
   (void)sensor->take_events();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_TRUE(sensor->take_events().empty()) << "unwatched: no more events";
-  close(ep);
   (void)id_a;
+}
+
+// A long wait counts once more for each long_us it lasted: B's 1 ms sleeper wakes at most 100 times in a
+// 100 ms window, so counted once each its waits never reach a threshold of 1,000 there, while with
+// long_us = 1 its waits of milliseconds behind the hogs do, and the event says how much they came to.
+TEST_F(CpuCgroups, LongWaitsCountMoreSoAStarvedCgroupStillWakesKeel) {
+  fs::path a = make("a"), b = make("b");
+  smallest_weight(b);
+  auto sensor = SchedSensor::open(config());
+  ASSERT_TRUE(sensor) << sensor.error().message();
+  ASSERT_GE(sensor->events_fd(), 0);
+  CgroupId id_b{hier_.id, inode(b)};
+  ASSERT_TRUE(sensor->watch({{id_b, 100'000, 1000, 100'000'000, 0}}));
+  start(true, a, 1);
+  start(true, a, 1);
+  start(false, b, 1);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_TRUE(sensor->take_events().empty()) << "each wait counted once: no window reaches 1,000";
+  ASSERT_TRUE(sensor->watch({{id_b, 100'000, 1000, 100'000'000, 1}}));
+  EXPECT_TRUE(woken_within(*sensor, 10'000)) << "no wake-up within 10 s";
+  auto events = sensor->take_events();
+  ASSERT_FALSE(events.empty());
+  for (const auto& e : events) {
+    EXPECT_EQ(e.id, id_b);
+    EXPECT_GE(e.over, 1000u);
+    EXPECT_GT(e.wait_ns, 100'000u);
+  }
 }
 
 // A hog in A and a 1 ms sleeper in B (B with the smallest share) on one CPU: B waits, and its

@@ -58,16 +58,18 @@ struct keel_cg_hot {
 };
 
 /* The SLO watch: a critical cgroup's run-queue SLO. Waits longer than slo_ns are counted per window of
- * window_ns; the wait that makes the count reach `threshold` sends one keel_slo_event through the ring
- * buffer with a forced wakeup (once per window), so keel ticks at once instead of at the period's end. */
+ * window_ns, each once and once more for every long_us it lasted (a victim starved to waits of many
+ * milliseconds wakes too seldom to reach `threshold` one by one); the wait that makes the count reach
+ * `threshold` sends one keel_slo_event through the ring buffer with a forced wakeup (once per window),
+ * so keel ticks at once instead of at the period's end. */
 #define KEEL_SLO_WATCH_MAX 256
 struct keel_slo_watch {
   keel_u64 slo_ns;
   keel_u64 window_ns;
   keel_u32 threshold;
-  keel_u32 pad;
+  keel_u32 long_us;      /* 0: every wait counts once */
   keel_u64 window_start; /* kernel side: the window's start (bpf_ktime_get_ns) */
-  keel_u64 over;         /* kernel side: waits over slo_ns in it */
+  keel_u64 over;         /* kernel side: waits over slo_ns in it, long ones counted more */
 };
 
 struct keel_slo_event {

@@ -215,7 +215,8 @@ void Loop::log_early(uint64_t n, const bpf::SloEvent& e) {
   std::snprintf(wait, sizeof wait, "%.0f us", static_cast<double>(e.wait_ns) / 1e3);
   log("tick " + std::to_string(n) + " early: " + who + " waited longer than its SLO " +
       std::to_string(e.over) + " times within " + std::to_string(Sensing::kEarlyWindow.count()) +
-      " ms (the last " + wait + "), " + ms_since(e.at_ns) + " ago");
+      " ms (a long wait counts once more per " + std::to_string(Sensing::kEarlyLong.count()) +
+      " ms or SLO; the last " + wait + "), " + ms_since(e.at_ns) + " ago");
 }
 
 void Loop::log_watch(uint64_t n, const Sensing::DemandWake& wake, std::chrono::duration<double> lull) const {

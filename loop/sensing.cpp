@@ -365,11 +365,14 @@ void Sensing::State::tend_sensor() {
   // The critical cgroups with an SLO, watched by the sensor (it compares: unchanged is no work).
   watch.clear();
   const auto window = std::chrono::duration_cast<std::chrono::nanoseconds>(kEarlyWindow).count();
+  const double long_us = std::chrono::duration<double, std::micro>(kEarlyLong).count();
   for (const inv::Instance& ins : inv.instances()) {
     if (!ins.spec->critical || !ins.spec->slo_p99_us) continue;
+    const double slo_us = *ins.spec->slo_p99_us;
     for (const inv::Node* n : ins.cgroups)
-      watch.push_back({n->dir.id(), static_cast<uint64_t>(*ins.spec->slo_p99_us * 1000.0), kEarlyOver,
-                       static_cast<uint64_t>(window)});
+      watch.push_back({n->dir.id(), static_cast<uint64_t>(slo_us * 1000.0), kEarlyOver,
+                       static_cast<uint64_t>(window),
+                       static_cast<uint32_t>(std::min(std::max(long_us, slo_us), 4e9))});
   }
   // A failure only costs early ticks: the periodic ones go on.
   (void)sensor->watch(watch);

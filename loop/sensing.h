@@ -73,10 +73,13 @@ class Sensing {
   // `unheld` ones' directories held for writing are dropped (a read through them failed).
   void touched(const std::vector<CgroupId>& cgroups, const std::vector<CgroupId>& unheld = {});
   // Early wake-ups (daemon.early_ticks): each sample keeps the sensor watching the cgroups of the
-  // critical instances with an SLO, for kEarlyOver waits over it within kEarlyWindow. events_fd() is
-  // readable when one crossed (-1: never); take_events() drains them.
+  // critical instances with an SLO, for kEarlyOver waits over it within kEarlyWindow, a wait counted
+  // once more for each kEarlyLong (or SLO, if longer) it lasted: a victim starved to waits of tens of
+  // milliseconds wakes too seldom to wait over its SLO 5 times in 100 ms. events_fd() is readable when
+  // one crossed (-1: never); take_events() drains them.
   static constexpr uint32_t kEarlyOver = 5;
   static constexpr std::chrono::milliseconds kEarlyWindow{100};
+  static constexpr std::chrono::milliseconds kEarlyLong{5};
   int events_fd() const;
   std::vector<bpf::SloEvent> take_events();
   // The demand watch, between ticks: reads the CPU use of the `watch` instances since the previous
