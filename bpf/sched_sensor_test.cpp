@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -26,6 +27,7 @@
 #include "bpf/skeleton.h"
 #include "host/cgroup.h"
 #include "tests/support/scene.h"
+#include "tests/support/timing.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel::bpf {
@@ -205,17 +207,20 @@ TEST_F(CpuCgroups, AWatchedCgroupsWaitsOverItsSloWakeTheRingBuffer) {
   start(false, b, 1);
   // Within 10 s: one CI run of the release stage saw no crossing in 3 s (the sleeper's waits depend on
   // where EEVDF places it after each 1 ms sleep); every other run woke within a few hundred ms.
+  const uint64_t watched_from = testing::now_ns();
   EXPECT_TRUE(woken_within(*sensor, 10'000)) << "no wake-up within 10 s";
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto events = sensor->take_events();
+  const double watched_s = static_cast<double>(testing::now_ns() - watched_from) / 1e9;
   ASSERT_FALSE(events.empty());
   for (const auto& e : events) {
     EXPECT_EQ(e.id, id_b) << "only the watched cgroup";
     EXPECT_EQ(e.over, 5u);
     EXPECT_GT(e.wait_ns, 100'000u);
   }
-  // At most one per 100 ms window: ~500 ms of waiting gives a handful, not one per wait.
-  EXPECT_LE(events.size(), 8u);
+  // At most one per 100 ms window over the time watched (a window may start on either side of each
+  // edge), not one per wait: the sleeper waited hundreds of times.
+  EXPECT_LE(static_cast<double>(events.size()), watched_s / 0.1 + 2) << watched_s << " s watched";
   ASSERT_TRUE(sensor->watch({}));
   (void)sensor->take_events();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -265,9 +270,11 @@ TEST_F(CpuCgroups, RunQueueLatencyIsChargedToTheWaiterAndDropsWhenItMoves) {
 
   ASSERT_TRUE(sensor->read());  // discard start-up
   uint64_t woke0 = counter_->load();
+  const testing::TaskCounts k0 = testing::task_counts(sleeper);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   auto shared = sensor->read();
   uint64_t woke1 = counter_->load();
+  const testing::TaskCounts k_shared = testing::task_counts(sleeper).since(k0);
   ASSERT_TRUE(shared) << shared.error().message();
   const CgroupSched* bs = find(*shared, id_b);
   ASSERT_NE(bs, nullptr);
@@ -289,10 +296,14 @@ TEST_F(CpuCgroups, RunQueueLatencyIsChargedToTheWaiterAndDropsWhenItMoves) {
   double p90_alone = ba->rq.quantile_us(0.9);
   const CgroupSched* as = find(*shared, id_a);
   std::printf(
-      "B p99 shared %.0f us, p90 %.0f us (%llu waits), alone p99 %.0f us, p90 %.0f us; A waits %llu\n",
-      p99_shared, p90_shared, static_cast<unsigned long long>(bs->rq.count), p99_alone, p90_alone,
-      static_cast<unsigned long long>(as ? as->rq.count : 0));
-  EXPECT_GT(p99_shared, 1000.0);
+      "B p99 shared %.0f us, p90 %.0f us (%llu waits; the kernel's mean wait %.0f us), alone p99 %.0f us, "
+      "p90 %.0f us; A waits %llu\n",
+      p99_shared, p90_shared, static_cast<unsigned long long>(bs->rq.count), k_shared.mean_wait_us(),
+      p99_alone, p90_alone, static_cast<unsigned long long>(as ? as->rq.count : 0));
+  // B's waits behind the hogs, as the kernel counted them (its schedstat): keel's tail is above their
+  // mean, whatever slice this kernel gives the hogs.
+  EXPECT_GT(k_shared.mean_wait_us(), 0.0);
+  EXPECT_GT(p99_shared, k_shared.mean_wait_us());
   // p90, not p99: alone, a wake-up now and then waits out the hypervisor's steal of this vCPU (10 ms
   // seen under CI: a p99 of 10 ms for a CPU with nothing else on it), which the hogs do not cause.
   // Under an emulator (the v2 guest under TCG) a sleeper alone waits for the emulator too: printed.
@@ -341,6 +352,7 @@ TEST_F(CpuCgroups, QuantilesAgreeWithRunqlatOnTheSameRun) {
   ASSERT_TRUE(sensor) << sensor.error().message();
   start(true, a, 1);
   pid_t sleeper = start(false, b, 1);
+  testing::TaskCounts k0;
   // The same window for both: keel's starts when runqlat says it is tracing and ends when runqlat
   // has printed its one 3 s histogram and exited.
   // Line-buffered, or runqlat's "Tracing" line would only arrive with the rest at exit.
@@ -354,10 +366,12 @@ TEST_F(CpuCgroups, QuantilesAgreeWithRunqlatOnTheSameRun) {
     result.second += line;
     if (!started && std::string(line).find("Tracing") != std::string::npos) {
       ASSERT_TRUE(sensor->read());
+      k0 = testing::task_counts(sleeper);
       started = true;
     }
   }
   auto d = sensor->read();
+  const uint64_t wakes = testing::task_counts(sleeper).since(k0).voluntary;
   int st = ::pclose(p);
   result.first = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   ASSERT_TRUE(started) << result.second;
@@ -367,7 +381,9 @@ TEST_F(CpuCgroups, QuantilesAgreeWithRunqlatOnTheSameRun) {
   ASSERT_FALSE(rows.empty()) << result.second;
   const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(b)});
   ASSERT_NE(s, nullptr);
-  ASSERT_GT(s->rq.count, 500u);
+  // A wait per wake-up of the sleeper, and enough of them that a p99 is not just the largest.
+  ASSERT_GE(wakes, 100u);
+  ASSERT_GE(s->rq.count, wakes * 9 / 10);
   double runqlat_total = 0;
   for (const auto& r : rows) runqlat_total += r[2];
   // The windows differ by as many wake-ups as the totals do, plus a few in flight at either edge.
@@ -444,14 +460,19 @@ TEST_F(CpuCgroups, ForcedRawTracepointVariantAttributesToo) {
   auto sensor = SchedSensor::open(cfg);
   ASSERT_TRUE(sensor) << sensor.error().message();
   EXPECT_EQ(sensor->kind(), AttachKind::raw_tp);
-  start(false, b, 1);
+  const pid_t p = start(false, b, 1);
   ASSERT_TRUE(sensor->read());
+  const testing::TaskCounts k0 = testing::task_counts(p);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   auto d = sensor->read();
+  const uint64_t wakes = testing::task_counts(p).since(k0).voluntary;
   ASSERT_TRUE(d);
   const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(b)});
   ASSERT_NE(s, nullptr);
-  EXPECT_GE(s->rq.count, 200u);
+  // A wait per wake-up of the sleeper (the kernel's count), give or take those at the edges.
+  EXPECT_GT(wakes, 0u);
+  EXPECT_GE(s->rq.count, wakes * 9 / 10);
+  EXPECT_LE(s->rq.count, wakes * 11 / 10 + 5);
 }
 
 // keel's own cost is visible: every attached program reports runs and run time while stats are on,
@@ -468,11 +489,15 @@ TEST_F(CpuCgroups, BpfRunTimeStatsCoverEveryAttachedProgram) {
   const uint64_t woke0 = counter_->load();
   start(false, b, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const uint64_t woke = counter_->load() - woke0;
   auto stats = sensor->prog_stats();
   ASSERT_EQ(stats.size(), 4u);  // wakeup, wakeup_new, switch, migrate of the chosen variant
+  // It slept 1 ms at a time for 300 ms: even a machine thirty times slower woke it ten times.
+  EXPECT_GE(woke, 10u);
   for (const auto& p : stats) {
     if (p.name.find("switch") == std::string::npos) continue;
-    EXPECT_GT(p.run_count, 300u) << p.name;
+    // The sleeper's own: a switch in per wake-up and a switch out per sleep before it.
+    EXPECT_GE(p.run_count, 2 * woke) << p.name;
     EXPECT_GT(p.run_time_ns, 0u) << p.name;
   }
   ASSERT_TRUE(sensor->read());
@@ -482,7 +507,6 @@ TEST_F(CpuCgroups, BpfRunTimeStatsCoverEveryAttachedProgram) {
   ASSERT_TRUE(cost);
   // The sleeper (~1 kHz; less under an emulator): a wakeup and two switches per wake-up at least.
   EXPECT_GT(cost->events_per_s, 2.7 * wakes_per_s) << wakes_per_s << " wake-ups/s";
-  EXPECT_GT(wakes_per_s, 100.0);
   EXPECT_GT(cost->ns_per_event, 0.0);
   EXPECT_LT(cost->ns_per_event, 1e6);
   EXPECT_TRUE(sensor->stats_enabled());  // always: held on
@@ -533,23 +557,29 @@ TEST_F(CpuCgroups, FullCgroupMapCountsWhatItDrops) {
   auto sensor = SchedSensor::open(cfg);
   ASSERT_TRUE(sensor) << sensor.error().message();
   fs::path x = make("x"), y = make("y");
-  start(false, x, 1);
-  start(false, y, 0);
+  const pid_t px = start(false, x, 1), py = start(false, y, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const uint64_t wakes = std::min(testing::task_counts(px).voluntary, testing::task_counts(py).voluntary);
   auto d = sensor->read();
   ASSERT_TRUE(d);
   EXPECT_LE(d->cgroups.size(), 1u);
-  EXPECT_GT(d->map_full, 100u);  // two 1 kHz sleepers for 0.3 s, at least one of them unrecorded
+  // Two sleepers, at least one of them unrecorded: each of its waits is a drop counted, and it woke
+  // (the kernel's count since it started) at least `wakes` times.
+  EXPECT_GT(wakes, 0u);
+  EXPECT_GE(d->map_full, wakes * 9 / 10);
 }
 
-// A child that waits for a byte on `go`, then for ~1 s: touches fresh pages (faults), spins, sleeps.
-pid_t spawn_worker(int go) {
+// A child that waits for a byte on `go`, then does kWorkerLoops loops of work (touches kWorkerPages fresh
+// pages: faults; spins; sleeps 0.5 ms: a wake-up each) and writes a byte on `done`.
+constexpr int kWorkerLoops = 600;
+constexpr int kWorkerPages = 16;
+pid_t spawn_worker(int go, int done) {
   pid_t pid = fork();
   if (pid != 0) return pid;
   char c;
   if (read(go, &c, 1) != 1) _exit(1);
-  for (int i = 0; i < 600; ++i) {
-    const size_t len = 16 * 4096;
+  for (int i = 0; i < kWorkerLoops; ++i) {
+    const size_t len = kWorkerPages * 4096;
     auto* m = static_cast<volatile char*>(
         mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     for (size_t o = 0; o < len; o += 4096) m[o] = 1;
@@ -558,43 +588,25 @@ pid_t spawn_worker(int go) {
     timespec ts{0, 500'000};
     nanosleep(&ts, nullptr);
   }
+  if (write(done, "d", 1) != 1) _exit(1);
   for (;;) pause();
 }
 
-// A field of /proc/PID/status ("voluntary_ctxt_switches:\t12") or /proc/PID/stat (1-based).
-uint64_t status_field(pid_t pid, const std::string& name) {
-  std::istringstream in(testing::slurp("/proc/" + std::to_string(pid) + "/status"));
-  for (std::string line; std::getline(in, line);)
-    if (line.starts_with(name + ":")) return std::stoull(line.substr(name.size() + 1));
-  return 0;
-}
-std::string stat_field(pid_t pid, int n) {
-  std::string s = testing::slurp("/proc/" + std::to_string(pid) + "/stat");
-  std::istringstream in(s.substr(s.rfind(')') + 2));  // fields from 3 on
-  std::string f;
-  for (int i = 3; i <= n; ++i) in >> f;
-  return f;
-}
-
-// Time CPU `cpu` spent in interrupts and stolen by the hypervisor (/proc/stat), in ns: a software
-// cpu-clock counts it, the task's CPU time (cpuacct) does not.
-double cpu_time_not_the_tasks_ns(int cpu) {
-  std::istringstream in(testing::slurp("/proc/stat"));
-  const std::string want = "cpu" + std::to_string(cpu);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream f(line);
-    std::string name;
-    uint64_t user, nice, system, idle, iowait, irq, softirq, steal;
-    if (f >> name >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal && name == want)
-      return static_cast<double>(irq + softirq + steal) * 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
-  return 0;
-}
-
 // The counter path with four slots, software events standing in for the hardware ones (no PMU
-// here), each against an independent truth: the CPU clock charged at switches against cpuacct.usage,
-// page faults against the task's minflt, context switches against its voluntary + involuntary
-// switches; the fourth slot (migrations, the worker is pinned) stays near zero. A slot mix-up fails.
+// here), each against an independent truth: the CPU clock charged at switches against the kernel's
+// CPU time of the task, page faults against its minflt, context switches against its voluntary +
+// involuntary switches; the fourth slot (migrations, the worker is pinned) stays near zero. A slot
+// mix-up fails.
+//
+// The CPU clock and the kernel's CPU time split the same span differently. keel charges a cgroup the
+// clock between its task's switch in and its switch out. The kernel's CPU time (cpuacct, the task's
+// sum_exec_runtime) starts at the rq clock the switch in last read, and a wake-up onto an idle CPU (or
+// one that preempts) reads it at the wake-up and has the switch skip its own read: the task is charged
+// CPU time for its run-queue wait, the idle CPU's way out of idle, which the kernel's wait count
+// (/proc/PID/schedstat) then misses. So the clock reads below the kernel's CPU time by what the kernel
+// charged of the task's waits (1.1-1.2 % of it here on an AMD host, 5-10 % on an Intel host, where leaving
+// idle is slower), and the sums agree: clock + keel's waits = the kernel's CPU time + the kernel's waits,
+// both the time from each wake-up to the sleep after it.
 TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
   auto cfg = config();
   cfg.counters = {{PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock"},
@@ -612,48 +624,67 @@ TEST_F(CpuCgroups, SoftwareCountersPerCgroupAgreeWithTheKernelsAccounting) {
     const std::string st = testing::slurp(acct_cg / "cpu.stat");
     return std::stoull(st.substr(st.find("usage_usec ") + 11)) * 1000;
   };
-  int go[2];
+  int go[2], done[2];
   ASSERT_EQ(pipe(go), 0);
-  pid_t w = spawn_worker(go[0]);
+  ASSERT_EQ(pipe(done), 0);
+  pid_t w = spawn_worker(go[0], done[1]);
   pids_.push_back(w);
   pin(w, 1);
   ASSERT_TRUE(tree_->move(w, "counted"));
-  for (int i = 0; i < 200 && stat_field(w, 3) != "S"; ++i) usleep(5000);  // blocked on the pipe
+  ASSERT_TRUE(testing::wait_state(w, 'S'));  // blocked on the pipe
   const uint64_t usage0 = usage_ns();
-  const double other0 = cpu_time_not_the_tasks_ns(1);
-  uint64_t flt0 = std::stoull(stat_field(w, 10));
-  uint64_t cs0 = status_field(w, "voluntary_ctxt_switches") + status_field(w, "nonvoluntary_ctxt_switches");
+  const double other0 = testing::not_tasks_ns(1);
+  const testing::TaskCounts k0 = testing::task_counts(w);
   ASSERT_TRUE(sensor->read());  // baseline
   ASSERT_EQ(write(go[1], "g", 1), 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // The work is what it is on any machine: its end is awaited, not a time.
+  pollfd pfd{done[0], POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 120'000), 1) << "the worker did not finish its loops in 120 s";
   kill(w, SIGSTOP);  // its last switch-out is charged; nothing of it runs after
-  for (int i = 0; i < 200 && stat_field(w, 3) != "T"; ++i) usleep(5000);
-  double usage = static_cast<double>(usage_ns() - usage0);
-  // On a VM the hypervisor can take CPU 1 while the worker runs: the clock counts it, cpuacct not.
-  const double other = cpu_time_not_the_tasks_ns(1) - other0;
+  ASSERT_TRUE(testing::wait_state(w, 'T'));
+  const double usage = static_cast<double>(usage_ns() - usage0);
+  // On a VM the hypervisor can take CPU 1 while the worker runs, and interrupts land there: the clock
+  // counts them, the kernel's CPU time does not.
+  const double other = testing::not_tasks_ns(1) - other0;
   const double clock_slack = other > 0 ? other + 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK)) : 0;
-  double flt = static_cast<double>(std::stoull(stat_field(w, 10)) - flt0);
-  double cs = static_cast<double>(status_field(w, "voluntary_ctxt_switches") +
-                                  status_field(w, "nonvoluntary_ctxt_switches") - cs0);
+  const testing::TaskCounts k = testing::task_counts(w).since(k0);
   auto d = sensor->read();
-  close(go[0]);
-  close(go[1]);
+  for (int fd : {go[0], go[1], done[0], done[1]}) close(fd);
   kill(w, SIGKILL);
   waitpid(w, nullptr, 0);
   pids_.erase(std::find(pids_.begin(), pids_.end(), w));
   ASSERT_TRUE(d);
   const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(cg)});
   ASSERT_NE(s, nullptr);
+  const double clock = static_cast<double>(s->counters[0]);
+  const double keel_waits = static_cast<double>(s->rq.sum_ns), kernel_waits = static_cast<double>(k.wait_ns);
+  const double flt = static_cast<double>(k.minflt), cs = static_cast<double>(k.switches());
   std::printf(
-      "cpu-clock %llu ns vs cpuacct %.0f (CPU 1 in interrupts or stolen %.0f); faults %llu vs minflt %.0f; "
-      "switches %llu vs %.0f; migrations %llu\n",
-      static_cast<unsigned long long>(s->counters[0]), usage, other,
+      "cpu-clock %.0f ns vs cpuacct %.0f, task run %llu (CPU 1 in interrupts or stolen %.0f); waits: keel "
+      "%.0f ns over %llu, kernel %.0f over %llu; clock + keel's waits %.0f vs run + kernel's waits %.0f; "
+      "faults %llu vs minflt %.0f; switches %llu vs %.0f; migrations %llu\n",
+      clock, usage, static_cast<unsigned long long>(k.run_ns), other, keel_waits,
+      static_cast<unsigned long long>(s->rq.count), kernel_waits, static_cast<unsigned long long>(k.slices),
+      clock + keel_waits, static_cast<double>(k.run_ns) + kernel_waits,
       static_cast<unsigned long long>(s->counters[1]), flt, static_cast<unsigned long long>(s->counters[2]),
       cs, static_cast<unsigned long long>(s->counters[3]));
-  EXPECT_GT(usage, 5e7);   // it really ran
-  EXPECT_GT(flt, 1000.0);  // and faulted
-  EXPECT_GT(cs, 100.0);    // and slept
-  EXPECT_NEAR(static_cast<double>(s->counters[0]), usage, usage * 0.05 + clock_slack);
+  // It did its work: a fault per page touched, a sleep (a voluntary switch) per loop.
+  EXPECT_GE(flt, kWorkerLoops * kWorkerPages);
+  EXPECT_GE(static_cast<double>(k.voluntary), kWorkerLoops);
+  // The task is alone in its cgroup: the cgroup's CPU time is the task's.
+  EXPECT_NEAR(usage, static_cast<double>(k.run_ns), usage * 0.01 + 1e6);
+  // From each wake-up to the sleep after it, both accounts hold the same time: the clock and keel's
+  // waits, the kernel's CPU time and its waits. They may differ at each switch by the few instructions
+  // between where each reads its clock, less than what a whole switch costs here (measured now), and by
+  // what interrupts and the hypervisor took of the CPU (the clock counts it, the CPU time not).
+  const double per_switch = testing::switch_cost_ns(1);
+  const double edges = cs * per_switch + clock_slack;
+  std::printf("a switch on CPU 1 costs %.0f ns: %.0f ns for %.0f switches, %.0f more for interrupts\n",
+              per_switch, cs * per_switch, cs, clock_slack);
+  EXPECT_GT(per_switch, 0.0);
+  EXPECT_NEAR(clock + keel_waits, static_cast<double>(k.run_ns) + kernel_waits, edges);
+  // And the clock counts no more than the kernel's CPU time, but for those edges.
+  EXPECT_LE(clock, usage + edges);
   EXPECT_NEAR(static_cast<double>(s->counters[1]), flt, flt * 0.05);
   EXPECT_NEAR(static_cast<double>(s->counters[2]), cs, cs * 0.05 + 2);
   // Migrations are counted on the CPU that performs them, so a few of other tasks' can land on the
@@ -793,19 +824,25 @@ TEST_F(CpuCgroups, ACriticalCgroupMadeAfterTheMapFilledIsMeasured) {
   EXPECT_GT(full->map_full, 0u) << "twelve 1 kHz sleepers and the root in 8 entries";
   fs::path c = make("crit");
   const CgroupId crit{hier_.id, inode(c)};
-  start(false, c, 1);
+  const pid_t cp = start(false, c, 1);
   sensor->tend(best_effort(be), {crit});
   EXPECT_TRUE(sensor->holds(crit));
   EXPECT_LE(sensor->entries(), sensor->high_water());
   Evictions evicted;
+  testing::TaskCounts k0 = testing::task_counts(cp);
   for (int tick = 0; tick < 4; ++tick) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     auto d = sensor->read();
+    const testing::TaskCounts k1 = testing::task_counts(cp);
+    const uint64_t wakes = k1.since(k0).voluntary;
+    k0 = k1;
     ASSERT_TRUE(d);
     evicted += d->evicted;
     const CgroupSched* s = find(*d, crit);
     ASSERT_NE(s, nullptr) << "tick " << tick << ": the critical cgroup is not measured";
-    EXPECT_GT(s->rq.count, 20u) << "tick " << tick << ": a 1 kHz sleeper for 100 ms";
+    // Every wake-up of its sleeper in the tick (the kernel's count), but those at the tick's edges.
+    EXPECT_GT(wakes, 0u) << "tick " << tick;
+    EXPECT_GE(s->rq.count + 3, wakes * 9 / 10) << "tick " << tick << ": " << wakes << " wake-ups";
     sensor->tend(best_effort(be), {crit});
     EXPECT_TRUE(sensor->holds(crit));
   }
@@ -836,8 +873,7 @@ TEST_F(CpuCgroups, GoneCgroupsEntriesAreEvictedFirst) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   for (pid_t p : idle) kill(p, SIGSTOP);
-  for (pid_t p : idle)
-    for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  for (pid_t p : idle) ASSERT_TRUE(testing::wait_state(p, 'T'));
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(sensor->read());  // the idle ones stay idle from here
   for (int i = 0; i < 12; ++i) {
     fs::path cg = make("b" + std::to_string(i));
@@ -887,7 +923,7 @@ TEST_F(CpuCgroups, ACriticalEntryIsNeverEvicted) {
   pid_t p = start(false, c, 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   kill(p, SIGSTOP);  // idle from now on: the longest idle of all
-  for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  ASSERT_TRUE(testing::wait_state(p, 'T'));
   ASSERT_TRUE(sensor->read());
   ASSERT_TRUE(sensor->holds(crit));
   std::vector<CgroupId> be;
@@ -909,17 +945,22 @@ TEST_F(CpuCgroups, ACriticalEntryIsNeverEvicted) {
     ASSERT_TRUE(sensor->holds(crit)) << "read " << r;
   }
   EXPECT_GT(evicted.best_effort, 0u) << "room was short and was made";
+  const testing::TaskCounts k0 = testing::task_counts(p);
   kill(p, SIGCONT);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   kill(p, SIGSTOP);
-  for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  ASSERT_TRUE(testing::wait_state(p, 'T'));
+  // Its wake-ups while it ran (the kernel's count; the stop is a switch of its own).
+  const uint64_t wakes = testing::task_counts(p).since(k0).voluntary;
   auto again = sensor->read();
   ASSERT_TRUE(again);
   const CgroupSched* s = find(*again, crit);
   ASSERT_NE(s, nullptr);
-  // About 100 wakeups of a 1 ms sleeper in 100 ms: never the 100 ms before the first read as well.
-  EXPECT_GT(s->rq.count, 10u);
-  EXPECT_LT(s->rq.count, 160u);
+  // A wait per wake-up since it ran again: never its wake-ups before the first read as well (as many
+  // again).
+  EXPECT_GT(wakes, 0u);
+  EXPECT_GE(s->rq.count + 3, wakes * 9 / 10);
+  EXPECT_LE(s->rq.count, wakes * 11 / 10 + 3);
 }
 
 // Runs `f` in a child whose open-files limit is soft/hard; what it returns, or why it did not.
@@ -989,7 +1030,7 @@ TEST_F(CpuCgroups, AnIdleCgroupsEntryIsDroppedAndCountedAfreshWhenItRunsAgain) {
   ASSERT_TRUE(first);
   ASSERT_NE(find(*first, id), nullptr);
   kill(p, SIGSTOP);  // idle from now on
-  for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  ASSERT_TRUE(testing::wait_state(p, 'T'));
   ASSERT_TRUE(sensor->read());  // what it did before it stopped
   const size_t with = sensor->entries();
   for (unsigned i = 0; i < SchedSensor::kIdleReads; ++i) {
@@ -1000,17 +1041,22 @@ TEST_F(CpuCgroups, AnIdleCgroupsEntryIsDroppedAndCountedAfreshWhenItRunsAgain) {
   // Its entry went (others of a busy host, systemd's units on v2, may have come meanwhile).
   EXPECT_FALSE(sensor->holds(id));
   EXPECT_LE(sensor->entries(), with + 8);
+  const testing::TaskCounts k0 = testing::task_counts(p);
   kill(p, SIGCONT);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   kill(p, SIGSTOP);
-  for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  ASSERT_TRUE(testing::wait_state(p, 'T'));
+  // Its wake-ups while it ran (the kernel's count; the stop is a switch of its own).
+  const uint64_t wakes = testing::task_counts(p).since(k0).voluntary;
   auto again = sensor->read();
   ASSERT_TRUE(again);
   const CgroupSched* s = find(*again, id);
   ASSERT_NE(s, nullptr);
-  // About 100 wakeups of a 1 ms sleeper in 100 ms: never the 200 ms before the first read as well.
-  EXPECT_GT(s->rq.count, 10u);
-  EXPECT_LT(s->rq.count, 160u);
+  // A wait per wake-up since it ran again: never its wake-ups of the 200 ms before the first read as
+  // well (twice as many).
+  EXPECT_GT(wakes, 0u);
+  EXPECT_GE(s->rq.count + 3, wakes * 9 / 10);
+  EXPECT_LE(s->rq.count, wakes * 11 / 10 + 3);
 }
 
 // The map read in chunks (the batch lookup) and key by key (kernels before 5.6) gives the same
@@ -1029,10 +1075,14 @@ TEST_F(CpuCgroups, BatchAndKeyByKeyReadsSeeTheSameCgroupsAndCounts) {
   pid_t p = start(false, cgs[0], 1);
   for (const auto& cg : cgs) {
     move(p, cg);
-    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    // Two wake-ups in it: the second's wait, at least, is charged there.
+    const uint64_t woke = counter_->load();
+    ASSERT_TRUE(testing::eventually([&] { return counter_->load() >= woke + 2; }, std::chrono::seconds(5),
+                                    std::chrono::milliseconds(1)))
+        << cg;
   }
   kill(p, SIGSTOP);
-  for (int i = 0; i < 200 && stat_field(p, 3) != "T"; ++i) usleep(5000);
+  ASSERT_TRUE(testing::wait_state(p, 'T'));
   auto a = by_chunk->read();
   auto b = by_key->read();
   ASSERT_TRUE(a);
@@ -1048,7 +1098,7 @@ TEST_F(CpuCgroups, BatchAndKeyByKeyReadsSeeTheSameCgroupsAndCounts) {
     EXPECT_EQ(x->rq.count, y->rq.count) << cg;
     EXPECT_EQ(x->migrations, y->migrations) << cg;
   }
-  EXPECT_GT(seen, 100u);  // most of them: the sleeper woke in each
+  EXPECT_EQ(seen, cgs.size());  // the sleeper woke and waited in each
   // The host's other cgroups keep waking between the two reads (systemd's units on the v2 guest): a
   // cgroup first seen then is in one map and not yet in the other.
   EXPECT_NEAR(static_cast<double>(by_chunk->entries()), static_cast<double>(by_key->entries()), 2.0);

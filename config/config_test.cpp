@@ -17,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-const fs::path kSource = KEEL_SOURCE_DIR;
+const fs::path kSource = testing::source_dir();
 
 // A host as hwloc's synthetic "pack:P numa:1 l3:1 core:C pu:T" (P = nodes) describes it: siblings
 // are adjacent, core k = {kT, ..., kT+T-1}, node n = the next C cores.

@@ -115,7 +115,7 @@ Result<Sensing> Sensing::open(config::Spec spec, const SysRoots& roots, const To
   if (!inv) return std::unexpected(inv.error());
   st->inventory.emplace(std::move(*inv));
   st->sensor = std::move(sensor);
-  st->last = std::chrono::steady_clock::now();
+  st->last = st->sensor->now();
   Sensing s(std::move(st));
   if (auto r = s.sample(0); !r) return std::unexpected(r.error());  // cgroupfs counters start now
   return s;
@@ -208,7 +208,7 @@ std::optional<uint64_t> Sensing::State::usage_ns(const inv::Node& n) const {
 std::vector<Sensing::DemandWake> Sensing::watch_demand(const std::vector<ctl::DemandWatch>& watch,
                                                        std::chrono::duration<double> lull) {
   State& st = *s_;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = st.sensor->now();
   std::vector<DemandWake> out;
   std::unordered_map<std::string, State::Lull> next;
   for (const ctl::DemandWatch& w : watch) {
@@ -315,7 +315,7 @@ void reuse(ctl::WorkloadSignals& w) {
 Result<void> Sensing::sample(uint64_t tick, ctl::Snapshot& snap) {
   State& st = *s_;
   inv::Inventory& inv = *st.inventory;
-  auto now = std::chrono::steady_clock::now();
+  auto now = st.sensor->now();
   // The cgroups first: when that fails the sensor's counts stay in the kernel for the next tick.
   if (auto r = inv.refresh_tree(); !r) return std::unexpected(r.error());
   auto delta = st.sensor->read();

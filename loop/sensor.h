@@ -2,6 +2,7 @@
 // (bpf/sched_sensor.h) in keel, a fake in tests (sensing then runs without root or BPF).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -34,6 +35,9 @@ class Sensor {
   virtual Result<void> watch(const std::vector<bpf::SloWatch>&) { return {}; }
   virtual int events_fd() const { return -1; }
   virtual std::vector<bpf::SloEvent> take_events() { return {}; }
+  // The clock its reads and events are on (CLOCK_MONOTONIC, as the BPF programs' bpf_ktime_get_ns), which
+  // sensing times its samples and the demand watch's lulls by; a test's sensor sets its own.
+  virtual std::chrono::steady_clock::time_point now() const { return std::chrono::steady_clock::now(); }
 };
 
 // keel's BPF programs on `hierarchy` (root): CPU-to-LLC/NUMA tables from `topo`, hardware counters

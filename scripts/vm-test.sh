@@ -3,6 +3,8 @@
 # systemd 252 as PID 1, cgroup2 with nsdelegate) booted under qemu with 2 vCPUs on 2 NUMA nodes.
 #
 #   scripts/vm-test.sh [-R REGEX] [--keep] [--run COMMAND]
+#   scripts/vm-test.sh --image        only build the guest image into its cache (scripts/test.sh runs this
+#                                     beside the release build)
 #
 # 1. The guest image (root file system, kernel, initrd) is built once with mmdebstrap from Debian's
 #    packages (scripts/deps.sh --list guest) and cached in $KEEL_VM_CACHE (default /var/cache/keel-vm),
@@ -16,7 +18,10 @@
 # -R REGEX runs only the matching tests; --keep keeps the run's directory (console log, disks);
 # --run COMMAND runs a shell command in the guest (in the tree, as root) instead of the tests, and
 # exits with its status: for trying something on a v2 host under systemd by hand.
-# It skips (exit 0, with the reason) where qemu cannot run a guest here; it never falls back to a fake tree.
+# It skips (exit 0, with the reason) where qemu cannot run a guest here; under CI=true that fails
+# instead (exit 1): a CI that could not run the guest has not run the tests on cgroup v2. It never falls
+# back to a fake tree. At the end it says where the stage's time went: the image, the tree disk, the boot,
+# each test suite, the rest.
 # Where KVM works it is used; otherwise TCG (software emulation, several times slower: functional checks only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,18 +30,31 @@ repo=$(pwd -P)
 filter=()
 keep=0
 command=
+image_only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -R) filter=(-R "$2"); shift 2 ;;
     --keep) keep=1; shift ;;
     --run) command=$2; shift 2 ;;
-    *) echo "usage: $0 [-R REGEX] [--keep] [--run COMMAND]" >&2; exit 2 ;;
+    --image) image_only=1; shift ;;
+    *) echo "usage: $0 [-R REGEX] [--keep] [--run COMMAND] | --image" >&2; exit 2 ;;
   esac
 done
 
 started=$SECONDS
 stage() { echo "vm-test: $* ($((SECONDS - started)) s)"; }
-skip() { echo "vm-test: skipped: $*"; exit 0; }
+skip() {
+  if [[ ${CI:-} == true ]]; then
+    echo "vm-test: cannot run the guest: $* (CI=true: a stage that could not run fails)" >&2
+    exit 1
+  fi
+  echo "vm-test: skipped: $*"
+  exit 0
+}
+# Where the time went, for the summary at the end: seconds per part.
+declare -A took=()
+mark=$SECONDS
+spent() { took[$1]=$(( ${took[$1]:-0} + SECONDS - mark )); mark=$SECONDS; }
 
 [[ $(id -u) -eq 0 ]] || skip "builds a guest image and boots it (root only)"
 [[ $(uname -m) == x86_64 ]] || skip "the guest is x86_64 and this host is $(uname -m)"
@@ -91,12 +109,15 @@ if [[ ! -f $image/done ]]; then
 else
   stage "guest image $image (cached)"
 fi
+spent image
+[[ $image_only -eq 1 ]] && exit 0
 
 # --- 2. the tree at its own path, on a second disk ---------------------------------------------------------
 # Always brought up to date: the guest has no compiler, and the make that cpack runs there would find a
 # source changed since the last build out of date.
 stage "the release build, up to date"
 bash scripts/build.sh release
+spent build
 # What the build read outside the tree (CMake package files, headers, libraries) must be in the guest too:
 # cpack runs make, which checks them and re-configures or recompiles without them (no compiler there).
 # Say which package the guest list lacks.
@@ -139,6 +160,7 @@ make_disks() {
   rm -rf "$stage_dir"
   qemu-img create -q -f qcow2 -F raw -b "$image/root.img" "$run/root.qcow2"
   stage "tree disk ${size_mb} MiB"
+  spent "tree disk"
 }
 
 # --- 3. boot and run -------------------------------------------------------------------------------------
@@ -230,10 +252,24 @@ boot() {
   qemu_pid=$!
   tail -n +1 --pid="$qemu_pid" -f "$run/tests.log" &
   tail_pid=$!
-  local limit=${KEEL_VM_TIMEOUT:-3600} stall=${KEEL_VM_STALL:-600} t size last_size=-1 quiet=0
+  local limit=${KEEL_VM_TIMEOUT:-3600} stall=${KEEL_VM_STALL:-600} t size last_size=-1 quiet=0 phase=boot
   ended=done
   for ((t = 0; t < limit; t += 2)); do
     kill -0 "$qemu_pid" 2>/dev/null || break
+    # The phases, as the guest's output shows them (to the 2 s of this loop): booting until it prints,
+    # then its set-up (systemd up, keel probe) until ctest starts, then the tests until ctest exits.
+    if [[ $phase == boot && -s $run/tests.log ]]; then
+      spent boot
+      phase=setup
+    fi
+    if [[ $phase == setup ]] && grep -q "^=== ctest (guest" "$run/tests.log"; then
+      spent "guest set-up"
+      phase=tests
+    fi
+    if [[ $phase == tests ]] && grep -q "^keel-vm: exit" "$run/tests.log"; then
+      spent tests
+      phase=shutdown
+    fi
     # A guest whose kernel locked up does not come back: stop at once, with its console.
     if grep -q "soft lockup" "$run/console.log" 2>/dev/null; then
       echo "vm-test: the guest's kernel locked up; stopping it" >&2
@@ -260,6 +296,8 @@ boot() {
   wait "$qemu_pid" 2>/dev/null || true
   qemu_pid=
   wait "$tail_pid" 2>/dev/null || true
+  spent "$phase"
+  cat "$run/tests.log" >>"$run/all-tests.log"
 }
 
 # The guest's `keel-vm: exit N` line, terminal colours dropped first: ctest's list of tests that did not run
@@ -296,4 +334,13 @@ if [[ -z $status ]]; then
   exit 1
 fi
 stage "guest done, ctest exit $status"
+# Where the stage's time went (the host's clock, to 2 s), and the tests' by suite (ctest's times in the
+# guest, longest first).
+parts=
+for p in image build "tree disk" boot "guest set-up" tests shutdown; do
+  [[ -n ${took[$p]:-} ]] && parts+="${parts:+, }$p ${took[$p]} s"
+done
+echo "vm-test: where the time went: $parts; total $((SECONDS - started)) s"
+echo "vm-test: the tests by suite:"
+python3 scripts/ctest-tally.py --suites "$run/all-tests.log" | sed 's/^/vm-test:   /'
 exit "$status"

@@ -84,7 +84,7 @@ class ContainerPriv : public ::testing::Test {
 
   // The image: the package's files, the libraries ldd lists for its binary, the Dockerfile's command.
   void import_image() {
-    auto [crc, cout] = run_command("cd " + std::string(KEEL_BINARY_DIR) + " && cpack -G DEB -B " +
+    auto [crc, cout] = run_command("cd " + testing::binary_dir().string() + " && cpack -G DEB -B " +
                                    (dir_.path() / "deb").string());
     ASSERT_EQ(crc, 0) << cout;
     fs::path deb;

@@ -1,8 +1,12 @@
 // A process that changes real cgroup knobs through keel's actuators in an endless random sequence,
 // for the crash-safety test to SIGKILL at random points.
-// Usage: keel_crash_child STATE_DIR PATH SEED
+// Usage: keel_crash_child STATE_DIR PATH SEED [progress]
 //   PATH: the test's cgroup from the hierarchy root ("/keel-crash-1"), with children a, a/leaf and b:
 //   in both the v1 cpu and cpuset hierarchies where the host has them, else in the unified one.
+//   progress: a '.' on stdout after each change, so the test can kill it after a number of changes
+//   rather than after a time (which depends on how fast the machine is).
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -15,10 +19,11 @@
 int main(int argc, char** argv) {
   using namespace keel;
   using namespace keel::act;
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: keel_crash_child STATE_DIR NAME SEED\n");
+  if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "progress")) {
+    std::fprintf(stderr, "usage: keel_crash_child STATE_DIR NAME SEED [progress]\n");
     return 2;
   }
+  const bool progress = argc == 5;
   const SysRoots roots = SysRoots::host();
   auto layout = discover(roots);
   if (!layout) {
@@ -81,5 +86,6 @@ int main(int argc, char** argv) {
         break;
       }
     }
+    if (progress) (void)!::write(STDOUT_FILENO, ".", 1);
   }
 }

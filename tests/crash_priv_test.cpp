@@ -22,6 +22,7 @@
 #include "host/cgroup.h"
 #include "host/fileio.h"
 #include "tests/support/scene.h"
+#include "tests/support/timing.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -112,6 +113,10 @@ TEST_F(CrashSafety, KeelRestoreUndoesEveryChangeOfAProcessKilledAtRandomPoints) 
   std::mt19937 rng(20261130);
   int restored_something = 0;
   const int rounds = 60;
+  // The kill lands after a random number of the child's changes (it says each on the pipe) and a
+  // random part of the next one, whose length this run measures: on a fast machine or a slow one
+  // (the v2 guest's emulated CPUs) alike, most kills land mid-sequence and many mid-change.
+  double change_us = 0;  // the child's mean time per change so far
   for (int round = 0; round < rounds; ++round) {
     int ready[2];
     ASSERT_EQ(pipe(ready), 0);
@@ -123,17 +128,28 @@ TEST_F(CrashSafety, KeelRestoreUndoesEveryChangeOfAProcessKilledAtRandomPoints) 
       std::string name = tree_->path();
       std::string seed = std::to_string(round);
       execl(child_bin.c_str(), child_bin.c_str(), state.path().c_str(), name.c_str(), seed.c_str(),
-            static_cast<char*>(nullptr));
+            "progress", static_cast<char*>(nullptr));
       _exit(127);
     }
     close(ready[1]);
+    // "ready\n": the child has its journal and is about to write.
+    std::string said;
     char c = 0;
-    bool started = read(ready[0], &c, 1) == 1;  // the child has its journal and is about to write
-    close(ready[0]);
-    // Under an emulator (the v2 guest under TCG) the child writes several times slower: later kills.
-    const unsigned slow = testing::emulated_cpus() ? 10 : 1;
-    std::this_thread::sleep_for(std::chrono::microseconds(slow * (200 + rng() % 20000)));
+    while (said.find('\n') == std::string::npos && read(ready[0], &c, 1) == 1) said += c;
+    const bool started = said == "ready\n";
+    const unsigned changes = rng() % 8;
+    const uint64_t t0 = testing::now_ns();
+    unsigned made = 0;
+    while (started && made < changes && read(ready[0], &c, 1) == 1) ++made;
+    if (made > 0) {
+      const double us = static_cast<double>(testing::now_ns() - t0) / 1e3 / made;
+      change_us = change_us == 0 ? us : 0.8 * change_us + 0.2 * us;
+    }
+    if (change_us > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(
+          static_cast<int64_t>(change_us * static_cast<double>(rng() % 1000) / 1000)));
     kill(child, SIGKILL);
+    close(ready[0]);
     int status = 0;
     waitpid(child, &status, 0);
     ASSERT_TRUE(started) << "round " << round << ": the child did not start";
@@ -155,7 +171,8 @@ TEST_F(CrashSafety, KeelRestoreUndoesEveryChangeOfAProcessKilledAtRandomPoints) 
     EXPECT_EQ(std::string(trim(slurp(cpuset_ / "a/leaf/cgroup.procs"))), std::to_string(sleeper_));
     if (HasFailure()) break;
   }
-  std::printf("%d of %d kills left changes that keel restore undid\n", restored_something, rounds);
+  std::printf("%d of %d kills left changes that keel restore undid (a change took %.0f us)\n",
+              restored_something, rounds, change_us);
   EXPECT_GE(restored_something, rounds / 3);  // the kills really landed mid-sequence
 }
 
@@ -171,8 +188,8 @@ TEST_F(CrashSafety, RestoreRefusesWhileAnotherKeelHoldsTheState) {
           static_cast<char*>(nullptr));
     _exit(127);
   }
-  for (int i = 0; i < 200 && !fs::exists(state.path() / "journal"); ++i) usleep(5000);
-  ASSERT_TRUE(fs::exists(state.path() / "journal"));
+  ASSERT_TRUE(
+      testing::eventually([&] { return fs::exists(state.path() / "journal"); }, std::chrono::seconds(30)));
   auto [rc, out] = run_command(testing::keel_binary().string() + " restore --state " + state.path().string());
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("another keel holds this state directory (pid " + std::to_string(child) + ")"),

@@ -35,7 +35,7 @@ fs::path unit_for_this_build(const fs::path& dir) {
   fs::path f = dir / "keel.service";
   std::ofstream(f) << unit;
   fs::create_directories(dir / "man/man8");
-  fs::copy_file(fs::path(KEEL_BINARY_DIR) / "cli/keel.8.gz", dir / "man/man8/keel.8.gz");
+  fs::copy_file(testing::binary_dir() / "cli/keel.8.gz", dir / "man/man8/keel.8.gz");
   return f;
 }
 

@@ -257,7 +257,7 @@ void PackagePriv::exercise_the_unit() {
 TEST_F(PackagePriv, BuildsInstallsRunsKeepsTheConffileAndPurgesCleanly) {
   testing::TempDir dir;
   auto [crc, cout] =
-      run_command("cd " + std::string(KEEL_BINARY_DIR) + " && cpack -G DEB -B " + dir.path().string());
+      run_command("cd " + testing::binary_dir().string() + " && cpack -G DEB -B " + dir.path().string());
   ASSERT_EQ(crc, 0) << cout;
   fs::path deb;
   for (const auto& e : fs::directory_iterator(dir.path()))

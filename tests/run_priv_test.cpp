@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +42,7 @@
 #include "tests/support/docker.h"
 #include "tests/support/http.h"
 #include "tests/support/scene.h"
+#include "tests/support/timing.h"
 #include "tests/support/tmp_tree.h"
 
 namespace keel {
@@ -54,11 +56,7 @@ using testing::slurp;
 constexpr double kSloUs = 300;
 constexpr const char* kLeaves[] = {"/crit", "/be1", "/be2", "/be3"};
 
-uint64_t now_ns() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(t.tv_nsec);
-}
+using testing::now_ns;
 
 // What the waker shares with the test: each wake-up's lateness and when it happened.
 struct WakeLog {
@@ -69,34 +67,13 @@ struct WakeLog {
   uint32_t late_ns[kCap];
 };
 
-// The kernel's own account of a task's run-queue wait (/proc/PID/schedstat, CONFIG_SCHED_INFO): the
-// nanoseconds it waited runnable and the times it was switched in. Independent of keel's BPF, and blind
-// to what no cgroup knob controls (a late timer, a halted vCPU the hypervisor wakes late).
-struct SchedStat {
-  uint64_t wait_ns = 0, slices = 0;
-};
-SchedStat schedstat(pid_t pid) {
-  std::istringstream in(slurp("/proc/" + std::to_string(pid) + "/schedstat"));
-  uint64_t run = 0;
-  SchedStat s;
-  in >> run >> s.wait_ns >> s.slices;
-  return s;
-}
+// The kernel's own account of a task's run-queue wait (/proc/PID/schedstat, CONFIG_SCHED_INFO, in
+// testing::TaskCounts): independent of keel's BPF, and blind to what no cgroup knob controls (a late
+// timer, a halted vCPU the hypervisor wakes late).
+using testing::task_counts;
+using testing::TaskCounts;
 // The mean run-queue wait (us) per time on a CPU between two readings.
-double mean_wait_us(const SchedStat& a, const SchedStat& b) {
-  return b.slices > a.slices
-             ? static_cast<double>(b.wait_ns - a.wait_ns) / 1e3 / static_cast<double>(b.slices - a.slices)
-             : 0;
-}
-// Jiffies the hypervisor took from this guest (/proc/stat's steal column), all CPUs.
-uint64_t steal_jiffies() {
-  std::istringstream in(slurp("/proc/stat"));
-  std::string cpu;
-  uint64_t v[8] = {};
-  in >> cpu;
-  for (auto& x : v) in >> x;
-  return v[7];
-}
+double mean_wait_us(const TaskCounts& a, const TaskCounts& b) { return b.since(a).mean_wait_us(); }
 
 // The waker's p99 lateness (us) over wake-ups in [from, to).
 double p99_between(const WakeLog& log, uint64_t from, uint64_t to, size_t* count = nullptr) {
@@ -328,18 +305,18 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   // The uncontrolled baseline: the kernel's count of the waker's run-queue wait must show the noise, or
   // the test proves nothing.
   std::this_thread::sleep_for(1s);
-  const SchedStat s0 = schedstat(waker);
-  const uint64_t steal0 = steal_jiffies();
+  const TaskCounts s0 = task_counts(waker);
+  const double steal0 = testing::steal_ns();
   std::this_thread::sleep_for(2s);
-  const SchedStat s1 = schedstat(waker);
-  const uint64_t steal1 = steal_jiffies();
+  const TaskCounts s1 = task_counts(waker);
+  const double steal1 = testing::steal_ns();
   uint64_t t_keel = now_ns();
   size_t n_before = 0;
   double p99_before = p99_between(*log_, t_keel - 2'000'000'000ull, t_keel, &n_before);
   const double wait_before = mean_wait_us(s0, s1);
   std::printf("waker with noise, no keel: mean run-queue wait %.0f us over %" PRIu64
-              " times on a CPU; lateness p99 %.0f us over %zu wake-ups (steal %" PRIu64 " jiffies)\n",
-              wait_before, s1.slices - s0.slices, p99_before, n_before, steal1 - steal0);
+              " times on a CPU; lateness p99 %.0f us over %zu wake-ups (steal %.0f ms)\n",
+              wait_before, s1.slices - s0.slices, p99_before, n_before, (steal1 - steal0) / 1e6);
   // A mean over every time on a CPU (most short waits); 100 us is many times this waker's wait alone.
   // Under an emulator (the v2 guest under TCG) waits are the emulator's: printed, not judged, and the
   // waker wakes less often (454 times in 2 s there), so fewer wake-ups make the sample.
@@ -364,17 +341,17 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   std::printf("keel split the CPUs %.1f s after it started\n", static_cast<double>(t_split - t_keel) / 1e9);
   // The waker's run-queue wait settles within a few seconds.
   std::this_thread::sleep_for(1s);
-  const SchedStat s2 = schedstat(waker);
-  const uint64_t steal2 = steal_jiffies();
+  const TaskCounts s2 = task_counts(waker);
+  const double steal2 = testing::steal_ns();
   std::this_thread::sleep_for(2s);
-  const SchedStat s3 = schedstat(waker);
-  const uint64_t steal3 = steal_jiffies();
+  const TaskCounts s3 = task_counts(waker);
+  const double steal3 = testing::steal_ns();
   size_t n_after = 0;
   double p99_after = p99_between(*log_, now_ns() - 2'000'000'000ull, now_ns(), &n_after);
   const double wait_after = mean_wait_us(s2, s3);
   std::printf("waker with noise, keel enforcing: mean run-queue wait %.0f us over %" PRIu64
-              " times on a CPU; lateness p99 %.0f us over %zu wake-ups (steal %" PRIu64 " jiffies)\n",
-              wait_after, s3.slices - s2.slices, p99_after, n_after, steal3 - steal2);
+              " times on a CPU; lateness p99 %.0f us over %zu wake-ups (steal %.0f ms)\n",
+              wait_after, s3.slices - s2.slices, p99_after, n_after, (steal3 - steal2) / 1e6);
   // Under the emulator the waker wakes about 250 times a second (the same bound as before keel).
   EXPECT_GT(s3.slices - s2.slices, timing ? 500u : 200u);
   // The kernel's own count: the noise no longer queues ahead of the waker.
@@ -561,16 +538,16 @@ TEST_F(RunPriv, TheClassTakesTheNoiseOutOfTheWakersRunQueueWaitAndGoesAwayWithKe
   const auto before = knobs();
   const pid_t waker = start_waker();
   std::this_thread::sleep_for(500ms);
-  const SchedStat a0 = schedstat(waker);
+  const TaskCounts a0 = task_counts(waker);
   std::this_thread::sleep_for(2s);
-  const SchedStat a1 = schedstat(waker);
+  const TaskCounts a1 = task_counts(waker);
   size_t n_alone = 0;
   double p99_alone = p99_between(*log_, now_ns() - 2'000'000'000ull, now_ns(), &n_alone);
   start_noise();
   std::this_thread::sleep_for(500ms);
-  const SchedStat n0 = schedstat(waker);
+  const TaskCounts n0 = task_counts(waker);
   std::this_thread::sleep_for(2s);
-  const SchedStat n1 = schedstat(waker);
+  const TaskCounts n1 = task_counts(waker);
   size_t n_noise = 0;
   double p99_noise = p99_between(*log_, now_ns() - 2'000'000'000ull, now_ns(), &n_noise);
   const double wait_alone = mean_wait_us(a0, a1), wait_noise = mean_wait_us(n0, n1);
@@ -594,38 +571,39 @@ TEST_F(RunPriv, TheClassTakesTheNoiseOutOfTheWakersRunQueueWaitAndGoesAwayWithKe
   auto usage = [&](const char* leaf) { return scene_->usage_ns(leaf); };
   auto all_usage = [&] { return scene_->host_usage_ns(); };
   // One 3 s window with the noise in the class. `ticks` are keel's per-tick run-queue p99s logged
-  // within it; `others` the CPUs used outside the test's cgroups (keel included) and `steal` the
-  // jiffies the hypervisor took: neither is something the class can order.
+  // within it; `others` the CPUs used outside the test's cgroups (keel included) and `steal_s` the
+  // CPU-seconds the hypervisor took: neither is something the class can order.
   struct Window {
     double p99 = 0, wait = 0, be_cpus = 0, crit_cpus = 0, others = 0, tick_median = 0;
     size_t n = 0;
-    uint64_t steal = 0;
+    double steal_s = 0;
   };
   auto measure = [&] {
     Window w;
     const size_t log_from = slurp(log).size();
-    const uint64_t from = now_ns(), steal0 = steal_jiffies(), all0 = all_usage();
+    const uint64_t from = now_ns(), all0 = all_usage();
+    const double steal0 = testing::steal_ns();
     const uint64_t be0 = usage("be1") + usage("be2") + usage("be3"), own0 = be0 + usage("crit");
-    const SchedStat c0 = schedstat(waker);
+    const TaskCounts c0 = task_counts(waker);
     std::this_thread::sleep_for(3s);
-    const SchedStat c1 = schedstat(waker);
+    const TaskCounts c1 = task_counts(waker);
     const uint64_t be1 = usage("be1") + usage("be2") + usage("be3"), own1 = be1 + usage("crit");
-    const uint64_t to = now_ns(), steal1 = steal_jiffies(), all1 = all_usage();
+    const uint64_t to = now_ns(), all1 = all_usage();
+    const double steal1 = testing::steal_ns();
     w.p99 = p99_between(*log_, from, to, &w.n);
     const auto span = static_cast<double>(to - from);
     w.be_cpus = static_cast<double>(be1 - be0) / span;
     w.crit_cpus = static_cast<double>((own1 - be1) - (own0 - be0)) / span;
     w.others = (static_cast<double>(all1 - all0) - static_cast<double>(own1 - own0)) / span;
-    w.steal = steal1 - steal0;
+    w.steal_s = (steal1 - steal0) / 1e9;
     w.wait = mean_wait_us(c0, c1);
     std::vector<double> ticks = tick_p99s(slurp(log).substr(log_from));
     std::sort(ticks.begin(), ticks.end());
     w.tick_median = ticks.empty() ? 1e9 : ticks[ticks.size() / 2];
     std::printf(
         "with noise in the class: p99 %.0f us (%zu wake-ups), mean run-queue wait %.1f us, keel's median "
-        "tick p99 %.0f us over %zu ticks; the noise kept %.2f CPUs, others used %.2f, steal %" PRIu64
-        " jiffies\n",
-        w.p99, w.n, w.wait, w.tick_median, ticks.size(), w.be_cpus, w.others, w.steal);
+        "tick p99 %.0f us over %zu ticks; the noise kept %.2f CPUs, others used %.2f, steal %.3f s\n",
+        w.p99, w.n, w.wait, w.tick_median, ticks.size(), w.be_cpus, w.others, w.steal_s);
     return w;
   };
 #if defined(__SANITIZE_ADDRESS__)
@@ -651,8 +629,8 @@ TEST_F(RunPriv, TheClassTakesTheNoiseOutOfTheWakersRunQueueWaitAndGoesAwayWithKe
   Window w = measure();
   for (int again = 0; again < 4 && timing && !sanitized && !quiet(w); ++again) w = measure();
   // Work-conserving: the noise keeps what the waker (0.3 CPUs), other work and the hypervisor leave.
-  const double left = static_cast<double>(std::thread::hardware_concurrency()) - w.crit_cpus - w.others -
-                      static_cast<double>(w.steal) / 100.0 / 3.0;
+  const double left =
+      static_cast<double>(std::thread::hardware_concurrency()) - w.crit_cpus - w.others - w.steal_s / 3.0;
   EXPECT_GT(w.be_cpus, 0.3) << "the noise must not starve";
   if (timing) {
     // The kernel's own count: a fraction of its wait beside the noise uncontrolled, in any case.
@@ -718,18 +696,40 @@ TEST_F(RunPriv, UnderTheUnitsCapabilitiesKeelNotifiesSensesWritesAndGivesBack) {
   addr.sun_family = AF_UNIX;
   std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock_path.c_str());
   ASSERT_EQ(::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  // Each message with the time the kernel queued it on the socket (SO_TIMESTAMPNS), so the gaps between
+  // keel's pings are keel's, not how late this test got to read them.
   std::vector<std::pair<double, std::string>> got;  // seconds since start, message
-  const auto t0 = std::chrono::steady_clock::now();
+  const int on = 1;
+  ASSERT_EQ(::setsockopt(sock.get(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on), 0);
+  auto realtime_s = [] {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+  };
+  const double t0 = realtime_s();
   auto receive_for = [&](std::chrono::milliseconds d) {
     const auto end = std::chrono::steady_clock::now() + d;
     while (std::chrono::steady_clock::now() < end) {
       timeval tv{0, 50'000};
       ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
       char buf[256];
-      ssize_t n = ::recv(sock.get(), buf, sizeof buf, 0);
-      if (n > 0)
-        got.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                         std::string(buf, static_cast<size_t>(n)));
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+      iovec iov{buf, sizeof buf};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      ssize_t n = ::recvmsg(sock.get(), &msg, 0);
+      if (n <= 0) continue;
+      double at = realtime_s();
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+          timespec ts;
+          std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+          at = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+        }
+      got.emplace_back(at - t0, std::string(buf, static_cast<size_t>(n)));
     }
   };
   auto count = [&](const std::string& what) {
@@ -738,6 +738,7 @@ TEST_F(RunPriv, UnderTheUnitsCapabilitiesKeelNotifiesSensesWritesAndGivesBack) {
   fs::path cfg =
       write_config(dir.path(), "enforce", "[actuators]\ncpuset = false\ncpu_weight = false\n", kSloUs, "1s");
   const auto before = knobs();
+  const testing::WakeFloor floor = testing::wake_floor(0, 1000us, 500ms);
   start_waker();
   start_noise();
   fs::path log = dir.path() / "keel.log";
@@ -753,13 +754,40 @@ TEST_F(RunPriv, UnderTheUnitsCapabilitiesKeelNotifiesSensesWritesAndGivesBack) {
   EXPECT_TRUE(wait_for([&] { return idle("be1") == "1" && idle("be2") == "1" && idle("be3") == "1"; }, 5s))
       << slurp(log);
   receive_for(100ms);  // those sent while this test waited, unread
-  const auto pings_before = count("WATCHDOG=1");
+  const size_t window_from = got.size();
+  const double window_t0 = realtime_s() - t0;
   receive_for(2000ms);
-  const auto pings = count("WATCHDOG=1") - pings_before;
-  std::printf("%s; %ld watchdog pings in 2 s (every 200 ms expected)\n", caps.c_str(),
-              static_cast<long>(pings));
-  EXPECT_GE(pings, 7) << "half of WATCHDOG_USEC=400000 between 1 s ticks";
-  EXPECT_LE(pings, 12);
+  // The watchdog's contract: a ping within every WATCHDOG_USEC (0.4 s), between the 1 s ticks too (keel
+  // pings at half of it), and not one per wake-up of its loop: the gaps between pings in the window.
+  std::vector<double> pinged{window_t0};
+  for (size_t i = window_from; i < got.size(); ++i)
+    if (got[i].second.starts_with("WATCHDOG=1")) pinged.push_back(got[i].first);
+  pinged.push_back(realtime_s() - t0);
+  double longest = 0, shortest = 1e9;
+  for (size_t i = 1; i < pinged.size(); ++i) {
+    longest = std::max(longest, pinged[i] - pinged[i - 1]);
+    if (i > 1 && i + 1 < pinged.size()) shortest = std::min(shortest, pinged[i] - pinged[i - 1]);
+  }
+  const size_t pings = pinged.size() - 2;
+  // A ping due while a tick runs goes out when the tick ends: late by at most the longest tick so far,
+  // as keel's own histogram bounds it (the upper edge of the first bucket that holds every tick).
+  const std::string scraped = testing::http_get(metrics_port_, "/metrics").body;
+  const double ticks = std::stod(testing::between(scraped, "\nkeel_tick_duration_seconds_count ", "\n"));
+  double longest_tick = 1e9;
+  const std::string bucket = "\nkeel_tick_duration_seconds_bucket{le=\"";
+  for (size_t b = scraped.find(bucket); b != std::string::npos; b = scraped.find(bucket, b + 1)) {
+    const std::string le = testing::between(scraped.substr(b), "le=\"", "\"");
+    const double n = std::stod(testing::between(scraped.substr(b), "} ", "\n"));
+    if (n >= ticks && le != "+Inf") longest_tick = std::min(longest_tick, std::stod(le));
+  }
+  std::printf(
+      "%s; %zu watchdog pings in %.2f s, gaps %.3f-%.3f s (every 0.2 s expected; ticks up to %.3f s)\n",
+      caps.c_str(), pings, pinged.back() - pinged.front(), shortest, longest, longest_tick);
+  EXPECT_GE(pings, 2u) << "half of WATCHDOG_USEC=400000 between 1 s ticks";
+  // And a timer's wake-up a little late, as this machine wakes a sleeper (measured before keel started).
+  EXPECT_LT(longest, 0.2 + longest_tick + 0.005 + 2 * floor.p99_us / 1e6)
+      << "a ping missed, beyond a tick's delay (" << floor.str() << ")";
+  EXPECT_GT(shortest, 0.18) << "pings more often than half of WATCHDOG_USEC";
   // Its health endpoints, as a Kubernetes probe or a load balancer asks them.
   auto live = testing::http_get(metrics_port_, "/healthz");
   EXPECT_EQ(live.status, 200) << live.body;
@@ -812,7 +840,7 @@ TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
   std::printf("early tick %.2f s after the noise started (period 4 s)\n", after_s);
   EXPECT_LT(after_s, 3.0) << "the periodic tick 2 is due 4 s after tick 1";
   // It acted in that tick: the ladder's first step for crit, logged as tick 2.
-  ASSERT_TRUE(wait_for([&] { return slurp(log).find("tick 2 early: done") != std::string::npos; }, 2s));
+  ASSERT_TRUE(wait_for([&] { return slurp(log).find("tick 2 early: done") != std::string::npos; }, 10s));
   text = slurp(log);
   const size_t done = text.find("tick 2 early: done");
   std::printf("%s\n", text.substr(done, text.find('\n', done) - done).c_str());
@@ -823,7 +851,10 @@ TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
                (text.find("tick 3 early: crit waited") != std::string::npos &&
                 text.find("tick 3 enforce act crit") != std::string::npos);
       },
-      2s);
+      // How soon is the early ticks' business (acted_s below), not this wait's: under the v2 guest's
+      // emulated CPUs an early tick 3 came 2.05 s after tick 2 (3.4 s after the noise, before the
+      // periodic one at 4 s), after a wait of 2 s had given up.
+      10s);
   const double acted_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - noise_at).count();
   EXPECT_TRUE(acted) << "no act in tick 2, nor in an early tick 3\n" << text;
   std::printf("acted in tick %d, %.2f s after the noise started\n",

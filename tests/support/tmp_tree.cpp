@@ -157,8 +157,7 @@ std::string between(const std::string& text, const std::string& from, const std:
   return b == std::string::npos ? "" : text.substr(a, b - a);
 }
 
-std::filesystem::path keel_binary() { return std::filesystem::path(KEEL_BINARY_DIR) / "cli" / "keel"; }
-std::filesystem::path source_dir() { return KEEL_SOURCE_DIR; }
+std::filesystem::path keel_binary() { return binary_dir() / "cli" / "keel"; }
 
 std::vector<std::pair<std::string, std::string>> cgroup_v2_files(const std::string& dir,
                                                                  const std::string& procs,

@@ -71,7 +71,9 @@ bool is_root();
 // Runs a shell command, returns {exit status, stdout+stderr}.
 std::pair<int, std::string> run_command(const std::string& cmd);
 
-// Path of the built keel binary (KEEL_BINARY_DIR/cli/keel) and of the source tree.
+// The build tree, the built keel binary in it (cli/keel) and the source tree. (Only tests/support/paths.cpp
+// is compiled with these paths, so the rest compiles the same in any checkout: a cache hit.)
+std::filesystem::path binary_dir();
 std::filesystem::path keel_binary();
 std::filesystem::path source_dir();
 
