@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one list of Debian packages keel needs, in three sets, and installs whichever are missing:
-#   build  to compile keel (compilers, headers, bpftool for the skeletons, clang-format)
+#   build  to compile keel (compilers, headers, bpftool for the skeletons, clang-format, ccache and the
+#          mold linker that scripts/build.sh uses where installed)
 #   run    to run the built binary (shared libraries only: what the Debian package depends on)
 #   test   what the test suite and benchmarks drive: workloads, peers, Prometheus, GoogleTest, systemd's
 #          analyzer, docker, Node.js (the offline Kubernetes schema check), python3-fusepy (a FUSE file system
@@ -17,6 +18,7 @@ BUILD_PACKAGES=(
   build-essential cmake pkg-config g++ dpkg-dev
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
   libhwloc-dev prometheus-cpp-dev libtomlplusplus-dev nlohmann-json3-dev libsystemd-dev clang-format
+  ccache mold
 )
 RUN_PACKAGES=(
   libbpf1 libelf1 libhwloc15 libprometheus-cpp-core1.0 libcivetweb1
