@@ -49,12 +49,15 @@ StatColumns stat_columns(int cpu) {
     std::string name;
     uint64_t user, nice, system, idle, iowait;
     StatColumns c;
-    if (f >> name >> user >> nice >> system >> idle >> iowait >> c.irq >> c.softirq >> c.steal && name == want)
+    if (f >> name >> user >> nice >> system >> idle >> iowait >> c.irq >> c.softirq >> c.steal &&
+        name == want)
       return c;
   }
   return {};
 }
-double jiffies_ns(uint64_t j) { return static_cast<double>(j) * 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK)); }
+double jiffies_ns(uint64_t j) {
+  return static_cast<double>(j) * 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
 
 double quantile(std::vector<uint32_t>& v, double q) {
   if (v.empty()) return 0;
@@ -155,7 +158,8 @@ WakeFloor wake_floor(int cpu, std::chrono::microseconds period, std::chrono::mil
     uint64_t n = 0;
     while (now_ns() < end && n < std::size(log->late_ns)) {
       const uint64_t t0 = now_ns();
-      timespec ts{static_cast<time_t>(period_ns / 1'000'000'000), static_cast<long>(period_ns % 1'000'000'000)};
+      timespec ts{static_cast<time_t>(period_ns / 1'000'000'000),
+                  static_cast<long>(period_ns % 1'000'000'000)};
       nanosleep(&ts, nullptr);
       const uint64_t late = now_ns() - t0 - period_ns;
       log->late_ns[n++] = static_cast<uint32_t>(std::min<uint64_t>(late, UINT32_MAX));
