@@ -127,20 +127,23 @@ class CpuCgroups : public ::testing::Test {
     return nullptr;
   }
   // A busy task in cgroup `name` whose affinity flips between CPU 0 and 1 `k` times, under a sensor
-  // with these topology tables: what the sensor counted for the cgroup, in *out.
+  // with these topology tables: what the sensor counted for the cgroup, in *out, and the kernel's count
+  // of the task's migrations meanwhile (/proc/PID/sched), in *kernel (0 without CONFIG_SCHED_DEBUG).
   void flip_between_cpus(const std::string& name, std::vector<uint16_t> llc, std::vector<uint16_t> node,
-                         int k, CgroupSched* out) {
+                         int k, CgroupSched* out, uint64_t* kernel) {
     fs::path m = make(name);
     auto sensor = SchedSensor::open(config(std::move(llc), std::move(node)));
     ASSERT_TRUE(sensor) << sensor.error().message();
     pid_t p = start(true, m, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ASSERT_TRUE(sensor->read());
+    const testing::TaskCounts k0 = testing::task_counts(p);
     for (int i = 0; i < k; ++i) {
       pin(p, (i + 1) % 2);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     auto d = sensor->read();
+    *kernel = testing::task_counts(p).since(k0).migrations;
     ASSERT_TRUE(d);
     const CgroupSched* s = find(*d, CgroupId{hier_.id, inode(m)});
     ASSERT_NE(s, nullptr);
@@ -402,14 +405,29 @@ TEST_F(CpuCgroups, QuantilesAgreeWithRunqlatOnTheSameRun) {
   }
 }
 
-// Flipping a busy task's affinity K times migrates it K times; the scopes follow the tables.
+// What the sensor counted of a flipped task's migrations: each the kernel made (its own count, where it
+// keeps one: CONFIG_SCHED_DEBUG), which is about one a flip (a CI run in the v2 guest, under emulated
+// CPUs, counted 39 for 40 flips against a bound of 40: the kernel's own count is the truth).
+void expect_the_kernels_migrations(const CgroupSched& s, uint64_t kernel, int flips) {
+  std::printf("%d flips: %llu migrations counted, %llu by the kernel\n", flips,
+              static_cast<unsigned long long>(s.migrations), static_cast<unsigned long long>(kernel));
+  if (fs::exists("/proc/self/sched")) {
+    EXPECT_EQ(s.migrations, kernel);
+    EXPECT_GE(kernel, static_cast<uint64_t>(flips) * 9 / 10);
+  } else {
+    EXPECT_GE(s.migrations, static_cast<uint64_t>(flips) * 9 / 10);
+  }
+  EXPECT_LE(s.migrations, static_cast<uint64_t>(flips + 2));
+}
+
+// Flipping a busy task's affinity K times migrates it about K times; the scopes follow the tables.
 TEST_F(CpuCgroups, MigrationsAreCountedAndScopedByTheTopologyTables) {
   constexpr int K = 40;
   CgroupSched s;
+  uint64_t kernel = 0;
   // CPU 0 and 1 in different LLCs, the same NUMA node.
-  ASSERT_NO_FATAL_FAILURE(flip_between_cpus("m", {0, 1}, {0, 0}, K, &s));
-  EXPECT_GE(s.migrations, static_cast<uint64_t>(K));
-  EXPECT_LE(s.migrations, static_cast<uint64_t>(K + 2));
+  ASSERT_NO_FATAL_FAILURE(flip_between_cpus("m", {0, 1}, {0, 0}, K, &s, &kernel));
+  expect_the_kernels_migrations(s, kernel, K);
   EXPECT_EQ(s.cross_llc, s.migrations);
   EXPECT_EQ(s.cross_numa, 0u);
 }
@@ -420,8 +438,9 @@ TEST_F(CpuCgroups, MigrationsAreCountedAndScopedByTheTopologyTables) {
 TEST_F(CpuCgroups, AMigrationToAnotherNodeCountsOnceNotAlsoAsCrossLlc) {
   constexpr int K = 40;
   CgroupSched s;
-  ASSERT_NO_FATAL_FAILURE(flip_between_cpus("m2", {0, 1}, {0, 1}, K, &s));
-  EXPECT_GE(s.migrations, static_cast<uint64_t>(K));
+  uint64_t kernel = 0;
+  ASSERT_NO_FATAL_FAILURE(flip_between_cpus("m2", {0, 1}, {0, 1}, K, &s, &kernel));
+  expect_the_kernels_migrations(s, kernel, K);
   EXPECT_EQ(s.cross_numa, s.migrations);
   EXPECT_EQ(s.cross_llc, 0u);
 }

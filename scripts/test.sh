@@ -72,7 +72,17 @@ if [[ $guest -eq 1 ]]; then
   image_took=$((SECONDS - image_begin))
   finish "guest image" "$image_took" "$rc" /dev/null
 fi
-stage "tests (release)" bash -c 'cd build && ctest --output-on-failure --timeout 600'
+# tests DIR [CTEST ARGS...]: the tests of a build, those labelled `unit` (temporary trees, fakes: nothing
+# of the host's) two at a time, then the privileged ones (`priv`: real cgroups and BPF, they observe the
+# whole host) and any other one by one.
+tests() {
+  local dir=$1 rc=0
+  shift
+  (cd "$dir" && ctest --output-on-failure --timeout 600 -L '^unit$' -j"$(nproc)" "$@") || rc=1
+  (cd "$dir" && ctest --output-on-failure --timeout 600 -LE '^unit$' "$@") || rc=1
+  return $rc
+}
+stage "tests (release)" tests build
 if [[ $guest -eq 1 ]]; then
   echo "=== privileged tests (v2 guest): in the background, its output when it ends ==="
   guest_begin=$SECONDS
@@ -91,8 +101,7 @@ if [[ $guest -eq 1 ]]; then
   cat "$logs/guest.log"
   finish "privileged tests (v2 guest)" $((SECONDS - guest_begin)) "$rc" "$logs/guest.log"
 fi
-stage "tests (asan)" bash -c \
-  "cd build-asan && ctest --output-on-failure --timeout 600 -E '^(RunPriv|Churn|PackagePriv|ContainerPriv)[.]'"
+stage "tests (asan)" tests build-asan -E '^(RunPriv|Churn|PackagePriv|ContainerPriv)[.]'
 # Each harness is one process on one CPU: two at a time, each still fuzzing its whole budget.
 stage "fuzz (${KEEL_FUZZ_SECONDS:-10} s per harness)" bash -c \
   'cd build-fuzz && cmake -DKEEL_FUZZ_SECONDS="${KEEL_FUZZ_SECONDS:-10}" . >/dev/null && ctest --output-on-failure --timeout 600 -j"$(nproc)"'

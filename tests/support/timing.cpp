@@ -78,6 +78,7 @@ TaskCounts TaskCounts::since(const TaskCounts& e) const {
   d.voluntary = voluntary - e.voluntary;
   d.involuntary = involuntary - e.involuntary;
   d.minflt = minflt - e.minflt;
+  d.migrations = migrations - e.migrations;
   d.run_ns = run_ns - e.run_ns;
   d.wait_ns = wait_ns - e.wait_ns;
   d.slices = slices - e.slices;
@@ -98,6 +99,9 @@ TaskCounts task_counts(pid_t pid) {
   if (f.size() > 7) c.minflt = std::stoull(f[7]);  // field 10 of /proc/PID/stat
   std::istringstream in(slurp(dir + "/schedstat"));
   in >> c.run_ns >> c.wait_ns >> c.slices;
+  std::istringstream sched(slurp(dir + "/sched"));
+  for (std::string line; std::getline(sched, line);)
+    if (line.starts_with("se.nr_migrations")) c.migrations = std::stoull(line.substr(line.find(':') + 1));
   return c;
 }
 

@@ -19,10 +19,11 @@ namespace keel::testing {
 uint64_t now_ns();
 
 // What the kernel counted of one task: /proc/PID/status (context switches), /proc/PID/stat (minor
-// faults) and /proc/PID/schedstat (time on a CPU, time waiting runnable, times switched in). A task
-// that sleeps and wakes counts one voluntary switch per wake-up: the truth for "it woke N times".
+// faults), /proc/PID/schedstat (time on a CPU, time waiting runnable, times switched in) and
+// /proc/PID/sched (migrations; where the kernel has CONFIG_SCHED_DEBUG, else 0). A task that sleeps and
+// wakes counts one voluntary switch per wake-up: the truth for "it woke N times".
 struct TaskCounts {
-  uint64_t voluntary = 0, involuntary = 0, minflt = 0;
+  uint64_t voluntary = 0, involuntary = 0, minflt = 0, migrations = 0;
   uint64_t run_ns = 0, wait_ns = 0, slices = 0;
   uint64_t switches() const { return voluntary + involuntary; }
   // The counts between an earlier reading and this one.
