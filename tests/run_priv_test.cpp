@@ -300,7 +300,14 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
       write_config(dir.path(), "enforce", "[actuators]\ncpu_weight = false\npreempt_class = \"off\"\n");
   const auto before = knobs();
   const pid_t waker = start_waker();
+  // The waker's own wait before any noise: what this machine gives it anyway (a neighbour outside the
+  // scene on its CPU, a hypervisor), which no knob of keel's takes away. The bounds below are on the
+  // wait the noise adds to it.
   std::this_thread::sleep_for(500ms);
+  const TaskCounts a0 = task_counts(waker);
+  std::this_thread::sleep_for(1500ms);
+  const double wait_alone = mean_wait_us(a0, task_counts(waker));
+  std::printf("waker alone: mean run-queue wait %.1f us\n", wait_alone);
   start_noise();
   // The uncontrolled baseline: the kernel's count of the waker's run-queue wait must show the noise, or
   // the test proves nothing.
@@ -323,7 +330,7 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   const bool timing = !testing::emulated_cpus();
   ASSERT_GT(n_before, timing ? 500u : 200u);
   if (timing) {
-    ASSERT_GT(wait_before, 100.0) << "the noise did not delay the waker: nothing to control";
+    ASSERT_GT(wait_before - wait_alone, 100.0) << "the noise did not delay the waker: nothing to control";
   }
 
   fs::path log = dir.path() / "keel.log";
@@ -354,9 +361,13 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
               wait_after, s3.slices - s2.slices, p99_after, n_after, (steal3 - steal2) / 1e6);
   // Under the emulator the waker wakes about 250 times a second (the same bound as before keel).
   EXPECT_GT(s3.slices - s2.slices, timing ? 500u : 200u);
-  // The kernel's own count: the noise no longer queues ahead of the waker.
+  // The kernel's own count: the noise no longer queues ahead of the waker; what it added is cut to under
+  // a quarter. (The scene must be all there is: work outside it, such as a light neighbour in the root
+  // cgroup, is not keel's to move under this config, which leaves isolate_root_tasks off, and once the
+  // noise is off the waker's CPU the neighbour goes there: 194 us after against 615 before, and tick
+  // p99s of 3-5 ms, with `stress-ng --cpu 1 --cpu-load 30` beside the suite.)
   if (timing) {
-    EXPECT_LT(wait_after, wait_before / 4) << slurp(log);
+    EXPECT_LT(wait_after - wait_alone, (wait_before - wait_alone) / 4) << slurp(log);
   }
   // The SLO is on run-queue wait, which keel measures (checked against runqlat in the sensor tests).
   // The waker's lateness is printed, not asserted: it also counts timer and hypervisor delays no cgroup
@@ -442,7 +453,10 @@ TEST_F(RunPriv, NotOnExitHandsOverAndTheNextKeelKeepsProtectionUntilRestore) {
   EXPECT_TRUE(
       wait_for([&] { return cpus("crit") == "0-1" && cpus("be1") == "0-1" && cpus("be2") == "0-1"; }, 30s))
       << slurp(log2);
-  EXPECT_NE(slurp(log2).find("give-back crit"), std::string::npos) << slurp(log2);
+  // keel logs a tick's decisions after its writes: the cpus can be back a moment before the line is
+  // (with a light neighbour on the other CPU, the check came between the two).
+  EXPECT_TRUE(wait_for([&] { return slurp(log2).find("give-back crit") != std::string::npos; }, 5s))
+      << slurp(log2);
   const auto given_back = knobs();
 
   EXPECT_EQ(stop_keel(second), 0) << slurp(log2);
@@ -832,34 +846,41 @@ TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
   std::this_thread::sleep_for(300ms);
   const auto noise_at = std::chrono::steady_clock::now();
   start_noise();
-  const bool early =
-      wait_for([&] { return slurp(log).find("tick 2 early: crit waited") != std::string::npos; }, 3s);
+  // Tick 2, whenever it comes: it must be an early one, woken by the crossing (the periodic tick 2 is due
+  // 4 s after tick 1; a machine that takes longer than that to see the noise fails here).
+  ASSERT_TRUE(wait_for([&] { return slurp(log).find("tick 2 ") != std::string::npos; }, 10s)) << slurp(log);
   const double after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - noise_at).count();
   std::string text = slurp(log);
-  ASSERT_TRUE(early) << text;
+  ASSERT_NE(text.find("tick 2 early: crit waited"), std::string::npos) << "tick 2 was not an early one\n"
+                                                                       << text;
   std::printf("early tick %.2f s after the noise started (period 4 s)\n", after_s);
-  EXPECT_LT(after_s, 3.0) << "the periodic tick 2 is due 4 s after tick 1";
-  // It acted in that tick: the ladder's first step for crit, logged as tick 2.
+  // Under emulation (the v2 guest under TCG) the crossing takes longer to come: printed, not judged.
+  if (!testing::emulated_cpus()) {
+    EXPECT_LT(after_s, 3.0) << "the periodic tick 2 is due 4 s after tick 1";
+  }
   ASSERT_TRUE(wait_for([&] { return slurp(log).find("tick 2 early: done") != std::string::npos; }, 10s));
   text = slurp(log);
   const size_t done = text.find("tick 2 early: done");
   std::printf("%s\n", text.substr(done, text.find('\n', done) - done).c_str());
-  const bool acted = wait_for(
-      [&] {
-        text = slurp(log);
-        return text.find("tick 2 enforce act crit") != std::string::npos ||
-               (text.find("tick 3 early: crit waited") != std::string::npos &&
-                text.find("tick 3 enforce act crit") != std::string::npos);
-      },
-      // How soon is the early ticks' business (acted_s below), not this wait's: under the v2 guest's
-      // emulated CPUs an early tick 3 came 2.05 s after tick 2 (3.4 s after the noise, before the
-      // periodic one at 4 s), after a wait of 2 s had given up.
-      10s);
+  // keel acts (the ladder's first step for crit) in an early tick, and every tick before it was an early
+  // one too: the crossings woke keel each time, no periodic tick came in between. Which early tick
+  // depends on how bad the waits were: a severe tick 2 acts at once (smoothed slack below -1: a tick p99
+  // over ~1.2 ms after a good tick 1); otherwise the second bad tick does, tick 3 (2 runs in 19 here),
+  // or tick 4 where tick 2's window still held waits from before the noise (the v2 guest, whose
+  // crossing came 2.5 s after the noise).
+  const std::string act = "enforce act crit ";
+  const bool acted = wait_for([&] { return slurp(log).find(act) != std::string::npos; }, 10s);
   const double acted_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - noise_at).count();
-  EXPECT_TRUE(acted) << "no act in tick 2, nor in an early tick 3\n" << text;
-  std::printf("acted in tick %d, %.2f s after the noise started\n",
-              text.find("tick 2 enforce act crit") != std::string::npos ? 2 : 3, acted_s);
-  // Under emulation (the v2 guest under TCG) a tick takes longer than on a machine: printed, not judged.
+  text = slurp(log);
+  ASSERT_TRUE(acted) << "keel never acted for crit\n" << text;
+  const size_t act_at = text.find(act), tick_at = text.rfind("tick ", act_at);
+  const int acted_tick = std::stoi(text.substr(tick_at + 5));
+  std::printf("acted in tick %d, %.2f s after the noise started\n", acted_tick, acted_s);
+  EXPECT_GE(acted_tick, 2);
+  for (int k = 2; k <= acted_tick; ++k)
+    EXPECT_NE(text.find("tick " + std::to_string(k) + " early: crit waited"), std::string::npos)
+        << "tick " << k << " (of those up to the act) was not an early one\n"
+        << text;
   if (!testing::emulated_cpus()) {
     EXPECT_LT(acted_s, 3.0) << "the periodic tick 2 is due 4 s after tick 1";
   }
