@@ -198,8 +198,9 @@ std::vector<Step> v1_bandwidth_steps(const Bandwidth& from, const Bandwidth& to)
 
 // ---- cpusets ----
 
-Result<std::vector<CpusetWrite>> order_cpuset_writes(const std::map<std::string, CpusetState>& current,
-                                                     const std::vector<CpusetTarget>& targets, bool v1) {
+Result<CpusetOrder> order_cpuset_writes(const std::map<std::string, CpusetState>& current,
+                                        const std::vector<CpusetTarget>& targets, bool v1,
+                                        const std::map<std::string, CpusetState>& before_keel) {
   struct T {
     std::string path;
     const CpusetTarget* t;
@@ -218,54 +219,92 @@ Result<std::vector<CpusetWrite>> order_cpuset_writes(const std::map<std::string,
     return depth_of(a.path) != depth_of(b.path) ? depth_of(a.path) < depth_of(b.path) : a.path < b.path;
   });
 
-  // The final state, parents before children (a v1 cpuset without mems takes its parent's).
-  std::map<std::string, CpusetState> fin = current;
-  for (const auto& [path, t] : ts) {
-    CpusetState& s = fin[path];
-    s.cpus = t->cpus;
-    if (t->mems)
-      s.mems = *t->mems;
-    else if (v1 && s.mems.empty())
-      s.mems = fin[parent_of(path)].mems;
-  }
-  for (const auto& [path, t] : ts) {
-    const CpusetState& s = fin.at(path);
-    if (s.populated && s.cpus.empty())
-      return fail("cannot take every CPU from " + path + ": it (or a cgroup below it) has tasks");
-    if (v1 && s.populated && s.mems.empty())
-      return fail("cannot leave " + path + " without memory nodes: it (or a cgroup below it) has tasks");
-    if (!v1) continue;
-    const CpusetState& up = fin.at(parent_of(path));
-    if (!s.cpus.subset_of(up.cpus) || !s.mems.subset_of(up.mems))
-      return fail("cpuset " + path + " (cpus " + s.cpus.to_list() + ", mems " + s.mems.to_list() +
-                  ") would not fit in its parent's (cpus " + up.cpus.to_list() + ", mems " +
-                  up.mems.to_list() + ")");
-    for (const auto& [child, cs] : fin)
-      if (child != path && parent_of(child) == path &&
-          (!cs.cpus.subset_of(s.cpus) || !cs.mems.subset_of(s.mems)))
-        return fail("cpuset " + child + " (cpus " + cs.cpus.to_list() + ", mems " + cs.mems.to_list() +
-                    ") would not fit in its parent " + path + "'s (cpus " + s.cpus.to_list() + ", mems " +
-                    s.mems.to_list() + ")");
+  CpusetOrder out;
+  std::map<std::string, CpusetState> fin;
+  // The final state with the targets not refused; a target that breaks the rules is refused and the
+  // rest computed again without it (its children may then be refused in turn).
+  for (;;) {
+    fin = current;
+    for (const auto& [path, t] : ts) {
+      if (out.refused.contains(path)) continue;
+      CpusetState& s = fin[path];
+      s.cpus = t->cpus;
+      if (t->mems)
+        s.mems = *t->mems;
+      else if (v1 && s.mems.empty())
+        s.mems = fin[parent_of(path)].mems;
+    }
+    if (v1) {
+      // Every other cgroup read (the targets' descendants) kept inside its parent's final set: its own
+      // (or what it had before keel narrowed it) within the parent's, or the parent's whole set where
+      // none of its own is left. A map in path order lists a parent before its descendants.
+      for (auto& [path, s] : fin) {
+        if (path == "/" || (seen.contains(path) && !out.refused.contains(path))) continue;
+        auto up = fin.find(parent_of(path));
+        if (up == fin.end()) continue;
+        auto keep_inside = [](const CpuSet& own, const CpuSet& parent) {
+          CpuSet in = own & parent;
+          return in.empty() && !own.empty() ? parent : in;
+        };
+        // A refused target is kept as it is, within its parent.
+        auto b = seen.contains(path) ? before_keel.end() : before_keel.find(path);
+        const bool had = b != before_keel.end();
+        s.cpus = keep_inside(had && !b->second.cpus.empty() ? b->second.cpus : s.cpus, up->second.cpus);
+        s.mems = keep_inside(had && !b->second.mems.empty() ? b->second.mems : s.mems, up->second.mems);
+      }
+    }
+    size_t refused = out.refused.size();
+    for (const auto& [path, t] : ts) {
+      if (out.refused.contains(path)) continue;
+      const CpusetState& s = fin.at(path);
+      std::string why;
+      if (s.populated && s.cpus.empty())
+        why = "cannot take every CPU from " + path + ": it (or a cgroup below it) has tasks";
+      else if (v1 && s.populated && s.mems.empty())
+        why = "cannot leave " + path + " without memory nodes: it (or a cgroup below it) has tasks";
+      else if (v1) {
+        const CpusetState& up = fin.at(parent_of(path));
+        if (!s.cpus.subset_of(up.cpus) || !s.mems.subset_of(up.mems))
+          why = "cpuset " + path + " (cpus " + s.cpus.to_list() + ", mems " + s.mems.to_list() +
+                ") would not fit in its parent's (cpus " + up.cpus.to_list() + ", mems " + up.mems.to_list() +
+                ")";
+      }
+      if (!why.empty()) out.refused.emplace(path, why);
+    }
+    if (out.refused.size() == refused) break;
   }
 
-  std::vector<CpusetWrite> out;
+  std::vector<T> live;  // the targets not refused and (v1) the cgroups narrowed or widened back for them
+  for (const auto& x : ts)
+    if (!out.refused.contains(x.path)) live.push_back(x);
+  if (v1)
+    for (const auto& [path, s] : fin)
+      if (path != "/" && (!seen.contains(path) || out.refused.contains(path)) &&
+          (s.cpus != current.at(path).cpus || s.mems != current.at(path).mems)) {
+        out.fitted.push_back(path);
+        live.push_back({path, nullptr});
+      }
+  std::ranges::stable_sort(live, [](const T& a, const T& b) {
+    return depth_of(a.path) != depth_of(b.path) ? depth_of(a.path) < depth_of(b.path) : a.path < b.path;
+  });
+  std::vector<CpusetWrite>& writes = out.writes;
   if (!v1) {
     // v2 gives a child what it asks for within its parent's (a set beyond it is no error), but kernels
     // before 6.1 refuse to narrow a parent below a child's own set (EBUSY on 5.15). So as on v1: sets
     // that widen go parents first, sets that narrow children first, and a set changed both ways widens
     // to the union first. Not set ("", the parent's) is the widest: unsetting widens, setting narrows.
     auto grow = [&](const std::string& path, bool mems, const CpuSet& from, const CpuSet& to) {
-      if (to.empty() && !from.empty()) out.push_back({path, mems, to});
-      if (!to.empty() && !from.empty() && (from | to) != from) out.push_back({path, mems, from | to});
+      if (to.empty() && !from.empty()) writes.push_back({path, mems, to});
+      if (!to.empty() && !from.empty() && (from | to) != from) writes.push_back({path, mems, from | to});
     };
     auto shrink = [&](const std::string& path, bool mems, const CpuSet& from, const CpuSet& to) {
-      if (!to.empty() && (from.empty() || to != (from | to))) out.push_back({path, mems, to});
+      if (!to.empty() && (from.empty() || to != (from | to))) writes.push_back({path, mems, to});
     };
-    for (const auto& [path, t] : ts) {
+    for (const auto& [path, t] : live) {
       grow(path, false, current.at(path).cpus, fin.at(path).cpus);
       grow(path, true, current.at(path).mems, fin.at(path).mems);
     }
-    std::vector<T> deepest_first = ts;  // siblings stay in path order
+    std::vector<T> deepest_first = live;  // siblings stay in path order
     std::ranges::stable_sort(deepest_first,
                              [](const T& a, const T& b) { return depth_of(a.path) > depth_of(b.path); });
     for (const auto& [path, t] : deepest_first) {
@@ -275,15 +314,15 @@ Result<std::vector<CpusetWrite>> order_cpuset_writes(const std::map<std::string,
     return out;
   }
   // Grow, parents first, to old | new; then shrink, children first, to new.
-  for (const auto& [path, t] : ts) {
+  for (const auto& [path, t] : live) {
     const CpusetState &from = current.at(path), &to = fin.at(path);
-    if (CpuSet u = from.cpus | to.cpus; u != from.cpus) out.push_back({path, false, u});
-    if (CpuSet u = from.mems | to.mems; u != from.mems) out.push_back({path, true, u});
+    if (CpuSet u = from.cpus | to.cpus; u != from.cpus) writes.push_back({path, false, u});
+    if (CpuSet u = from.mems | to.mems; u != from.mems) writes.push_back({path, true, u});
   }
-  for (auto it = ts.rbegin(); it != ts.rend(); ++it) {
+  for (auto it = live.rbegin(); it != live.rend(); ++it) {
     const CpusetState &from = current.at(it->path), &to = fin.at(it->path);
-    if (to.cpus != (from.cpus | to.cpus)) out.push_back({it->path, false, to.cpus});
-    if (to.mems != (from.mems | to.mems)) out.push_back({it->path, true, to.mems});
+    if (to.cpus != (from.cpus | to.cpus)) writes.push_back({it->path, false, to.cpus});
+    if (to.mems != (from.mems | to.mems)) writes.push_back({it->path, true, to.mems});
   }
   return out;
 }
@@ -336,6 +375,8 @@ struct CpusetsRead {
   std::map<std::string, Cg> cgs;
   std::map<std::string, CpusetState> state;
   std::set<std::string> gone;
+  size_t descendants = 0;  // read below the targets
+  std::map<std::string, CpusetState> before_keel;
 };
 
 Result<void> read_cpusets(KnobWriter& w, const CgroupHierarchy& h, const std::vector<CpusetTarget>& norm,
@@ -365,33 +406,68 @@ Result<void> read_cpusets(KnobWriter& w, const CgroupHierarchy& h, const std::ve
       r.gone.insert(t.cgroup);
       continue;
     }
-    std::error_code ec;
-    for (fs::directory_iterator it(r.cgs.at(t.cgroup).abs(), ec), end; !ec && it != end; it.increment(ec)) {
-      if (!it->is_directory(ec)) continue;
-      if (auto l = load(t.cgroup + "/" + it->path().filename().string(), false, nullptr); !l) {
-        if (l.error().err == ENODEV || (vanished(l.error()) && !fs::exists(it->path(), ec))) continue;
-        return std::unexpected(l.error());
+    // Its descendants, a tenant's to make: without recursion, within the walk's bounds and at most
+    // kMaxCpusetDescendants in all (one past them that does not fit makes the kernel refuse this target).
+    std::vector<std::pair<std::string, size_t>> todo{{t.cgroup, 0}};
+    while (!todo.empty() && r.descendants < kMaxCpusetDescendants) {
+      auto [at, depth] = std::move(todo.back());
+      todo.pop_back();
+      std::error_code ec;
+      for (fs::directory_iterator it(r.cgs.at(at).abs(), ec), end; !ec && it != end; it.increment(ec)) {
+        if (!it->is_directory(ec)) continue;
+        const std::string child = at + "/" + it->path().filename().string();
+        if (depth + 1 > kMaxCgroupDepth || child.size() >= kMaxCgroupPath) continue;
+        if (++r.descendants > kMaxCpusetDescendants) break;
+        if (r.state.contains(child)) continue;  // a target (or read for one): loaded with its own rules
+        if (auto l = load(child, false, nullptr); !l) {
+          if (l.error().err == ENODEV || (vanished(l.error()) && !fs::exists(it->path(), ec))) continue;
+          return std::unexpected(l.error());
+        }
+        const Cg& cg = r.cgs.at(child);
+        if (cg.dir() != nullptr) {  // narrowed by keel before: what it had then
+          auto before = [&](CgroupFile f) {
+            auto o = w.original(*cg.dir(), f);
+            auto set = o ? CpuSet::parse_list(*o) : Result<CpuSet>(CpuSet());
+            return set ? *set : CpuSet();
+          };
+          CpusetState b{before(CgroupFile::cpus), before(CgroupFile::mems), false};
+          if (!b.cpus.empty() || !b.mems.empty()) r.before_keel.emplace(child, b);
+        }
+        todo.emplace_back(child, depth + 1);
       }
     }
   }
   return {};
 }
 
-// 3. The writes, then what the kernel granted each target.
+// 3. The writes, then what the kernel granted each target. A write the kernel refuses is the failure of
+// the target it is for (a descendant's: of the nearest target above it), and the rest go on: the
+// kernel keeps every step inside v1's rules.
 Result<std::vector<CpusetGranted>> write_cpusets(KnobWriter& w, const std::vector<CpusetTarget>& norm,
-                                                 const std::vector<CpusetTarget>& live,
-                                                 const std::vector<CpusetWrite>& writes, CpusetsRead& r) {
+                                                 const std::vector<CpusetTarget>& live, CpusetOrder& order,
+                                                 CpusetsRead& r) {
   std::map<std::string, bool> changed;
-  for (const auto& wr : writes) {
+  auto target_of = [&](std::string path) {
+    for (;;) {
+      if (std::ranges::any_of(live, [&](const CpusetTarget& l) { return l.cgroup == path; }) || path == "/")
+        return path;
+      path = parent_of(path);
+    }
+  };
+  for (const auto& wr : order.writes) {
     if (r.gone.contains(wr.cgroup)) continue;
     auto done =
         set(w, r.cgs.at(wr.cgroup), wr.mems ? CgroupFile::mems : CgroupFile::cpus, list_value(wr.value));
     if (!done) {
       auto t = std::find_if(live.begin(), live.end(),
                             [&](const CpusetTarget& l) { return l.cgroup == wr.cgroup; });
-      if (t == live.end() || !vanished(done.error()) || !went(*t, done.error()))
-        return std::unexpected(done.error());
-      r.gone.insert(wr.cgroup);  // removed between the read and the write
+      if (t != live.end() && vanished(done.error()) && went(*t, done.error())) {
+        r.gone.insert(wr.cgroup);  // removed between the read and the write
+        continue;
+      }
+      if (t == live.end() && vanished(done.error())) continue;  // a descendant removed meanwhile
+      if (w.mode() != Mode::enforce) return std::unexpected(done.error());
+      order.refused.try_emplace(target_of(wr.cgroup), done.error().message());
       continue;
     }
     changed[wr.cgroup] = changed[wr.cgroup] || *done;
@@ -399,10 +475,11 @@ Result<std::vector<CpusetGranted>> write_cpusets(KnobWriter& w, const std::vecto
   std::vector<CpusetGranted> out;
   for (const auto& t : norm) {
     if (r.gone.contains(t.cgroup)) {
-      out.push_back({t.cgroup, false, {}, true});
+      out.push_back({t.cgroup, false, {}, true, {}});
       continue;
     }
-    CpusetGranted g{t.cgroup, changed[t.cgroup], t.cpus};
+    CpusetGranted g{t.cgroup, changed[t.cgroup], t.cpus, false, {}};
+    if (auto why = order.refused.find(t.cgroup); why != order.refused.end()) g.refused = why->second;
     const Cg& cg = r.cgs.at(t.cgroup);
     if (w.mode() == Mode::enforce && cg.dir() != nullptr) {
       if (auto eff = read_list(cg, CgroupFile::effective_cpus))
@@ -430,9 +507,9 @@ Result<std::vector<CpusetGranted>> apply_cpusets(KnobWriter& w, const CgroupHier
   std::vector<CpusetTarget> live;
   for (const auto& t : *norm)
     if (!read.gone.contains(t.cgroup)) live.push_back(t);
-  auto writes = order_cpuset_writes(read.state, live, !h.unified);
-  if (!writes) return std::unexpected(writes.error());
-  return write_cpusets(w, *norm, live, *writes, read);
+  auto order = order_cpuset_writes(read.state, live, !h.unified, read.before_keel);
+  if (!order) return std::unexpected(order.error());
+  return write_cpusets(w, *norm, live, *order, read);
 }
 
 // ---- weight ----

@@ -36,12 +36,18 @@ struct CpusetGranted {
   CpuSet effective;      // what the kernel granted (v2 cpuset.cpus.effective, v1 cpuset.effective_cpus);
                          // observe: the target
   bool gone = false;     // its cgroup (held by the caller) was removed meanwhile: left out, not an error
+  std::string refused;   // why it was not (wholly) applied: the rules, or the kernel's reason; the
+                         // other targets were applied
 };
 
-// Applies every target, or writes nothing when one is invalid: CPUs or nodes outside the host's
-// (`host_cpus`, or the hierarchy root's), an empty set for a cgroup with tasks (in it or below), and
-// on v1 a child not inside its parent. v1 writes grow parents first and shrink children first. A target
-// held open (`dir`) whose cgroup is removed before or while it is applied is left out (`gone`).
+// Applies the targets, or writes nothing when one names CPUs or nodes outside the host's (`host_cpus`,
+// or the hierarchy root's). A target the rules refuse (an empty set for a cgroup with tasks, in it or
+// below; on v1 a child not inside its parent) or whose write the kernel refuses is left as it is and
+// says why (`refused`); the others are applied. v1 writes grow parents first and shrink children
+// first, and the targets' descendants (at most kMaxCpusetDescendants per call) are narrowed with them
+// (journaled, and widened back when their parent is). A target held open (`dir`) whose cgroup is
+// removed before or while it is applied is left out (`gone`).
+inline constexpr size_t kMaxCpusetDescendants = 4096;
 Result<std::vector<CpusetGranted>> apply_cpusets(KnobWriter& w, const CgroupHierarchy& h,
                                                  const std::vector<CpusetTarget>& targets,
                                                  const std::optional<CpuSet>& host_cpus = std::nullopt);
@@ -56,15 +62,26 @@ struct CpusetWrite {
   bool mems = false;  // cpuset.mems, else cpuset.cpus
   CpuSet value;
 };
-// The writes taking `current` (every target, its parent and its children, by normalised path "/a/b")
-// to `targets`. With `v1`: every step keeps each child inside its parent (grow parents first as the
-// union of old and new, then shrink children first to the target; a populated cpuset is never
-// empty), and a target without mems on a cpuset without mems gets its parent's. Errors when the
-// targets break those rules. v2 has no such rules, but kernels before 6.1 refuse to narrow a parent
-// below a child's own set (EBUSY): the same order (widen parents first, narrow children first), with
-// "" (not set) as the widest.
-Result<std::vector<CpusetWrite>> order_cpuset_writes(const std::map<std::string, CpusetState>& current,
-                                                     const std::vector<CpusetTarget>& targets, bool v1);
+struct CpusetOrder {
+  std::vector<CpusetWrite> writes;
+  std::map<std::string, std::string> refused;  // targets left as they are (v1: kept inside their parent), why
+  std::vector<std::string> fitted;             // v1: other cgroups narrowed (or widened back) to fit
+};
+// The writes taking `current` (every target, its parent and its descendants, by normalised path
+// "/a/b") to `targets`. With `v1`: every step keeps each child inside its parent (grow parents first
+// as the union of old and new, then shrink children first to the target; a populated cpuset is never
+// empty), a target without mems on a cpuset without mems gets its parent's, and every other cgroup in
+// `current` whose parent changes is kept inside it (its own set within the parent's, or the parent's
+// whole set where none of its own would be left: a tenant's child cpuset never blocks its parent).
+// A target that would break the rules (a populated cpuset emptied, a child outside its parent) is
+// refused, alone: the others are written. v2 has no such rules, but kernels before 6.1 refuse to
+// narrow a parent below a child's own set (EBUSY): the same order (widen parents first, narrow
+// children first), with "" (not set) as the widest. Errors only for targets named twice or not read.
+// `before_keel`: what cgroups no target names had before keel narrowed them (the journal's originals,
+// empty sets where it has none), so that they widen back within their parent's set.
+Result<CpusetOrder> order_cpuset_writes(const std::map<std::string, CpusetState>& current,
+                                        const std::vector<CpusetTarget>& targets, bool v1,
+                                        const std::map<std::string, CpusetState>& before_keel = {});
 
 // ---- CPU weight, quota, idle ----
 

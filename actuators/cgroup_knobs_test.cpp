@@ -80,6 +80,17 @@ std::string parent_path(const std::string& p) {
   return at == 0 ? "/" : p.substr(0, at);
 }
 
+// The writes, or an error naming every target refused (the tests below give valid targets but here).
+Result<std::vector<CpusetWrite>> ordered(const std::map<std::string, CpusetState>& tree,
+                                         const std::vector<CpusetTarget>& targets, bool v1) {
+  auto o = order_cpuset_writes(tree, targets, v1);
+  if (!o) return std::unexpected(o.error());
+  std::string refused;
+  for (const auto& [cg, why] : o->refused) refused += (refused.empty() ? "" : "; ") + why;
+  if (!refused.empty()) return fail(refused);
+  return o->writes;
+}
+
 // Applies `writes` one by one and checks v1's rules after each: every cpuset inside its parent
 // (CPUs and nodes), none with tasks ever empty; at the end every target holds.
 ::testing::AssertionResult applies_under_v1_rules(std::map<std::string, CpusetState> tree,
@@ -127,7 +138,7 @@ TEST(CpusetOrder, ThreeLevelsWithMixedGrowAndShrinkKeepV1RulesAtEveryStep) {
       {"/p/a/l", L("1-2"), {}}, {"/q", L("3"), {}},     {"/p/b", L("2"), {}},
       {"/p", L("1-2"), {}},     {"/p/a", L("1-2"), {}},
   };
-  auto writes = order_cpuset_writes(tree, targets, true);
+  auto writes = ordered(tree, targets, true);
   ASSERT_TRUE(writes) << writes.error().message();
   EXPECT_TRUE(applies_under_v1_rules(tree, *writes, targets));
   // The parent grows before its children do and shrinks after they did.
@@ -186,7 +197,7 @@ TEST(CpusetOrder, RandomTreesAndTargetsNeverBreakV1Rules) {
           {nodes[i], s.cpus, same_mems && rng() % 2 ? std::nullopt : std::optional<CpuSet>(s.mems)});
     }
     std::shuffle(targets.begin(), targets.end(), rng);
-    auto writes = order_cpuset_writes(tree, targets, true);
+    auto writes = ordered(tree, targets, true);
     ASSERT_TRUE(writes) << "round " << round << ": " << writes.error().message();
     ASSERT_TRUE(applies_under_v1_rules(tree, *writes, targets)) << "round " << round;
     for (const auto& w : *writes) {  // at most two writes per knob: grow to the union, shrink to the target
@@ -200,11 +211,10 @@ TEST(CpusetOrder, RandomTreesAndTargetsNeverBreakV1Rules) {
 TEST(CpusetOrder, RejectsTargetsThatBreakTheRules) {
   auto tree = three_levels();
   auto err = [&](std::vector<CpusetTarget> t, bool v1) {
-    auto r = order_cpuset_writes(tree, t, v1);
+    auto r = ordered(tree, t, v1);
     return r ? std::string() : r.error().message();
   };
   EXPECT_NE(err({{"/p/a/l", L("0-2"), {}}}, true).find("would not fit in its parent"), std::string::npos);
-  EXPECT_NE(err({{"/p", L("1"), {}}}, true).find("/p/a (cpus 0"), std::string::npos);  // a child left out
   EXPECT_NE(err({{"/p/a/l", CpuSet(), {}}}, true).find("has tasks"), std::string::npos);
   EXPECT_NE(err({{"/p/a/l", CpuSet(), {}}}, false).find("has tasks"), std::string::npos);  // v2 too
   EXPECT_NE(err({{"/p/a/l", L("0"), CpuSet()}}, true).find("without memory nodes"), std::string::npos);
@@ -215,6 +225,73 @@ TEST(CpusetOrder, RejectsTargetsThatBreakTheRules) {
   EXPECT_EQ(err({{"/p/a/l", L("0-2"), {}}}, false), "");  // v2: the kernel intersects with the parent
 }
 
+// A tenant's child cpuset (made empty, by clone_children, or one a rule skipped) that would not fit its
+// parent's new set used to fail the whole batch ("cpuset /be/kid (cpus 0-3, mems 0) would not fit in
+// its parent /be's (cpus 0-1, mems 0)"), every tick, and the critical workload's own change with it.
+// Now the descendants are narrowed with their parent, children first, and the critical one gets its CPUs.
+TEST(CpusetOrder, ATenantsChildCpusetIsNarrowedWithItsParentAndBlocksNothing) {
+  std::map<std::string, CpusetState> tree = {
+      {"/", {L("0-3"), L("0"), true}},
+      {"/crit", {L("0-3"), L("0"), true}},
+      {"/be", {L("0-3"), L("0"), true}},
+      {"/be/kid", {L("0-3"), L("0"), false}},
+      {"/be/kid/deep", {L("2-3"), L("0"), false}},
+      {"/be/job", {L("1-2"), L("0"), true}},
+  };
+  std::vector<CpusetTarget> t = {{"/crit", L("2-3"), {}}, {"/be", L("0-1"), {}}};
+  auto o = order_cpuset_writes(tree, t, true);
+  ASSERT_TRUE(o) << o.error().message();
+  EXPECT_TRUE(o->refused.empty());
+  EXPECT_TRUE(applies_under_v1_rules(tree, o->writes, t));
+  std::map<std::string, CpusetState> end = tree;
+  for (const auto& w : o->writes) (w.mems ? end[w.cgroup].mems : end[w.cgroup].cpus) = w.value;
+  EXPECT_EQ(end["/crit"].cpus, L("2-3"));
+  EXPECT_EQ(end["/be"].cpus, L("0-1"));
+  EXPECT_EQ(end["/be/kid"].cpus, L("0-1"));       // its own within the parent's
+  EXPECT_EQ(end["/be/kid/deep"].cpus, L("0-1"));  // none of its own left: the parent's whole set
+  EXPECT_EQ(end["/be/job"].cpus, L("1"));         // its tasks keep the CPU they had that stays
+  EXPECT_EQ(o->fitted, (std::vector<std::string>{"/be/job", "/be/kid", "/be/kid/deep"}));
+
+  // Given back: a child keel narrowed widens back to what it had, within its parent's set.
+  std::map<std::string, CpusetState> now = end;
+  const std::map<std::string, CpusetState> before = {{"/be/kid", {L("0-3"), CpuSet(), false}},
+                                                     {"/be/kid/deep", {L("2-3"), CpuSet(), false}}};
+  std::vector<CpusetTarget> back = {{"/crit", L("0-3"), {}}, {"/be", L("0-3"), {}}};
+  auto b = order_cpuset_writes(now, back, true, before);
+  ASSERT_TRUE(b) << b.error().message();
+  EXPECT_TRUE(applies_under_v1_rules(now, b->writes, back));
+  for (const auto& w : b->writes) (w.mems ? now[w.cgroup].mems : now[w.cgroup].cpus) = w.value;
+  EXPECT_EQ(now["/be/kid"].cpus, L("0-3"));
+  EXPECT_EQ(now["/be/kid/deep"].cpus, L("2-3"));
+  EXPECT_EQ(now["/be/job"].cpus, L("1"));  // not narrowed by keel (no original): as it is
+}
+
+// A target the rules refuse is refused alone: the others are written.
+TEST(CpusetOrder, ATargetTheRulesRefuseIsLeftOutAloneAndItsChildrenFollow) {
+  auto tree = three_levels();
+  // /p/a/l (with tasks) emptied: refused; /q shrinks as asked; /p/a's target outside /p's refused too.
+  std::vector<CpusetTarget> t = {{"/p/a/l", CpuSet(), {}}, {"/q", L("3"), {}}, {"/p/a", L("0-2"), {}}};
+  auto o = order_cpuset_writes(tree, t, true);
+  ASSERT_TRUE(o) << o.error().message();
+  ASSERT_EQ(o->refused.size(), 2u);
+  EXPECT_NE(o->refused.at("/p/a/l").find("has tasks"), std::string::npos);
+  EXPECT_NE(o->refused.at("/p/a").find("would not fit in its parent"), std::string::npos);
+  ASSERT_EQ(o->writes.size(), 1u);
+  EXPECT_EQ(o->writes[0].cgroup, "/q");
+  EXPECT_EQ(o->writes[0].value, L("3"));
+  // A parent refused (it would not fit its own parent): its child target, valid only inside the new
+  // parent, is refused with it.
+  auto chain = order_cpuset_writes(tree, {{"/p/a", L("0-2"), {}}, {"/p", L("0-2"), {}}}, true);
+  ASSERT_TRUE(chain);
+  EXPECT_TRUE(chain->refused.empty()) << "both fit: /p grows within the root";
+  tree["/"].cpus = L("0-1");
+  tree.erase("/q");
+  chain = order_cpuset_writes(tree, {{"/p/a", L("0-2"), {}}, {"/p", L("0-2"), {}}}, true);
+  ASSERT_TRUE(chain);
+  EXPECT_EQ(chain->refused.size(), 2u);
+  EXPECT_TRUE(chain->writes.empty());
+}
+
 TEST(CpusetOrder, AV1CpusetWithoutMemsGetsItsParentsAndV2WritesEachChangeOnce) {
   std::map<std::string, CpusetState> tree = {
       {"/", {L("0-3"), L("0-1"), true}},
@@ -223,7 +300,7 @@ TEST(CpusetOrder, AV1CpusetWithoutMemsGetsItsParentsAndV2WritesEachChangeOnce) {
       {"/k/new/leaf", {CpuSet(), CpuSet(), false}},
   };
   std::vector<CpusetTarget> t = {{"/k/new/leaf", L("2"), {}}, {"/k/new", L("2-3"), {}}};
-  auto w = order_cpuset_writes(tree, t, true);
+  auto w = ordered(tree, t, true);
   ASSERT_TRUE(w) << w.error().message();
   ASSERT_TRUE(applies_under_v1_rules(tree, *w, t));
   ASSERT_EQ(w->size(), 4u);
@@ -235,7 +312,7 @@ TEST(CpusetOrder, AV1CpusetWithoutMemsGetsItsParentsAndV2WritesEachChangeOnce) {
 
   // v2: a mixed change widens to the union first (see below), and empty mems stay empty (inherit).
   tree["/k/new"].cpus = L("0");
-  auto v2 = order_cpuset_writes(tree, {{"/k/new", L("3"), {}}}, false);
+  auto v2 = ordered(tree, {{"/k/new", L("3"), {}}}, false);
   ASSERT_TRUE(v2) << v2.error().message();
   ASSERT_EQ(v2->size(), 2u);
   EXPECT_EQ((*v2)[0].value, L("0,3"));
@@ -293,7 +370,7 @@ TEST(CpusetOrder, V2NeverNarrowsAParentBelowAChildsOwnSet) {
       targets.push_back({*it, s, {}});
     }
     std::shuffle(targets.begin(), targets.end(), rng);
-    auto writes = order_cpuset_writes(tree, targets, false);
+    auto writes = ordered(tree, targets, false);
     ASSERT_TRUE(writes) << "round " << round << ": " << writes.error().message();
     ASSERT_EQ(breaks(tree, *writes), "") << "round " << round;
     std::map<std::string, CpusetState> end = tree;
@@ -481,9 +558,16 @@ TEST_F(CgroupV2Tree, InvalidValuesAreErrorsThatWriteNothing) {
   expect_error(apply_cpusets(w, h_, {{"/kubepods/be", L("0-3"), {}}}, L("4-7")),
                "CPUs 0-3 are not on this host");
   expect_error(apply_cpusets(w, h_, {{"/kubepods/guaranteed", L("1"), L("2")}}), "memory nodes 2");
-  expect_error(apply_cpusets(w, h_, {{"/kubepods/guaranteed", L("1"), {}}, {"/kubepods/be", CpuSet(), {}}}),
-               "cannot take every CPU from /kubepods/be");
-  expect_error(apply_cpusets(w, h_, {{"/kubepods", CpuSet(), {}}}), "below it");  // tasks in a child
+  // The rules refuse a target alone (the others are written: ATargetTheRulesRefuse... above).
+  auto expect_refused = [&](auto r, std::string_view words) {
+    ASSERT_TRUE(r) << r.error().message();
+    ASSERT_EQ(r->size(), 1u);
+    EXPECT_NE(r->front().refused.find(words), std::string::npos) << "'" << r->front().refused << "'";
+    EXPECT_FALSE(r->front().changed);
+  };
+  expect_refused(apply_cpusets(w, h_, {{"/kubepods/be", CpuSet(), {}}}),
+                 "cannot take every CPU from /kubepods/be");
+  expect_refused(apply_cpusets(w, h_, {{"/kubepods", CpuSet(), {}}}), "below it");  // tasks in a child
   expect_error(apply_cpusets(w, h_, {{"/kubepods/nowhere", L("1"), {}}}), "no such cgroup");
   expect_error(apply_cpusets(w, h_, {{"/", L("1"), {}}}), "root");
   expect_error(set_cpu_weight(w, h_, "/kubepods/be", 1), "outside [2, 262144]");
@@ -544,8 +628,8 @@ TEST_F(CgroupV2Tree, TasksBelowTheWalksBoundsKeepACgroupFromBeingEmptied) {
   Journal j = journal();
   KnobWriter w(roots_, Mode::enforce, &j);
   auto empty = apply_cpusets(w, h_, {{"/kubepods/guaranteed", CpuSet(), {}}});
-  ASSERT_FALSE(empty);
-  EXPECT_NE(empty.error().message().find("has tasks"), std::string::npos) << empty.error().message();
+  ASSERT_TRUE(empty) << empty.error().message();
+  EXPECT_NE(empty->front().refused.find("has tasks"), std::string::npos) << empty->front().refused;
   EXPECT_EQ(file("kubepods/guaranteed/cpuset.cpus"), "0-7\n");
 }
 
@@ -813,15 +897,18 @@ TEST(CgroupV1Actuators, NestedCpusetsResizeInBothDirectionsAndRestoreGivesThemBa
   EXPECT_EQ(cpus(Lf), s0);
   EXPECT_EQ(cpus(B), both);
 
-  // 4. Emptying the populated leaf is an error that writes nothing, not even the valid target.
+  // 4. Emptying the populated leaf is refused, alone: the valid target is written.
   size_t journaled = j->entries().size(), changes = w.changes().size();
   r = apply_cpusets(w, *h, {{B, s1, {}}, {Lf, CpuSet(), {}}});
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message().find("has tasks"), std::string::npos) << r.error().message();
-  EXPECT_EQ(cpus(B), both);
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].refused, "");
+  EXPECT_NE((*r)[1].refused.find("has tasks"), std::string::npos) << (*r)[1].refused;
+  EXPECT_FALSE((*r)[1].changed);
+  EXPECT_EQ(cpus(B), s1);
   EXPECT_EQ(cpus(Lf), s0);
-  EXPECT_EQ(j->entries().size(), journaled);
-  EXPECT_EQ(w.changes().size(), changes);
+  EXPECT_EQ(j->entries().size(), journaled);  // B's was journaled in step 1
+  EXPECT_EQ(w.changes().size(), changes + 1);
   EXPECT_EQ(value(s.path(Lf) / "cgroup.procs"), std::to_string(task));
 
   // 5. Grow A and its leaf again, so restore has to shrink the leaf before A.
@@ -832,6 +919,69 @@ TEST(CgroupV1Actuators, NestedCpusetsResizeInBothDirectionsAndRestoreGivesThemBa
   EXPECT_TRUE(rep.failed.empty()) << rep.failed[0].message();
   for (const auto& [f, v] : before) EXPECT_EQ(*CpuSet::parse_list(value(f)), *CpuSet::parse_list(v)) << f;
   EXPECT_TRUE(j->entries().empty());
+}
+
+// The reproduction from issue 38 on the real v1 cpuset hierarchy: a tenant made an empty child cpuset
+// under its best-effort cgroup (`be/kid`, both CPUs, and `be/kid/deep` on the second); narrowing `be`
+// failed the whole batch ("would not fit in its parent") every tick, so `crit` never got its CPU. Now
+// the children are narrowed with `be` (journaled), `crit` gets its CPU, the children widen back with
+// `be`, and restore gives everything back.
+TEST(CgroupV1Actuators, ATenantsChildCpusetIsNarrowedWithItsParentAndTheCriticalOneGetsItsCpu) {
+  KEEL_REQUIRE_ROOT();
+  auto layout = discover(SysRoots::host());
+  ASSERT_TRUE(layout) << layout.error().message();
+  const CgroupHierarchy* h = layout->v1_with("cpuset");
+  if (h == nullptr) GTEST_SKIP() << "skipped: no cgroup v1 cpuset hierarchy on this host";
+  CpuSet host = cpus_of(h->mount);
+  if (host.count() < 2) GTEST_SKIP() << "skipped: needs 2 CPUs, host has " << host.to_list();
+  const std::string c0 = std::to_string(host.cpus()[0]), c1 = std::to_string(host.cpus()[1]);
+  const CpuSet s0 = L(c0), s1 = L(c1), both = L(c0 + "," + c1);
+  const std::string mems = value(h->mount / "cpuset.mems");
+  const std::string P = "/keel-test-kid-" + std::to_string(::getpid()), crit = P + "/crit", be = P + "/be",
+                    kid = be + "/kid", deep = kid + "/deep";
+  Scratch s(h->mount);
+  for (const auto& [cg, cpus] : std::vector<std::pair<std::string, CpuSet>>{
+           {P, both}, {crit, both}, {be, both}, {kid, both}, {deep, s1}}) {
+    fs::path d = s.make(cg);
+    ASSERT_EQ(write_errno(d / "cpuset.cpus", cpus.to_list()), 0) << cg;
+    ASSERT_EQ(write_errno(d / "cpuset.mems", mems), 0) << cg;
+  }
+  pid_t task = s.sleeper();
+  ASSERT_GT(task, 0);
+  ASSERT_EQ(write_errno(s.path(be) / "cgroup.procs", std::to_string(task)), 0);
+  EXPECT_EQ(write_errno(s.path(be) / "cpuset.cpus", c0), EBUSY) << "the kernel's rule the batch has to keep";
+
+  testing::TempDir state;
+  auto j = Journal::open(state.path(), read_boot_id("/proc"));
+  ASSERT_TRUE(j) << j.error().message();
+  KnobWriter w(SysRoots::host(), Mode::enforce, &*j);
+  auto cpus = [&](const std::string& cg) { return cpus_of(s.path(cg)); };
+  auto r = apply_cpusets(w, *h, {{crit, s1, {}}, {be, s0, {}}});
+  ASSERT_TRUE(r) << r.error().message();
+  for (const auto& g : *r) EXPECT_EQ(g.refused, "") << g.cgroup;
+  EXPECT_EQ(cpus(crit), s1);
+  EXPECT_EQ(cpus(be), s0);
+  EXPECT_EQ(cpus(kid), s0);
+  EXPECT_EQ(cpus(deep), s0);  // none of its own left: its parent's
+  EXPECT_TRUE(j->has(*cgroup_knob(SysRoots::host(), *h, kid, "cpuset.cpus")));
+
+  // Given back: `be` widens, and the children keel narrowed widen back to what they had.
+  r = apply_cpusets(w, *h, {{crit, both, {}}, {be, both, {}}});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(cpus(be), both);
+  EXPECT_EQ(cpus(kid), both);
+  EXPECT_EQ(cpus(deep), s1);
+
+  // Narrowed again, then restore (after an exit or a crash) gives every one back.
+  r = apply_cpusets(w, *h, {{crit, s1, {}}, {be, s0, {}}});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(cpus(deep), s0);
+  auto rep = restore(SysRoots::host(), *j);
+  EXPECT_TRUE(rep.failed.empty()) << rep.failed[0].message();
+  EXPECT_EQ(cpus(crit), both);
+  EXPECT_EQ(cpus(be), both);
+  EXPECT_EQ(cpus(kid), both);
+  EXPECT_EQ(cpus(deep), s1);
 }
 
 TEST(CgroupV1Actuators, SharesQuotaAndIdleOnTheCpuHierarchyAndRestoreGivesThemBack) {
@@ -1045,13 +1195,13 @@ TEST(CgroupV2Actuators, NestedCpusetsTakeEitherOrderAndTheKernelIntersectsAndRes
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(*CpuSet::parse_list(effective(dir(Lf))), both);
 
-  // 4. Emptying the populated leaf is an error that writes nothing, not even the valid target.
-  const size_t journaled = j->entries().size();
+  // 4. Emptying the populated leaf is refused, alone: the valid target is written.
   r = apply_cpusets(w, h, {{B, s0, {}}, {Lf, CpuSet(), {}}});
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message().find("has tasks"), std::string::npos) << r.error().message();
-  EXPECT_EQ(cpus(B), s1);
-  EXPECT_EQ(j->entries().size(), journaled);
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].refused, "");
+  EXPECT_NE((*r)[1].refused.find("has tasks"), std::string::npos) << (*r)[1].refused;
+  EXPECT_EQ(cpus(B), s0);
 
   auto rep = restore(SysRoots::host(), *j);
   EXPECT_TRUE(rep.failed.empty()) << rep.failed[0].message();

@@ -369,8 +369,10 @@ void Reconciler::cpuset_of(const inv::Instance& ins, const inv::Node& n, const s
 // The batch in one ordered set of writes; what it set is kept, what went back is forgotten.
 void Reconciler::write_cpusets(const inv::Inventory& inv, const CgroupHierarchy& cs, CpusetBatch& b,
                                Reconciled& out) {
+  std::set<CgroupId> refused;
   auto forget = [&] {
-    for (const CgroupId& g : b.given_back) found_cpus_.erase(g);
+    for (const CgroupId& g : b.given_back)
+      if (!refused.contains(g)) found_cpus_.erase(g);  // a refused give-back is tried again
   };
   if (b.targets.empty()) return forget();
   auto r = act::apply_cpusets(*w_, cs, b.targets, topo_.online());
@@ -378,10 +380,15 @@ void Reconciler::write_cpusets(const inv::Inventory& inv, const CgroupHierarchy&
     out.errors.push_back("cpusets: " + r.error().message());
     return;
   }
-  for (size_t i = 0; i < r->size() && i < b.owners.size(); ++i)
-    if ((*r)[i].changed && b.owners[i] != CgroupId{}) out.touched.push_back(b.owners[i]);
+  for (size_t i = 0; i < r->size() && i < b.owners.size(); ++i) {
+    const act::CpusetGranted& g = (*r)[i];
+    if (g.changed && b.owners[i] != CgroupId{}) out.touched.push_back(b.owners[i]);
+    if (g.refused.empty()) continue;
+    out.errors.push_back("cpuset " + g.cgroup + " left as it is: " + g.refused);
+    if (b.targets[i].dir != nullptr) refused.insert(b.targets[i].dir->id());
+  }
   for (const auto& [id, set] : b.setting)
-    if (auto f = found_cpus_.find(id); f != found_cpus_.end()) {
+    if (auto f = found_cpus_.find(id); f != found_cpus_.end() && !refused.contains(id)) {
       f->second.cpus = set;
       f->second.set_tick = inv.tick();
     }
@@ -769,11 +776,18 @@ void Reconciler::isolate(const act::UnmanagedGroup& g, const CgroupHierarchy& cs
     give_back_cpusets(cs, back, out);  // each given back has its `wrote` reset
     return;
   }
-  if (auto r = act::apply_cpusets(*w_, cs, want, topo_.online()); !r) {
+  auto r = act::apply_cpusets(*w_, cs, want, topo_.online());
+  if (!r) {
     out.errors.push_back("unmanaged cgroup " + act::printable(g.top, 256) + ": " + r.error().message());
     return;
   }
-  for (size_t i = 0; i < found.size(); ++i) found[i]->wrote = want[i].cpus;
+  for (size_t i = 0; i < found.size() && i < r->size(); ++i) {
+    if ((*r)[i].refused.empty())
+      found[i]->wrote = want[i].cpus;
+    else
+      out.errors.push_back("unmanaged cgroup " + act::printable((*r)[i].cgroup, 256) +
+                           " left as it is: " + (*r)[i].refused);
+  }
 }
 
 void Reconciler::unmanaged(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out) {
@@ -878,11 +892,20 @@ bool Reconciler::give_back_cpusets(const CgroupHierarchy& cs,
     }
   }
   if (targets.empty()) return ok;
-  if (auto r = act::apply_cpusets(*w_, cs, targets, topo_.online()); !r) {
+  auto r = act::apply_cpusets(*w_, cs, targets, topo_.online());
+  if (!r) {
     out.errors.push_back("unmanaged cgroups given back: " + r.error().message());
     return false;
   }
-  for (FoundUnmanaged* f : batch) f->wrote.reset();
+  for (size_t i = 0; i < batch.size() && i < r->size(); ++i) {
+    if ((*r)[i].refused.empty()) {
+      batch[i]->wrote.reset();
+      continue;
+    }
+    out.errors.push_back("unmanaged cgroup " + act::printable((*r)[i].cgroup, 256) +
+                         " not given back: " + (*r)[i].refused);
+    ok = false;
+  }
   return ok;
 }
 
@@ -922,10 +945,10 @@ void Reconciler::root_tasks(const act::UnmanagedSurvey& survey, const CgroupHier
   }
   // The group's CPUs: every one no critical instance holds (a new v1 cpuset gets the root's mems).
   const CpuSet off = topo_.online() - held;
-  if (auto r = act::apply_cpusets(*w_, cs, {{std::string(act::kRootTasksGroup), off, std::nullopt, nullptr}},
-                                  topo_.online());
-      !r) {
-    out.errors.push_back("root processes: " + r.error().message());
+  auto set = act::apply_cpusets(*w_, cs, {{std::string(act::kRootTasksGroup), off, std::nullopt, nullptr}},
+                                topo_.online());
+  if (!set || (!set->empty() && !set->front().refused.empty())) {
+    out.errors.push_back("root processes: " + (set ? set->front().refused : set.error().message()));
     return;
   }
   std::map<pid_t, std::string> refused;

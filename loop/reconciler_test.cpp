@@ -769,19 +769,27 @@ TEST_F(ReconcilerV2Tree, UnmanagedTopLevelCgroupsLeaveTheCriticalCpusAndComeBack
   EXPECT_TRUE(said);
 }
 
-TEST_F(ReconcilerV2Tree, AnInvalidPlanIsReportedAndWritesNoCpuset) {
+// A cpuset the rules refuse is reported and left as it is, alone: the critical instance's own change
+// is not lost with it (all of them were, every tick).
+TEST_F(ReconcilerV2Tree, ACpusetTheRulesRefuseIsReportedAndTheOthersApply) {
   auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
   ASSERT_TRUE(j);
   act::KnobWriter w(roots_, act::Mode::enforce, &*j);
   Reconciler r(config::compile(cfg_, topo_.online()), topo_, w);
   Plan p = acting();
-  p.desired["batch"].cpus = CpuSet();  // empty for a cgroup with tasks: refused before any write
+  p.desired["batch"].cpus = CpuSet();  // empty for a cgroup with tasks: refused
   auto done = r.apply(p, *inv_);
-  ASSERT_FALSE(done.errors.empty());
-  EXPECT_NE(done.errors.front().find("cpusets"), std::string::npos) << done.errors.front();
-  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-7\n");
+  ASSERT_EQ(done.errors.size(), 1u);
+  EXPECT_NE(done.errors.front().find("cpuset /svc/batch left as it is: cannot take every CPU"),
+            std::string::npos)
+      << done.errors.front();
+  EXPECT_EQ(file("svc/crit/cpuset.cpus"), "0-1");
   EXPECT_EQ(file("svc/batch/cpuset.cpus"), "0-7\n");
   EXPECT_EQ(file("svc/crit/cpu.weight"), "200");  // the weights, independent of it, still apply
+  // The next tick tries it again (nothing recorded as set), and says so again.
+  done = r.apply(p, *inv_);
+  ASSERT_EQ(done.errors.size(), 1u);
+  EXPECT_NE(done.errors.front().find("/svc/batch"), std::string::npos);
 }
 
 // actuators.irq_affinity: the NIC's queue IRQs leave the CPUs the critical instance holds, keeping the
