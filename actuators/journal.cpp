@@ -20,7 +20,7 @@ namespace {
 constexpr const char* kJournalFile = "journal";
 constexpr const char* kLockFile = "lock";
 constexpr std::string_view kMagic = "keel-journal";
-constexpr int kFormat = 3;
+constexpr int kFormat = 4;
 constexpr size_t kMaxJournalBytes = size_t{256} << 20;  // ~2M entries: far past any host's knobs
 constexpr size_t kMaxPath = 4096;                       // PATH_MAX
 constexpr size_t kMaxValue = size_t{64} << 10;          // a schemata of hundreds of domains fits
@@ -237,10 +237,23 @@ std::string journal_record(const JournalEntry& e, bool add) {
   return with_crc(std::move(body));
 }
 
-std::string format_journal(const std::string& boot_id, const std::vector<JournalEntry>& entries) {
+std::string wrote_record(const JournalEntry& e, std::string_view value) {
+  return with_crc(std::string("w ") + to_string(e.path.root) + " " +
+                  encode(e.path.rel.relative_path().string()) + " " + std::to_string(e.dir_inode) + " =" +
+                  encode(value));
+}
+
+std::string format_journal(const std::string& boot_id, const std::vector<JournalEntry>& entries,
+                           const std::map<KnobPath, KeelWrote>& wrote) {
   std::string out =
       with_crc(std::string(kMagic) + " " + std::to_string(kFormat) + " boot=" + encode(boot_id));
-  for (const auto& e : entries) out += journal_record(e, true);
+  for (const auto& e : entries) {
+    out += journal_record(e, true);
+    if (auto w = wrote.find(e.path); w != wrote.end()) {
+      if (w->second.before) out += wrote_record(e, *w->second.before);
+      out += wrote_record(e, w->second.last);
+    }
+  }
   return out;
 }
 
@@ -251,6 +264,7 @@ namespace {
 struct Replay {
   std::vector<JournalEntry> entries;
   std::map<KnobPath, size_t> at;
+  std::map<KnobPath, KeelWrote> wrote;
   size_t dead = 0;
   void add(JournalEntry e) {
     auto it = at.find(e.path);
@@ -262,6 +276,15 @@ struct Replay {
     at[e.path] = entries.size();
     entries.push_back(std::move(e));
   }
+  void write(const KnobPath& k, uint64_t inode, std::string value) {
+    auto it = at.find(k);
+    if (it == at.end() ||
+        (inode != 0 && entries[it->second].dir_inode != 0 && entries[it->second].dir_inode != inode))
+      return;  // of an entry dropped since, or of another cgroup of that name
+    auto [w, fresh] = wrote.try_emplace(k);
+    w->second.before = fresh ? std::nullopt : std::optional<std::string>(std::move(w->second.last));
+    w->second.last = std::move(value);
+  }
   void drop(const KnobPath& k, uint64_t inode) {
     auto it = at.find(k);
     if (it == at.end()) return;
@@ -269,6 +292,7 @@ struct Replay {
     if (inode != 0 && old.dir_inode != 0 && old.dir_inode != inode) return;
     old.path.rel.clear();  // a hole, squeezed out at the end
     at.erase(it);
+    wrote.erase(k);
     ++dead;
   }
   std::vector<JournalEntry> take() {
@@ -279,9 +303,9 @@ struct Replay {
 
 Result<ParsedJournal> parse_v3(std::string_view text, std::string_view header, size_t start) {
   ParsedJournal out;
-  out.format = 3;
   auto h = fields(header);
-  if (h.size() != 3 || h[0] != kMagic || h[1] != "3" || !h[2].starts_with("boot=") ||
+  out.format = h.size() > 1 && h[1] == "4" ? 4 : 3;
+  if (h.size() != 3 || h[0] != kMagic || (h[1] != "3" && h[1] != "4") || !h[2].starts_with("boot=") ||
       !decode(h[2].substr(5), out.boot_id))
     return fail("journal header is malformed");
   if (out.boot_id.empty())
@@ -305,9 +329,10 @@ Result<ParsedJournal> parse_v3(std::string_view text, std::string_view header, s
       if (!damaged) damaged = {line_no, "checksum mismatch"};
       continue;
     }
-    if (damaged)
-      return fail("journal line " + std::to_string(damaged->first) + ": " + damaged->second +
-                  " before good records: the journal is damaged");
+    if (damaged) {  // good records after it: salvaged, the damaged one skipped and named
+      out.salvaged.push_back("line " + std::to_string(damaged->first) + ": " + damaged->second);
+      damaged.reset();
+    }
     auto f = fields(*body);
     JournalEntry e;
     std::string rel;
@@ -325,6 +350,19 @@ Result<ParsedJournal> parse_v3(std::string_view text, std::string_view header, s
       e.dir_inode = *ino;
       if (auto ok = check_entry(e); !ok) return where(ok.error().what);
       r.add(std::move(e));
+    } else if (f[0] == "w" && f.size() == 5 && out.format >= 4) {
+      auto ino = parse_u64(f[3]);
+      std::string value;
+      const bool unknown = f[4] == "?";
+      if (!parse_root(f[1], e.path.root) || !decode(f[2], rel) || !ino || rel.empty() ||
+          (!unknown &&
+           (!f[4].starts_with("=") || !decode(f[4].substr(1), value) || value.size() > kMaxValue)))
+        return where("malformed record");
+      e.path.rel = rel;
+      if (unknown)
+        r.wrote.erase(e.path);
+      else
+        r.write(e.path, *ino, std::move(value));
     } else if (f[0] == "-" && f.size() == 4) {
       auto ino = parse_u64(f[3]);
       if (!parse_root(f[1], e.path.root) || !decode(f[2], rel) || !ino || rel.empty())
@@ -338,6 +376,7 @@ Result<ParsedJournal> parse_v3(std::string_view text, std::string_view header, s
     out.good = pos;
   }
   if (!damaged) out.good = text.size();
+  out.wrote = std::move(r.wrote);
   out.entries = r.take();
   return out;
 }
@@ -457,10 +496,13 @@ Result<Journal> Journal::open(const fs::path& state_dir, std::string boot_id) {
     if (!parsed) return fail(parsed.error().what, j.file_.string());
     j.boot_id_ = std::move(parsed->boot_id);
     j.entries_ = std::move(parsed->entries);
+    j.wrote_ = std::move(parsed->wrote);
+    j.salvaged_ = std::move(parsed->salvaged);
     j.records_ = parsed->records;
     j.size_ = parsed->good;
-    // An older format, or a torn tail to drop: the next change rewrites the file whole first.
-    j.must_rewrite_ = parsed->format != kFormat || parsed->good != (*text)->size();
+    // An older format, a torn tail to drop or damaged records skipped: the next change rewrites the
+    // file whole first.
+    j.must_rewrite_ = parsed->format != kFormat || parsed->good != (*text)->size() || !j.salvaged_.empty();
     auto fd = j.dir_->open_file(kJournalFile, O_WRONLY | O_APPEND);
     if (!fd) return std::unexpected(fd.error());
     j.fd_ = std::move(*fd);
@@ -510,6 +552,11 @@ Result<void> Journal::record(JournalEntry e) {
         "not tell this boot's values from another's",
         file_.string());
   std::string lines = (gone ? journal_record(*gone, false) : std::string()) + journal_record(e, true);
+  std::optional<KeelWrote> gone_wrote;
+  if (auto w = wrote_.find(e.path); w != wrote_.end()) {
+    gone_wrote = std::move(w->second);
+    wrote_.erase(w);
+  }
   if (gone) {
     entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(it->second));
     entries_.push_back(e);
@@ -529,6 +576,54 @@ Result<void> Journal::record(JournalEntry e) {
     }
     boot_id_ = old_boot;
     must_rewrite_ = must_rewrite_ || old_must;
+    if (gone_wrote) wrote_[e.path] = std::move(*gone_wrote);
+    return r;
+  }
+  return {};
+}
+
+Result<void> Journal::forget_written(const KnobPath& k, uint64_t dir_inode) {
+  const JournalEntry* e = find(k, dir_inode);
+  auto w = wrote_.find(k);
+  if (e == nullptr || w == wrote_.end()) return {};
+  KeelWrote old = std::move(w->second);
+  wrote_.erase(w);
+  const std::string line =
+      with_crc(std::string("w ") + to_string(e->path.root) + " " +
+               encode(e->path.rel.relative_path().string()) + " " + std::to_string(e->dir_inode) + " ?");
+  auto r = persist(line, 1, /*sync=*/false);
+  if (!r && must_rewrite_) r = rewrite();
+  if (!r) wrote_[k] = std::move(old);
+  return r;
+}
+
+const KeelWrote* Journal::wrote(const KnobPath& k) const {
+  auto w = wrote_.find(k);
+  return w == wrote_.end() ? nullptr : &w->second;
+}
+
+size_t Journal::live_records() const {
+  size_t n = entries_.size();
+  for (const auto& [k, w] : wrote_) n += w.before ? 2 : 1;
+  return n;
+}
+
+Result<void> Journal::note_write(const KnobPath& k, uint64_t dir_inode, std::string_view value) {
+  const JournalEntry* e = find(k, dir_inode);
+  if (e == nullptr || e->kind != EntryKind::file) return {};
+  if (value.size() > kMaxValue) return fail("a value of " + std::to_string(value.size()) + " bytes", k.str());
+  auto [w, fresh] = wrote_.try_emplace(k);
+  if (!fresh && w->second.last == value) return {};
+  const KeelWrote old = w->second;
+  w->second.before = fresh ? std::nullopt : std::optional<std::string>(old.last);
+  w->second.last = std::string(value);
+  auto r = persist(wrote_record(*e, value), 1, /*sync=*/false);
+  if (!r && must_rewrite_) r = rewrite();  // an append that failed: the file whole, once
+  if (!r) {
+    if (fresh)
+      wrote_.erase(k);
+    else
+      wrote_[k] = old;
     return r;
   }
   return {};
@@ -557,9 +652,12 @@ Result<size_t> Journal::forget_where(const std::function<bool(const JournalEntry
   }
   if (n == 0) return size_t{0};
   auto old = std::exchange(entries_, std::move(kept));
+  auto old_wrote = wrote_;
   reindex();
+  std::erase_if(wrote_, [&](const auto& w) { return !index_.contains(w.first); });
   if (auto r = persist(lines, n); !r) {
     entries_ = std::move(old);
+    wrote_ = std::move(old_wrote);
     reindex();
     return std::unexpected(r.error());
   }
@@ -570,12 +668,15 @@ Result<void> Journal::replace(std::vector<JournalEntry> entries) {
   for (const auto& e : entries)
     if (auto ok = check_entry(e); !ok) return fail("refusing to journal " + ok.error().what, file_.string());
   auto old = std::exchange(entries_, std::move(entries));
+  auto old_wrote = wrote_;
   const std::string old_boot = boot_id_;
   if (entries_.empty()) boot_id_ = current_boot_;
   reindex();
+  std::erase_if(wrote_, [&](const auto& w) { return !index_.contains(w.first); });
   must_rewrite_ = true;
   if (auto r = rewrite(); !r) {
     entries_ = std::move(old);
+    wrote_ = std::move(old_wrote);
     boot_id_ = old_boot;
     reindex();
     return r;
@@ -583,8 +684,9 @@ Result<void> Journal::replace(std::vector<JournalEntry> entries) {
   return {};
 }
 
-Result<void> Journal::persist(const std::string& lines, size_t n) {
-  const size_t dead = records_ + n - entries_.size();
+Result<void> Journal::persist(const std::string& lines, size_t n, bool sync) {
+  const size_t live = live_records();
+  const size_t dead = records_ + n > live ? records_ + n - live : 0;
   if (must_rewrite_ || !fd_.valid() || entries_.empty() || dead > std::max(entries_.size(), kDeadFloor))
     return rewrite();
   size_t done = 0;
@@ -598,7 +700,7 @@ Result<void> Journal::persist(const std::string& lines, size_t n) {
     }
     done += static_cast<size_t>(w);
   }
-  if (err == 0 && ::fdatasync(fd_.get()) != 0) err = errno;
+  if (err == 0 && sync && ::fdatasync(fd_.get()) != 0) err = errno;
   if (err != 0) {
     // Cut back to the last good record (a reader drops a torn tail anyway); after a failed fdatasync
     // the page cache may no longer be what is on disk, so the next change rewrites the file whole.
@@ -618,7 +720,7 @@ Result<void> Journal::rewrite() {
       return r;
     }
   } else {
-    const std::string text = format_journal(boot_id_, entries_);
+    const std::string text = format_journal(boot_id_, entries_, wrote_);
     if (auto r = dir_->replace(kJournalFile, text, "the journal"); !r) {
       must_rewrite_ = true;
       return r;
@@ -631,7 +733,7 @@ Result<void> Journal::rewrite() {
     fd_ = std::move(*fd);
     size_ = text.size();
   }
-  records_ = entries_.size();
+  records_ = live_records();
   if (entries_.empty()) size_ = 0;
   must_rewrite_ = false;
   return {};

@@ -46,6 +46,13 @@ struct JournalEntry {
 // can never make restore write anywhere else.
 Result<void> check_entry(const JournalEntry& e);
 
+// The values keel wrote to a journaled knob: the last, and the one before (a write recorded but then
+// refused or cut short by a crash leaves the knob at the one before).
+struct KeelWrote {
+  std::string last;
+  std::optional<std::string> before;
+};
+
 class Journal {
  public:
   // Opens STATE_DIR/journal (creating the directory, 0700), holding STATE_DIR/lock exclusively; fails
@@ -72,6 +79,17 @@ class Journal {
   Result<void> forget(const KnobPath& k, uint64_t dir_inode = 0);
   // Drops every entry `which` selects in one durable append; how many.
   Result<size_t> forget_where(const std::function<bool(const JournalEntry&)>& which);
+  // Records, before keel writes `value` to the journaled knob `k`, that it does: appended, not synced
+  // (a knob's value does not outlive a reboot, and another boot's journal is not applied; what a killed
+  // keel appended stays in the page cache). Nothing for a knob not journaled. Restore gives back only a
+  // knob still at its original or at one of these values: another manager's value since stays.
+  Result<void> note_write(const KnobPath& k, uint64_t dir_inode, std::string_view value);
+  const KeelWrote* wrote(const KnobPath& k) const;
+  // The kernel changes `k` as a side effect of another write (an idle group's weight): keel's values
+  // no longer say what is there, so restore gives the original back whatever it finds.
+  Result<void> forget_written(const KnobPath& k, uint64_t dir_inode);
+  // Damaged records a load skipped (line and why): the CRC-valid ones around them were kept.
+  const std::vector<std::string>& salvaged() const { return salvaged_; }
   // Replaces the entries (after a restore: the ones that could not be restored), durably.
   Result<void> replace(std::vector<JournalEntry> entries);
   const std::filesystem::path& file() const { return file_; }
@@ -84,7 +102,8 @@ class Journal {
   // Appends `lines` (`n` records), or rewrites the file whole from entries_ (already the new state)
   // when it must be: none yet, an old format or a torn tail to drop, too many dead records, a failed
   // write before. On failure the file is as it was before the call (or marked for a rewrite).
-  Result<void> persist(const std::string& lines, size_t n);
+  Result<void> persist(const std::string& lines, size_t n, bool sync = true);
+  size_t live_records() const;
   Result<void> rewrite();
   void reindex();
   std::optional<StateDir> dir_;
@@ -93,9 +112,11 @@ class Journal {
   std::string boot_id_;       // the boot the entries were written in
   std::string current_boot_;  // this boot: an empty journal's next entries belong to it
   std::vector<JournalEntry> entries_;
-  std::map<KnobPath, size_t> index_;  // path -> position in entries_
-  size_t records_ = 0;                // records in the file
-  size_t size_ = 0;                   // bytes of the file known good
+  std::map<KnobPath, size_t> index_;     // path -> position in entries_
+  std::map<KnobPath, KeelWrote> wrote_;  // of entries only
+  std::vector<std::string> salvaged_;
+  size_t records_ = 0;  // records in the file
+  size_t size_ = 0;     // bytes of the file known good
   bool must_rewrite_ = false;
 };
 
@@ -105,16 +126,21 @@ bool journal_exists(const std::filesystem::path& state_dir);
 // This boot's id (/proc/sys/kernel/random/boot_id under roots.proc); empty when unreadable.
 std::string read_boot_id(const std::filesystem::path& proc_root);
 
-// The text form (exposed for tests and the fuzz harness). Format 3: a header line "keel-journal 3
-// boot=ID CRC", then records "+ KIND ROOT PATH VALUEKIND INODE =VALUE CRC" (an entry) and "- ROOT PATH
-// INODE CRC" (an entry dropped), each with the CRC-32C of the line before it, paths and values
-// percent-encoded. A record cut short at the end (a crash mid-append: never acknowledged, so never
-// acted on) is dropped; a damaged record before good ones is an error. Formats 1 and 2 (one line per
-// entry, rewritten whole) are still read.
-std::string format_journal(const std::string& boot_id, const std::vector<JournalEntry>& entries);
+// The text form (exposed for tests and the fuzz harness). Format 4: a header line "keel-journal 4
+// boot=ID CRC", then records "+ KIND ROOT PATH VALUEKIND INODE =VALUE CRC" (an entry), "- ROOT PATH
+// INODE CRC" (an entry dropped) and "w ROOT PATH INODE =VALUE CRC" (keel writes VALUE to the entry's
+// knob; "w ROOT PATH INODE ?": no longer known), each with the CRC-32C of the line before it, paths and
+// values percent-encoded. A record cut
+// short at the end (a crash mid-append: never acknowledged, so never acted on) is dropped; a damaged
+// record before good ones is skipped and named in `salvaged` (the good ones are kept). Format 3 (no
+// "w" records) and formats 1 and 2 (one line per entry, rewritten whole) are still read.
+std::string format_journal(const std::string& boot_id, const std::vector<JournalEntry>& entries,
+                           const std::map<KnobPath, KeelWrote>& wrote = {});
 struct ParsedJournal {
   std::string boot_id;
   std::vector<JournalEntry> entries;
+  std::map<KnobPath, KeelWrote> wrote;  // of the entries
+  std::vector<std::string> salvaged;    // damaged records skipped: "line N: why"
   int format = 0;
   size_t records = 0;  // records read (live and dead)
   size_t good = 0;     // bytes up to the last whole record (a torn tail after it is dropped)
@@ -123,7 +149,9 @@ Result<ParsedJournal> parse_journal(std::string_view text);
 // The journal in STATE_DIR as it is, read only (no lock, nothing created: observe mode, which needs no
 // writable state directory); nullopt when there is no directory or no journal.
 Result<std::optional<ParsedJournal>> peek_journal(const std::filesystem::path& state_dir);
-// One record of format 3 (for appends; `add` false: the entry dropped).
+// One record of format 4 (for appends; `add` false: the entry dropped).
 std::string journal_record(const JournalEntry& e, bool add);
+// The record saying keel writes `value` to `e`'s knob.
+std::string wrote_record(const JournalEntry& e, std::string_view value);
 
 }  // namespace keel::act

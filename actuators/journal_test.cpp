@@ -114,7 +114,7 @@ TEST(Journal, ValueKindsAndInodesRoundTripAndFormatOneStillReads) {
     EXPECT_EQ(out->entries[i].value, in[i].value) << i;
     EXPECT_EQ(out->entries[i].dir_inode, in[i].dir_inode) << i;
   }
-  EXPECT_TRUE(format_journal("b", in).starts_with("keel-journal 3 "));
+  EXPECT_TRUE(format_journal("b", in).starts_with("keel-journal 4 "));
 
   auto old = parse_journal(
       "keel-journal 1 boot_id=b\n"
@@ -267,10 +267,11 @@ TEST(Journal, AJournalWithoutABootIdOrWithABadChecksumIsRefused) {
 }
 
 // A record cut short (a crash mid-append: record() never returned, the knob was never written) is
-// dropped; the same damage before good records is corruption and refuses the whole journal; a
+// dropped; the same damage before good records is skipped and named, the good ones kept (one bad sector
+// used to refuse every original, so `keel restore` gave nothing back); a
 // format 2 journal cut short (it was only ever replaced whole) is refused instead of restoring an
 // empty value.
-TEST(Journal, ATornLastRecordIsDroppedAndADamagedMiddleOneRefusesTheJournal) {
+TEST(Journal, ATornLastRecordIsDroppedAndADamagedMiddleOneIsSkippedAndTheRestSalvaged) {
   const std::string text = format_journal("b", {shares("a", "1024"), shares("b", "2048")});
   const size_t last = text.rfind('\n', text.size() - 2) + 1;
   for (size_t cut = last + 1; cut < text.size(); ++cut) {
@@ -287,14 +288,62 @@ TEST(Journal, ATornLastRecordIsDroppedAndADamagedMiddleOneRefusesTheJournal) {
   EXPECT_EQ(p->entries.size(), 1u);
   const size_t first = text.find('\n') + 1;
   garbled = text;
-  garbled[first + 20] ^= 1;  // the first record damaged, the second good
-  auto bad = parse_journal(garbled);
-  ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().what.find("line 2"), std::string::npos) << bad.error().what;
+  garbled[first + 20] ^= 1;  // the first record damaged, the second good: salvaged, the damage named
+  auto salvaged = parse_journal(garbled);
+  ASSERT_TRUE(salvaged) << salvaged.error().message();
+  ASSERT_EQ(salvaged->entries.size(), 1u);
+  EXPECT_EQ(salvaged->entries[0].original, "2048");
+  ASSERT_EQ(salvaged->salvaged.size(), 1u);
+  EXPECT_EQ(salvaged->salvaged[0], "line 2: checksum mismatch");
 
   EXPECT_FALSE(parse_journal("keel-journal 2 boot_id=b\nfile cgroup cpu/a/cpu.shares weight 0 1024"));
   EXPECT_FALSE(parse_journal("keel-journal 2 boot_id=b\nfile cgroup cpu/a/cpu.shares weight 0\n"));
   EXPECT_FALSE(parse_journal("keel-journal 1 boot_id=b\nfile cgroup cpu/a/cpu.shares\n"));
+}
+
+// The values keel writes are recorded after each entry (last two per knob), survive a reopen and a
+// compaction, go with their entry when it is dropped, and a journal of format 3 (none) still reads.
+TEST(Journal, TheValuesKeelWroteAreKeptPerEntryThroughReopenAndCompaction) {
+  testing::TempDir t;
+  const KnobPath a{Root::cgroup, "cpu/a/cpu.shares"}, b{Root::cgroup, "cpu/b/cpu.shares"};
+  {
+    Journal j = *Journal::open(t.path(), "b");
+    ASSERT_TRUE(j.note_write(a, 0, "512"));  // not journaled: nothing kept
+    EXPECT_EQ(j.wrote(a), nullptr);
+    ASSERT_TRUE(j.record(shares("a", "1024")));
+    ASSERT_TRUE(j.record(shares("b", "1024")));
+    for (const char* v : {"512", "256", "128"}) ASSERT_TRUE(j.note_write(a, 0, v));
+    ASSERT_TRUE(j.note_write(b, 0, "64"));
+    ASSERT_TRUE(j.forget(b));
+  }
+  Journal j = *Journal::open(t.path(), "b");
+  ASSERT_NE(j.wrote(a), nullptr);
+  EXPECT_EQ(j.wrote(a)->last, "128");
+  EXPECT_EQ(j.wrote(a)->before, "256");
+  EXPECT_EQ(j.wrote(b), nullptr);
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(j.note_write(a, 0, std::to_string(100 + i)));  // compacts
+  EXPECT_LE(j.records(), 3u + 64u + 1u);
+  auto text = testing::slurp(t.path() / "journal");
+  auto parsed = parse_journal(text);
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  EXPECT_EQ(parsed->format, 4);
+  ASSERT_TRUE(parsed->wrote.contains(a));
+  EXPECT_EQ(parsed->wrote.at(a).last, "399");
+  EXPECT_EQ(parsed->wrote.at(a).before, "398");
+  // Format 3 (no "w" records) reads with none; a "w" record there is malformed.
+  auto as_v3 = [](std::string journal_text) {
+    const size_t nl = journal_text.find('\n');
+    std::string header = journal_text.substr(0, nl - 9);  // without " CRC"
+    header.replace(header.find(" 4 "), 3, " 3 ");
+    char sum[9];
+    std::snprintf(sum, sizeof sum, "%08x", crc32c(header));
+    return header + " " + sum + journal_text.substr(nl);
+  };
+  auto old = parse_journal(as_v3(format_journal("b", {shares("a", "1024")})));
+  ASSERT_TRUE(old) << old.error().message();
+  EXPECT_EQ(old->format, 3);
+  EXPECT_TRUE(old->wrote.empty());
+  EXPECT_FALSE(parse_journal(as_v3(format_journal("b", {shares("a", "1024")}, {{a, {"5", std::nullopt}}}))));
 }
 
 // After a torn tail the journal is rewritten before the next record, so the new record is not

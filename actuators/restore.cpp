@@ -132,6 +132,7 @@ namespace {
 struct Pass {
   const SysRoots& roots;
   RestoreReport& rep;
+  Journal& journal;
   std::vector<JournalEntry> left;
   std::set<std::pair<Root, fs::path>> removed_dirs;
 
@@ -297,12 +298,24 @@ std::vector<Step> value_steps(Pass& p, const std::vector<const JournalEntry*>& e
       ++p.rep.unchanged;
       continue;
     }
-    if (auto w = wrote != nullptr && cur ? wrote->find({e.path, e.dir_inode})
-                                         : KnobWriter::Written::const_iterator{};
-        wrote != nullptr && cur && w != wrote->end() && !keel::same_value(e.value, *cur, w->second)) {
-      p.rep.changed_since.push_back(path.string() + ": keel wrote " + w->second + ", now " +
-                                    std::string(trim(*cur)));
-      continue;  // another manager's value now: not keel's to take back
+    // The values keel wrote there: this keel's last (a clean stop), the journal's last two (after a
+    // crash too). At none of them (nor the original): another manager's value now, not keel's to take
+    // back.
+    if (cur) {
+      std::vector<std::string> keels;
+      if (wrote != nullptr)
+        if (auto w = wrote->find({e.path, e.dir_inode}); w != wrote->end()) keels.push_back(w->second);
+      if (const KeelWrote* jw = p.journal.wrote(e.path)) {
+        keels.push_back(jw->last);
+        if (jw->before) keels.push_back(*jw->before);
+      }
+      const std::string now(trim(*cur));
+      if (!keels.empty() && std::none_of(keels.begin(), keels.end(), [&](const std::string& v) {
+            return keel::same_value(e.value, now, v);
+          })) {
+        p.rep.changed_since.push_back(path.string() + ": keel wrote " + keels.front() + ", now " + now);
+        continue;
+      }
     }
     push_steps(p, e, cur ? std::optional<std::string>(*cur) : std::nullopt, d, steps);
   }
@@ -325,12 +338,18 @@ void write_steps(Pass& p, const std::vector<Step>& steps) {
     std::vector<std::pair<Step, Error>> next;
     for (auto& [st, last_err] : pending) {
       if (done.contains(st.e)) continue;  // a late union step must not undo the restored value
+      // Noted first where keel's values are known, as keel's own writes are: a restore killed after
+      // this write finds it keel's (where none are known, the next restore gives back whatever it finds).
+      if (p.journal.wrote(st.e->path) != nullptr)
+        (void)p.journal.note_write(st.e->path, st.e->dir_inode, st.value);
       auto r = write_value(p.roots, st.e->path, st.value);
       if (!r && r.error().err == ENOSPC && st.unset_v2) {
         // The kernel keeps a populated cgroup's cpuset.cpus from being unset again: every CPU of the
         // hierarchy gives it what its parent has, which is what not set gave it.
         const fs::path path = st.e->path.abs(p.roots);
         if (auto every = every_cpu_of_hierarchy(path.parent_path())) {
+          if (p.journal.wrote(st.e->path) != nullptr)
+            (void)p.journal.note_write(st.e->path, st.e->dir_inode, *every);
           r = write_value(p.roots, st.e->path, *every);
           if (r) p.rep.every_cpu.push_back(path.string() + " (" + *every + ")");
         }
@@ -399,7 +418,7 @@ RestoreReport restore_where(const SysRoots& roots, Journal& journal,
     (void)journal.replace({});
     return rep;
   }
-  Pass p{roots, rep, {}, {}};
+  Pass p{roots, rep, journal, {}, {}};
   // Other tools that follow the kernel docs hold this lock around their resctrl changes too.
   int resctrl_lock = -1;
   if (std::any_of(all.begin(), all.end(), [](const auto& e) { return e.path.root == Root::resctrl; })) {

@@ -456,7 +456,37 @@ TEST_F(Tree, RestoreLeavesAKnobChangedSinceKeelWroteItAndSaysSo) {
   EXPECT_EQ(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpuset.cpus"), "2-3\n");
   EXPECT_EQ(std::string(trim(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight"))), "100");
   EXPECT_TRUE(j.entries().empty());
-  // Without what keel wrote (keel restore after a crash) the original goes back, as before.
+}
+
+// Issue 38: keel wrote a best-effort knob, another manager rewrote it, keel was killed before its next
+// tick, and `keel restore` put the original back over the other manager's value. The journal now
+// records each value keel writes (before the write), so a restore after a crash leaves a knob at
+// neither keel's values nor its original, and says so; the knobs still at keel's value go back.
+TEST_F(Tree, AfterACrashRestoreLeavesAKnobAnotherManagerChangedSinceAndGivesTheRestBack) {
+  {
+    Journal j = journal();
+    KnobWriter w(roots_, Mode::enforce, &j);
+    ASSERT_TRUE(*w.set({Root::cgroup, "kubepods/be/cpu.weight"}, "50", ValueKind::weight));
+    ASSERT_TRUE(*w.set({Root::cgroup, "kubepods/be/cpuset.cpus"}, "4-7", ValueKind::cpuset_list));
+    ASSERT_TRUE(*w.set({Root::cgroup, "kubepods/cpuset.cpus"}, "2-7", ValueKind::cpuset_list));
+    ASSERT_TRUE(*w.set({Root::cgroup, "kubepods/cpuset.cpus"}, "3-7", ValueKind::cpuset_list));
+    // Killed here: no restore, no handover; the writer's memory is lost.
+  }
+  testing::make_tree(t_.path(),
+                     {{"sys/fs/cgroup/kubepods/be/cpu.weight", "300\n"}});  // systemctl set-property
+  // As if the last write had been cut short by the kill: the knob still holds keel's value before.
+  testing::make_tree(t_.path(), {{"sys/fs/cgroup/kubepods/cpuset.cpus", "2-7\n"}});
+  Journal j = journal();  // the next keel, or `keel restore`
+  auto rep = restore(roots_, j);
+  EXPECT_TRUE(rep.failed.empty());
+  ASSERT_EQ(rep.changed_since.size(), 1u);
+  EXPECT_NE(rep.changed_since[0].find("kubepods/be/cpu.weight: keel wrote 50, now 300"), std::string::npos)
+      << rep.changed_since[0];
+  EXPECT_EQ(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpu.weight"), "300\n");  // the other manager's
+  EXPECT_EQ(std::string(trim(slurp(t_.path() / "sys/fs/cgroup/kubepods/be/cpuset.cpus"))), "0-7");
+  EXPECT_EQ(std::string(trim(slurp(t_.path() / "sys/fs/cgroup/kubepods/cpuset.cpus"))), "0-7");
+  EXPECT_EQ(rep.restored, 2u);
+  EXPECT_TRUE(j.entries().empty());
 }
 
 TEST_F(Tree, ObserveModeSeesItsOwnWritesAndKeepsNoHistory) {

@@ -182,7 +182,11 @@ Result<bool> KnobWriter::set(const CgroupDir& dir, CgroupFile f, std::string_vie
     return fail("no journal: refusing to change a knob it could not restore", k->abs(roots_).string());
   if (auto r = journal_first(JournalEntry{EntryKind::file, *k, current, kind, dir.id().inode}); !r)
     return std::unexpected(r.error());
-  if (auto r = dir.write(f, kernel_bytes(*k, value)); !r) return std::unexpected(r.error());
+  if (auto r = journal_->note_write(*k, dir.id().inode, want); !r) return std::unexpected(r.error());
+  if (auto r = dir.write(f, kernel_bytes(*k, value)); !r) {
+    (void)journal_->note_write(*k, dir.id().inode, current);  // still what it was
+    return std::unexpected(r.error());
+  }
   note({*k, current, want, true});
   wrote_[{*k, dir.id().inode}] = want;
   return true;
@@ -249,6 +253,8 @@ Result<void> KnobWriter::write_journaled(const KnobPath& k, std::string_view val
   if (journal_ == nullptr)
     return fail("no journal: refusing to change a knob it could not restore", k.abs(roots_).string());
   if (auto r = journal_first(original); !r) return r;
+  if (k.root == Root::cgroup)  // the knobs whose values are compared (drift; restore after a crash)
+    if (auto r = journal_->note_write(k, original.dir_inode, trim(value)); !r) return r;
   if (auto r = raw_write(k, value, false); !r) return r;
   note({k, original.original, std::string(trim(value)), true});
   if (k.root == Root::cgroup) wrote_[{k, original.dir_inode}] = std::string(trim(value));
@@ -260,10 +266,10 @@ Result<void> KnobWriter::journal(const CgroupDir& dir, CgroupFile f) {
   if (journal_ == nullptr) return fail("no journal", dir.file_path(f).string());
   auto k = cgroup_knob(roots_, dir.hierarchy(), dir.path(), dir.name(f));
   if (!k) return std::unexpected(k.error());
-  wrote_.erase(
-      {*k,
-       dir.id().inode});  // the kernel changes it now, as a side effect: that is not another manager's drift
-  if (journal_->has(*k, dir.id().inode)) return {};
+  // The kernel changes it now, as a side effect: that is not another manager's drift, and restore
+  // gives the original back whatever it finds.
+  wrote_.erase({*k, dir.id().inode});
+  if (journal_->has(*k, dir.id().inode)) return journal_->forget_written(*k, dir.id().inode);
   auto cur = dir.read(f);
   if (!cur) return std::unexpected(cur.error());
   return journal_->record(

@@ -42,13 +42,17 @@ int cmd_restore(const std::vector<std::string>& argv) {
     return kExitFailure;
   }
   size_t entries = journal->entries().size();
+  for (const auto& s : journal->salvaged())
+    std::fprintf(stderr, "keel restore: %s: journal %s skipped (damaged); the records around it were kept\n",
+                 journal->file().string().c_str(), s.c_str());
   // A handover (daemon.rollback = "not_on_exit") goes first: whatever this restore cannot give back is
   // then a crash's leftover, which the next keel restores (or refuses to start over), never adopts.
   act::remove_handover(journal->dir());
   auto rep = act::restore(roots, *journal);
   if (args->has("json")) {
-    Json failed = Json::array(), every = Json::array();
+    Json failed = Json::array(), every = Json::array(), changed = Json::array();
     for (const auto& e : rep.failed) failed.push_back(e.message());
+    for (const auto& c : rep.changed_since) changed.push_back(c);
     for (const auto& e : rep.every_cpu) every.push_back(e);
     Json j = {{"state", state.string()},
               {"entries", entries},
@@ -57,16 +61,22 @@ int cmd_restore(const std::vector<std::string>& argv) {
               {"gone", rep.gone},
               {"kept", rep.kept},
               {"failed", std::move(failed)},
-              {"every_cpu", std::move(every)}};
+              {"every_cpu", std::move(every)},
+              {"changed_since", std::move(changed)}};
     std::printf("%s\n", json_text(j).c_str());
   } else if (entries == 0) {
     std::printf("keel restore: nothing to restore (no journal in %s)\n", state.string().c_str());
   } else {
     std::printf(
         "keel restore: %zu restored, %zu already at their original value, %zu gone with their cgroup, "
-        "%zu kept (an empty cpuset would strand tasks), %zu failed\n",
-        rep.restored, rep.unchanged, rep.gone, rep.kept, rep.failed.size());
+        "%zu kept (an empty cpuset would strand tasks), %zu left as another manager set them since, %zu "
+        "failed\n",
+        rep.restored, rep.unchanged, rep.gone, rep.kept, rep.changed_since.size(), rep.failed.size());
   }
+  if (!args->has("json"))
+    for (const auto& c : rep.changed_since)
+      std::printf("keel restore: left %s: another manager changed it after keel, its value stays\n",
+                  c.c_str());
   for (const auto& e : rep.every_cpu)
     std::printf(
         "keel restore: %s: cpuset.cpus was not set; the kernel refuses to unset it while the cgroup has "

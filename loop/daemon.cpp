@@ -236,11 +236,17 @@ bool Daemon::open_session() {
     return false;
   }
   session_.emplace(std::move(*session));
+  if (const act::Journal* j = session_->writer().journal())
+    for (const auto& s : j->salvaged())
+      log_error("journal " + j->file().string() + ": " + s +
+                " skipped (damaged); the records around it were kept and restored or adopted");
   if (session_->recovered_entries() > 0) {
     const auto& r = session_->recovered();
     notice("restored what a previous keel left changed: " + std::to_string(r.restored) + " restored, " +
            std::to_string(r.unchanged) + " unchanged, " + std::to_string(r.gone) + " gone, " +
            std::to_string(r.failed.size()) + " failed");
+    for (const auto& c : r.changed_since)
+      notice("restore: left " + c + ": another manager changed it after keel, its value stays");
     for (const auto& e : r.failed) log_error("restore: " + e.message());
     if (!r.failed.empty()) {
       log_error(

@@ -176,6 +176,62 @@ TEST_F(CrashSafety, KeelRestoreUndoesEveryChangeOfAProcessKilledAtRandomPoints) 
   EXPECT_GE(restored_something, rounds / 3);  // the kills really landed mid-sequence
 }
 
+// Issue 38: after a crash, `keel restore` put the original back over a value another manager had set
+// since keel's last write. The child changes real knobs and is killed; a weight it wrote is then set by
+// "another manager"; restore leaves that one (and says so) and gives every other knob back.
+TEST_F(CrashSafety, RestoreAfterACrashLeavesAKnobAnotherManagerSetSince) {
+  const auto before = knobs();
+  testing::TempDir state;
+  const fs::path child_bin = testing::keel_binary().parent_path().parent_path() / "tests/keel_crash_child";
+  const std::string weight_file = tree_->v2() ? "cpu.weight" : "cpu.shares";
+  const fs::path theirs = cpu_ / weight_file;  // the test cgroup's own weight (the child's case 0)
+  for (int seed = 1000;; ++seed) {
+    ASSERT_LT(seed, 1100) << "no seed made the child write " << theirs;
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    pid_t child = fork();
+    if (child == 0) {
+      dup2(ready[1], STDOUT_FILENO);
+      close(ready[0]);
+      close(ready[1]);
+      std::string name = tree_->path(), s = std::to_string(seed);
+      execl(child_bin.c_str(), child_bin.c_str(), state.path().c_str(), name.c_str(), s.c_str(), "progress",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(ready[1]);
+    char c = 0;
+    unsigned dots = 0;
+    std::string said;
+    while (said.find('\n') == std::string::npos && read(ready[0], &c, 1) == 1) said += c;
+    while (dots < 12 && read(ready[0], &c, 1) == 1) ++dots;  // twelve whole changes
+    kill(child, SIGKILL);
+    close(ready[0]);
+    waitpid(child, nullptr, 0);
+    const std::string now = std::string(trim(slurp(theirs)));
+    if (now == std::string(trim(before.at(theirs.string())))) {  // the child did not change it: again
+      auto [rc, out] =
+          run_command(testing::keel_binary().string() + " restore --state " + state.path().string());
+      ASSERT_EQ(rc, 0) << out;
+      continue;
+    }
+    const std::string other = now == "300" ? "301" : "300";
+    ASSERT_TRUE(write_file(theirs, other));  // another manager, after keel's write
+    auto [rc, out] =
+        run_command(testing::keel_binary().string() + " restore --state " + state.path().string());
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find(theirs.string() + ": keel wrote " + now + ", now " + other), std::string::npos) << out;
+    auto after = knobs();
+    for (const auto& [file, value] : before)
+      if (file == theirs.string())
+        EXPECT_EQ(std::string(trim(after[file])), other) << "the other manager's value stays";
+      else
+        EXPECT_EQ(after[file], value) << file;
+    ASSERT_TRUE(write_file(theirs, std::string(trim(before.at(theirs.string())))));
+    break;
+  }
+}
+
 // While a keel holds the state directory, restore refuses (that keel restores on exit) and changes
 // nothing; once it is gone, restore proceeds.
 TEST_F(CrashSafety, RestoreRefusesWhileAnotherKeelHoldsTheState) {
