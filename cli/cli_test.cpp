@@ -433,6 +433,34 @@ TEST(Cli, RunRefusesATakenMetricsPortBeforeTouchingAnything) {
   EXPECT_FALSE(std::filesystem::exists(state));
 }
 
+// The health listener the same way: a taken port stops keel run before it changes anything, and a bad
+// address is bad usage.
+TEST(Cli, RunRefusesATakenHealthPortBeforeTouchingAnything) {
+  testing::TempDir t;
+  const std::string state = (t.path() / "state").string();
+  uint16_t port = 0;
+  int fd = testing::listen_on_loopback(&port);
+  ASSERT_GE(fd, 0);
+  const std::string taken = "127.0.0.1:" + std::to_string(port);
+  testing::make_tree(t.path(), {{"keel.toml", "[daemon]\nstate_dir = \"" + state + "\"\nhealth_listen = \"" +
+                                                  taken + "\"\n"}});
+  auto [rc, out] =
+      run_command(keel("run --config " + (t.path() / "keel.toml").string() + " --metrics-listen off"));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("run: health: daemon.health_listen = \"" + taken + "\": cannot listen on " + taken +
+                     ": Address already in use"),
+            std::string::npos)
+      << out;
+  ::close(fd);
+  auto [rc2, out2] = run_command(
+      keel("run --config " + (t.path() / "keel.toml").string() + " --health-listen 127.0.0.1:99999"));
+  EXPECT_EQ(rc2, 2) << out2;
+  EXPECT_NE(out2.find("--health-listen 127.0.0.1:99999: the port must be a number in 1..65535"),
+            std::string::npos)
+      << out2;
+  EXPECT_FALSE(std::filesystem::exists(state));
+}
+
 // keel top on the real kernel: a 1 ms sleeper in its own cgroup shows up as a row of its own with
 // a wait per wake-up (about 1000/s), fields named with their units, MPKI null without a PMU (never 0), and
 // keel's own cost per BPF event.

@@ -49,6 +49,10 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (o.metrics_listen && *o.metrics_listen != "off")
     if (auto why = config::listen_address_problem(*o.metrics_listen))
       return usage_error("run", "--metrics-listen " + *o.metrics_listen + ": " + *why + " (or off)");
+  o.health_listen = args->value("health-listen");
+  if (o.health_listen && *o.health_listen != "off")
+    if (auto why = config::listen_address_problem(*o.health_listen))
+      return usage_error("run", "--health-listen " + *o.health_listen + ": " + *why + " (or off)");
   o.observe = args->has("observe");
   o.once = args->has("once");
   o.verbose = args->has("verbose");

@@ -12,18 +12,20 @@ namespace {
 const CommandUsage kCommands[] = {
     {"run",
      "--config FILE [--observe] [--once] [--record TRACE] [--state DIR] [--verbose]\n"
-     "      [--bpf-stats sampled|always|off] [--metrics-listen HOST:PORT|off] [--root DIR]\n"
+     "      [--bpf-stats sampled|always|off] [--metrics-listen HOST:PORT|off]\n"
+     "      [--health-listen HOST:PORT|off] [--root DIR]\n"
      "      [--log-level error|warning|notice|info|debug]",
      "the daemon: sense -> decide -> act every period; --observe (or mode = \"observe\")\n"
      "logs what it would do and writes nothing; every knob back on SIGINT/SIGTERM (with\n"
      "daemon.rollback = \"not_on_exit\" handed over to the next keel instead); SIGHUP reloads the config;\n"
-     "Prometheus metrics on daemon.metrics_listen (default 127.0.0.1:9477); --root DIR:\n"
+     "Prometheus metrics on daemon.metrics_listen (default 127.0.0.1:9477), /healthz and\n"
+     "/readyz alone on daemon.health_listen (default off; the liveness probe's); --root DIR:\n"
      "the host's /sys, /proc and the runtimes' state (docker, containerd, CRI-O, podman,\n"
      "libvirt) are under DIR (keel in a container);\n"
      "log lines carry a level (syslog priorities when stderr is the journal), --log-level\n"
      "drops those below it (default info)",
      {{"observe", "once", "verbose"},
-      {"config", "record", "state", "bpf-stats", "metrics-listen", "root", "log-level"}}},
+      {"config", "record", "state", "bpf-stats", "metrics-listen", "health-listen", "root", "log-level"}}},
     {"plan",
      "--config FILE [--window S]",
      "one observation window, then the actions keel would take and why (root)",

@@ -53,6 +53,8 @@ struct Daemon {
   std::chrono::nanoseconds period = std::chrono::seconds(1);
   std::filesystem::path state_dir = "/var/lib/keel";
   std::string metrics_listen = "127.0.0.1:9477";
+  // /healthz and /readyz alone, for a liveness probe no client of the metrics port can starve; "off".
+  std::string health_listen = "off";
   // Workload instances labelled in the metrics (critical ones first); the rest count as "other".
   long long metrics_max_workloads = 256;
   Hierarchy hierarchy = Hierarchy::automatic;
@@ -63,6 +65,7 @@ struct Daemon {
   Pos period_pos;
   Pos state_dir_pos;
   Pos metrics_listen_pos;
+  Pos health_listen_pos;
   Pos metrics_max_workloads_pos;
 };
 

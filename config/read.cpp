@@ -280,8 +280,8 @@ Section top_section(const toml::table& t, std::string_view name, Report& report)
 }
 
 Daemon read_daemon(Section& s) {
-  s.reject_unknown({"mode", "period", "state_dir", "metrics_listen", "metrics_max_workloads", "hierarchy",
-                    "early_ticks", "rollback"});
+  s.reject_unknown({"mode", "period", "state_dir", "metrics_listen", "health_listen", "metrics_max_workloads",
+                    "hierarchy", "early_ticks", "rollback"});
   Daemon d;
   if (auto v = s.word<Mode>("mode", {{"observe", Mode::observe}, {"enforce", Mode::enforce}})) d.mode = *v;
   if (auto v = s.duration("period", "1s", &d.period_pos)) d.period = *v;
@@ -291,6 +291,7 @@ Daemon read_daemon(Section& s) {
     d.rollback = *v;
   if (auto v = s.string("state_dir", &d.state_dir_pos)) d.state_dir = *v;
   if (auto v = s.string("metrics_listen", &d.metrics_listen_pos)) d.metrics_listen = *v;
+  if (auto v = s.string("health_listen", &d.health_listen_pos)) d.health_listen = *v;
   if (auto v = s.integer("metrics_max_workloads", &d.metrics_max_workloads_pos)) d.metrics_max_workloads = *v;
   if (auto v = s.word<Hierarchy>("hierarchy", {{"auto", Hierarchy::automatic},
                                                {"unified", Hierarchy::unified},

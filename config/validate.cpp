@@ -189,6 +189,10 @@ class Validator {
             "daemon.state_dir = " + in_quotes(d.state_dir.string()) + " must be an absolute path");
     if (auto why = listen_problem(d.metrics_listen))
       error(d.metrics_listen_pos, "daemon.metrics_listen = " + in_quotes(d.metrics_listen) + ": " + *why);
+    if (d.health_listen != "off")
+      if (auto why = listen_problem(d.health_listen))
+        error(d.health_listen_pos,
+              "daemon.health_listen = " + in_quotes(d.health_listen) + ": " + *why + " (or \"off\")");
     // Each labelled instance is ~90 series (the latency histogram's 80 buckets and the rest).
     if (d.metrics_max_workloads < 0 || d.metrics_max_workloads > 10000)
       error(d.metrics_max_workloads_pos,

@@ -119,8 +119,10 @@ class Daemon {
  private:
   bool prepare();        // events, notifier, malloc, topology, privileges, the spec, keel's CPUs
   bool open_endpoint();  // the metrics port (a taken one stops keel before it changes a thing)
-  bool open_session();   // the trace, the journal a crashed keel left restored
-  bool open_sensing();   // BPF and the inventory; the metrics and their server
+  bool open_health();    // the health listener, the same way
+  void restore_before_stopping();
+  bool open_session();  // the trace, the journal a crashed keel left restored
+  bool open_sensing();  // BPF and the inventory; the metrics and their server
   void say_started() const;
   void adopt_handover();  // what a previous keel handed over, taken on
   config::Spec compile_next(config::Config& next) const;
@@ -143,6 +145,7 @@ class Daemon {
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<metrics::Health> health_;
   std::unique_ptr<metrics::Endpoint> endpoint_;
+  std::unique_ptr<metrics::HealthListener> health_listener_;
   std::unique_ptr<Loop> loop_;
 };
 
@@ -189,6 +192,7 @@ bool Daemon::prepare() {
 }
 
 bool Daemon::open_endpoint() {
+  if (!open_health()) return false;
   const std::string listen = o_.metrics_listen.value_or(cfg_.daemon.metrics_listen);
   if (listen == "off") return true;
   const std::string source = o_.metrics_listen
@@ -197,17 +201,7 @@ bool Daemon::open_endpoint() {
   auto e = metrics::Endpoint::listen(listen);
   if (!e) {
     log_error("run: metrics: " + source + ": " + e.error().message());
-    // Only a journal a crashed keel left is still restored (enforce mode).
-    if (!observe_ && act::journal_exists(state_)) {
-      auto s = act::Session::start(roots_, state_, act::Mode::enforce);
-      if (s) {
-        const size_t restored = s->recovered().restored + s->finish().restored;
-        notice("run: restored what a previous keel left changed (" + std::to_string(restored) +
-               " knobs) before stopping");
-      } else {
-        log_error("run: " + s.error().message());
-      }
-    }
+    restore_before_stopping();
     return false;
   }
   endpoint_ = std::move(*e);
@@ -215,6 +209,35 @@ bool Daemon::open_endpoint() {
     warn("run: metrics on every address of this host (" + source + "): anyone who can reach " +
          endpoint_->address() + " can read them; give a host (127.0.0.1" + listen + ") to keep them local");
   return true;
+}
+
+bool Daemon::open_health() {
+  const std::string listen = o_.health_listen.value_or(cfg_.daemon.health_listen);
+  if (listen == "off") return true;
+  auto h = metrics::HealthListener::listen(listen);
+  if (!h) {
+    log_error("run: health: " +
+              (o_.health_listen ? "--health-listen " + listen : "daemon.health_listen = \"" + listen + "\"") +
+              ": " + h.error().message());
+    restore_before_stopping();
+    return false;
+  }
+  health_listener_ = std::move(*h);
+  return true;
+}
+
+// A listener that cannot open stops keel before it changes a thing; only a journal a crashed keel left is
+// still restored (enforce mode).
+void Daemon::restore_before_stopping() {
+  if (observe_ || !act::journal_exists(state_)) return;
+  auto s = act::Session::start(roots_, state_, act::Mode::enforce);
+  if (s) {
+    const size_t restored = s->recovered().restored + s->finish().restored;
+    notice("run: restored what a previous keel left changed (" + std::to_string(restored) +
+           " knobs) before stopping");
+  } else {
+    log_error("run: " + s.error().message());
+  }
 }
 
 bool Daemon::open_session() {
@@ -276,6 +299,7 @@ bool Daemon::open_sensing() {
   metrics_ = std::make_unique<metrics::Metrics>(std::move(setup));
   health_ = std::make_unique<metrics::Health>(spec_.period);
   if (endpoint_) endpoint_->serve(*metrics_, health_.get());
+  if (health_listener_) health_listener_->serve(health_.get());
   return true;
 }
 
@@ -288,7 +312,8 @@ void Daemon::say_started() const {
          " critical), hierarchy " + inv.defining().name() + " (" + std::to_string(inv.cgroups()) +
          " cgroups, " + inv.watching() + "), sensors " + bpf::to_string(sensing_->sensor().attach()) +
          ", cache counters " + sensing_->sensor().counters_note() + ", state " + state_.string() +
-         (endpoint_ ? ", metrics on http://" + endpoint_->address() + "/metrics" : ", metrics off"));
+         (endpoint_ ? ", metrics on http://" + endpoint_->address() + "/metrics" : ", metrics off") +
+         (health_listener_ ? ", health on http://" + health_listener_->address() + "/healthz" : ""));
   // In a cgroup namespace of its own (a container's default on cgroup v2) /proc/PID/cgroup names
   // cgroups relative to that namespace: pid_file rules, keel's own cgroup and the root cgroup's tasks
   // would be read wrong. Said, not guessed around (deploy/README.md).
@@ -347,6 +372,8 @@ config::Spec Daemon::compile_next(config::Config& next) const {
   restart_only("daemon.state_dir", !o_.state && next.daemon.state_dir != cfg_.daemon.state_dir);
   restart_only("daemon.metrics_listen",
                !o_.metrics_listen && next.daemon.metrics_listen != cfg_.daemon.metrics_listen);
+  restart_only("daemon.health_listen",
+               !o_.health_listen && next.daemon.health_listen != cfg_.daemon.health_listen);
   restart_only("daemon.hierarchy", next.daemon.hierarchy != cfg_.daemon.hierarchy);
   config::Spec spec = compile_for_host(next, roots_, *topo_, notice, &privs_);
   restart_only("daemon.mode", spec.mode != spec_.mode);

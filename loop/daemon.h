@@ -27,6 +27,7 @@ struct RunOptions {
   std::optional<std::filesystem::path> state;  // --state DIR (else daemon.state_dir)
   bpf::BpfStats stats = bpf::BpfStats::sampled;
   std::optional<std::string> metrics_listen;  // --metrics-listen, checked already ("off": none)
+  std::optional<std::string> health_listen;   // --health-listen, checked already ("off": none)
   std::string version;
   std::string revision, compiler;  // for keel_build_info, as keel --version prints them
   // SIGHUP: the config read again and validated (its errors printed, file:line:col); none keeps the

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -22,6 +23,7 @@
 #include <unordered_set>
 
 #include "metrics/catalogue.h"
+#include "metrics/listen.h"
 
 namespace keel::metrics {
 
@@ -631,12 +633,9 @@ void Endpoint::serve(const Metrics& metrics, const Health* health) {
   s_->metrics.store(&metrics);
 }
 
-Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
+Result<Resolved> resolve_listen(const std::string& address, bool ipv6) {
   auto hp = split(address);
   if (!hp) return fail(hp.error().what);
-  // Debian's civetweb (prometheus-cpp's HTTP server) is built without IPv6: an IPv6 address is
-  // refused, and a name is resolved to its IPv4 address ("localhost" is ::1 first on Debian).
-  const bool ipv6 = mg_check_feature(8) != 0;
   if (!ipv6 && address.front() == '[')
     return fail(
         "this build's HTTP server (civetweb) has no IPv6 support: use an IPv4 address such as 127.0.0.1:" +
@@ -652,7 +651,11 @@ Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
   char host[NI_MAXHOST] = "";
   ::getnameinfo(res->ai_addr, res->ai_addrlen, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
   const bool v6 = res->ai_family == AF_INET6;
-  std::string numeric = v6 ? "[" + std::string(host) + "]:" + hp->port : std::string(host) + ":" + hp->port;
+  Resolved out;
+  out.numeric = v6 ? "[" + std::string(host) + "]:" + hp->port : std::string(host) + ":" + hp->port;
+  const std::string& numeric = out.numeric;
+  std::memcpy(&out.sa, res->ai_addr, res->ai_addrlen);
+  out.len = res->ai_addrlen;
   int taken = bind_error(res->ai_addr, res->ai_addrlen);
   ::freeaddrinfo(res);
   auto refuse = [&](int err) {
@@ -665,6 +668,15 @@ Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
   };
   // Asked first: civetweb's own failure says only that it could not start.
   if (taken != 0) return refuse(taken);
+  return out;
+}
+
+Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
+  // Debian's civetweb (prometheus-cpp's HTTP server) is built without IPv6: an IPv6 address is
+  // refused, and a name is resolved to its IPv4 address ("localhost" is ::1 first on Debian).
+  auto where = resolve_listen(address, mg_check_feature(8) != 0);
+  if (!where) return std::unexpected(where.error());
+  const std::string& numeric = where->numeric;
   auto st = std::make_unique<State>();
   st->address = numeric;
   // civetweb's own server (what prometheus-cpp's Exposer wraps), for the health paths beside /metrics.
@@ -672,7 +684,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::listen(const std::string& address) {
   // (5 s to send it all) or stops reading (5 s per write without progress) holds one: 32 workers let 31
   // such clients at once not delay a scrape (README, "How it works"). No keep-alive, no linger on close.
   const std::pair<const char*, const char*> settings[] = {
-      {"num_threads", "32"},       {"request_timeout_ms", "5000"}, {"max_request_size", "8192"},
+      {"num_threads", "32"},       {"request_timeout_ms", "2000"}, {"max_request_size", "8192"},
       {"enable_keep_alive", "no"}, {"connection_queue", "20"},     {"listen_backlog", "200"}};
   std::vector<const char*> options = {"listening_ports", numeric.c_str()};
   for (const auto& [name, value] : settings) options.insert(options.end(), {name, value});

@@ -218,4 +218,23 @@ class Endpoint {
   std::unique_ptr<State> s_;
 };
 
+// /healthz and /readyz alone on an address of their own (daemon.health_listen), for a liveness probe no
+// client of the metrics endpoint can starve: one thread over non-blocking sockets, a connection given
+// kHealthRequestTimeout to send its request (at most kMaxHealthRequest bytes), at most
+// kMaxHealthClients open at once (a new one closes the oldest), the answer one small write.
+inline constexpr size_t kMaxHealthClients = 64, kMaxHealthRequest = 2048;
+inline constexpr std::chrono::milliseconds kHealthRequestTimeout{1000};
+class HealthListener {
+ public:
+  static Result<std::unique_ptr<HealthListener>> listen(const std::string& address);
+  void serve(const Health* health);  // 503 "starting" until then
+  ~HealthListener();
+  std::string address() const;  // numeric
+
+ private:
+  struct State;
+  explicit HealthListener(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
+
 }  // namespace keel::metrics

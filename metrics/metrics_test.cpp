@@ -591,6 +591,52 @@ TEST(Endpoint, AScrapeIsServedWhileSixteenClientsNeverReadALargeOne) {
   }
 }
 
+// Issue 38: with 300 silent TCP connections held open to the metrics port, GET /healthz there took
+// 27-32 s, past the DaemonSet's liveness probe (5 s, 3 failures): keel was restarted, and every stop
+// restored every knob. The health listener is the probe's: with those 300 connections on the metrics
+// listener, and 300 more on the health listener itself, /healthz answers at once. (The deadline is
+// the probe's own, a bound on a hang, not a measure: the answer takes milliseconds.)
+TEST(HealthListener, AnswersWhileHundredsOfSilentConnectionsHoldBothListeners) {
+  using namespace std::chrono_literals;
+  Metrics m(setup());
+  Health h(1s);
+  h.ticked(true);
+  const uint16_t metrics_port = testing::free_port();
+  auto e = Endpoint::listen("127.0.0.1:" + std::to_string(metrics_port));
+  ASSERT_TRUE(e) << e.error().message();
+  (*e)->serve(m, &h);
+  const uint16_t health_port = testing::free_port();
+  auto l = HealthListener::listen("127.0.0.1:" + std::to_string(health_port));
+  ASSERT_TRUE(l) << l.error().message();
+  EXPECT_EQ(testing::http_get(health_port, "/healthz").status, 503) << "starting: not served yet";
+  (*l)->serve(&h);
+  std::vector<int> silent;
+  for (int i = 0; i < 300; ++i) silent.push_back(client(metrics_port, ""));
+  for (int i = 0; i < 300; ++i) silent.push_back(client(health_port, ""));
+  ASSERT_EQ(std::count(silent.begin(), silent.end(), -1), 0) << "every silent client connected";
+  h.ticked(true);  // connecting them took seconds (the metrics listener's queue was full)
+  for (int round = 0; round < 3; ++round) {
+    auto live = testing::http_get(health_port, "/healthz", "127.0.0.1", 1);
+    EXPECT_EQ(live.status, 200) << "round " << round << ": " << live.body;
+    EXPECT_EQ(live.body.rfind("ok: last tick", 0), 0u) << live.body;
+    auto ready = testing::http_get(health_port, "/readyz?verbose", "127.0.0.1", 1);
+    EXPECT_EQ(ready.status, 200) << ready.body;
+  }
+  EXPECT_EQ(testing::http_get(health_port, "/metrics", "127.0.0.1", 1).status, 404) << "health only";
+  // The metrics listener's own /healthz, beside it, is what the silent clients starve (the reason for
+  // the listener above): not asserted, it only has to end.
+  for (int fd : silent) ::close(fd);
+  // A stalled keel is unhealthy there too; a request longer than the bound is answered and closed.
+  Health stalled(1s, Health::Clock::now() - 10s);
+  (*l)->serve(&stalled);
+  EXPECT_EQ(testing::http_get(health_port, "/healthz", "127.0.0.1", 1).status, 503);
+  int big = client(health_port, "GET /healthz HTTP/1.1\r\nX: " + std::string(4096, 'a'));
+  ASSERT_GE(big, 0);
+  pollfd p{big, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 5000), 1) << "an oversized request is neither kept nor ignored";
+  ::close(big);
+}
+
 // Health: healthy while ticks come (3 periods + 2 s), stalled after; ready once a tick sensed, not while
 // starting, stalled or stopping. Over HTTP, /healthz and /readyz answer with those codes and lines, and
 // a ":PORT" endpoint listens on every address (reached here on loopback).

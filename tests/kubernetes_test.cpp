@@ -151,8 +151,18 @@ TEST(Kubernetes, TheDaemonSetLaysOutTheHostTreesWhereKeelRunRootHostReadsThem) {
                                          "--state",
                                          "/var/lib/keel/state",
                                          "--metrics-listen",
-                                         "$(NODE_IP):9477"};
+                                         "$(NODE_IP):9477",
+                                         "--health-listen",
+                                         "127.0.0.1:9478"};
   EXPECT_EQ(args, want);
+  // Every probe on the health listener, which the metrics port's clients cannot starve.
+  for (const char* probe : {"startupProbe:", "readinessProbe:", "livenessProbe:"}) {
+    const size_t at = ds.find(probe);
+    ASSERT_NE(at, std::string::npos) << probe;
+    const std::string block = ds.substr(at, ds.find("Seconds:", at) - at);
+    EXPECT_NE(block.find("host: 127.0.0.1"), std::string::npos) << block;
+    EXPECT_NE(block.find("port: 9478"), std::string::npos) << block;
+  }
   const std::string unit = slurp(testing::source_dir() / "deploy/systemd/keel.service");
   EXPECT_NE(unit.find("--config /etc/keel/keel.toml --state /var/lib/keel"), std::string::npos);
 
