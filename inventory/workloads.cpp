@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <system_error>
@@ -300,6 +301,41 @@ Result<std::string> read_pid_file(const std::filesystem::path& file) {
   return text->substr(0, text->find('\n'));
 }
 
+// /proc/PID/stat's starttime (field 22: clock ticks after boot); the command may hold spaces and
+// parentheses, so the fields are counted after its last ')'.
+std::optional<uint64_t> start_ticks(const SysRoots& roots, pid_t pid) {
+  auto stat = read_file(roots.proc / std::to_string(pid) / "stat", 4096);
+  if (!stat) return std::nullopt;
+  const size_t close = stat->rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::string_view rest = std::string_view(*stat).substr(close + 1);
+  for (int field = 3;; ++field) {
+    rest.remove_prefix(std::min(rest.size(), rest.find_first_not_of(' ')));
+    const std::string_view token = rest.substr(0, rest.find(' '));
+    if (token.empty()) return std::nullopt;
+    if (field == 22) {
+      uint64_t v = 0;
+      auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
+      if (ec != std::errc() || end != token.data() + token.size()) return std::nullopt;
+      return v;
+    }
+    rest.remove_prefix(token.size());
+  }
+}
+
+// The boot time (/proc/stat's btime, seconds since the epoch).
+std::optional<int64_t> boot_time(const SysRoots& roots) {
+  auto stat = read_file(roots.proc / "stat", 1 << 20);
+  if (!stat) return std::nullopt;
+  const size_t at = stat->find("\nbtime ");
+  if (at == std::string::npos) return std::nullopt;
+  int64_t v = 0;
+  const char* b = stat->data() + at + 7;
+  auto [end, ec] = std::from_chars(b, stat->data() + stat->size(), v);
+  if (ec != std::errc() || end == b) return std::nullopt;
+  return v;
+}
+
 }  // namespace
 
 void MatchRules::resolve_pid_file(Rule& r, const CgroupHierarchy& hierarchy, const SysRoots& roots) const {
@@ -315,6 +351,38 @@ void MatchRules::resolve_pid_file(Rule& r, const CgroupHierarchy& hierarchy, con
     r.note = "pid file " + file.string() + ": not a pid: '" + *text + "'";
     return;
   }
+  // The process must be the one the file names: started no later than the file was written (btime is
+  // whole seconds: 2 s of slack), and, while the file stays as it is, the very process first matched.
+  // A daemon that died and left its file behind otherwise hands its "critical" to whoever gets the pid.
+  const std::string named = "pid " + std::to_string(pid) + " from " + file.string();
+  struct stat st {};
+  const auto ticks = start_ticks(roots, pid);
+  const auto btime = boot_time(roots);
+  if (::lstat(file.c_str(), &st) != 0) {
+    r.note = "pid file " + file.string() + ": " + std::strerror(errno);
+    return;
+  }
+  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  if (!ticks || !btime) {
+    r.note = named + " is not running (or its start time cannot be read)";
+    return;
+  }
+  const int64_t hz = ::sysconf(_SC_CLK_TCK) > 0 ? ::sysconf(_SC_CLK_TCK) : 100;
+  const int64_t started_ns = *btime * 1000000000 + static_cast<int64_t>(*ticks) * (1000000000 / hz);
+  if (r.pinned && r.pinned->file_mtime_ns == mtime_ns && r.pinned->pid == pid &&
+      r.pinned->start_ticks != *ticks) {
+    r.note = named + " is another process than the one it named when keel first matched it (started " +
+             std::to_string((*ticks - std::min(*ticks, r.pinned->start_ticks)) / static_cast<uint64_t>(hz)) +
+             " s after it): a stale pid file, matched to nothing until it is written again";
+    return;
+  }
+  if (started_ns > mtime_ns + 2000000000LL) {
+    r.note = named + " started " + std::to_string((started_ns - mtime_ns) / 1000000000) +
+             " s after the file was last written: a stale pid file (its daemon exited and the pid was "
+             "reused), matched to nothing until it is written again";
+    return;
+  }
+  r.pinned = Rule::PidIdentity{pid, *ticks, mtime_ns};
   auto path = process_cgroup_path(roots, pid, hierarchy);
   if (path && *path == "/") {
     // pid 1, a kernel thread, or anything in the root cgroup: the whole host is not a workload.
@@ -343,6 +411,7 @@ void MatchRules::resolve(const CgroupHierarchy& hierarchy, const SysRoots& roots
     Rule now;
     now.named = r.named;
     now.selector = r.selector;
+    now.pinned = r.pinned;
     const config::Match& m = now.named.match;
     if (!m.docker.empty()) resolve_container(now, roots, Platforms::docker);
     if (!m.podman.empty()) resolve_container(now, roots, Platforms::podman);

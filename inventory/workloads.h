@@ -127,6 +127,14 @@ class MatchRules {
     std::vector<std::string> container_ids;  // with match.container: those containers of the pods
     std::string id_prefix;                   // match.docker or podman when it can be an id (prefix)
     std::optional<std::string> pid_cgroup;   // the cgroup of the pid file's process
+    // The process the pid file named when it first matched, pinned: its pid, start time (clock ticks
+    // after boot) and the file's mtime. The same file naming the same pid of another start is stale.
+    struct PidIdentity {
+      pid_t pid = 0;
+      uint64_t start_ticks = 0;
+      int64_t file_mtime_ns = 0;
+    };
+    std::optional<PidIdentity> pinned;
     std::string note;
     uint64_t generation = 0;
     bool resolved = false;

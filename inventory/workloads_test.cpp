@@ -1,5 +1,6 @@
 #include "inventory/workloads.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,6 +9,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -442,8 +445,21 @@ TEST(MatchWorkloads, PodUidInEveryKubepodsLayout) {
       0u);
 }
 
+// A fake /proc where each pid started `ago` seconds before now (btime and /proc/PID/stat's starttime).
+std::vector<std::pair<std::string, std::string>> started(const std::map<pid_t, int64_t>& ago) {
+  const int64_t now = ::time(nullptr), hz = ::sysconf(_SC_CLK_TCK), boot = now - 100000;
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"proc/stat", "cpu  1 2 3\nbtime " + std::to_string(boot) + "\n"}};
+  for (const auto& [pid, s] : ago)
+    files.emplace_back("proc/" + std::to_string(pid) + "/stat",
+                       std::to_string(pid) + " (a (b) c) S 1 1 1 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 " +
+                           std::to_string((now - s - boot) * hz) + " 1000 100\n");
+  return files;
+}
+
 TEST(MatchWorkloads, PidFile) {
   TempDir tmp;
+  make_tree(tmp.path(), started({{4242, 60}, {1, 100000}}));
   make_tree(tmp.path(), {{"run/redis.pid", "4242\n"},
                          {"run/dead.pid", "999\n"},
                          {"run/garbage.pid", "abc\n"},
@@ -463,6 +479,59 @@ TEST(MatchWorkloads, PidFile) {
   EXPECT_THAT(m.workloads[3].note, HasSubstr("not a pid"));
 }
 
+// Issue 38: a pid_file rule re-resolved the pid every tick with no check of the process's identity, so
+// after the critical daemon died and left its pid file, a tenant given the same pid was matched as
+// critical (and got pool CPUs). Now the process must have started no later than the file was written,
+// and while the file stays as it is, be the very process first matched.
+TEST(MatchWorkloads, AStalePidFileMatchesNothingAndAPidReusedSinceIsNotThePinnedProcess) {
+  TempDir tmp;
+  const fs::path file = tmp.path() / "run/redis.pid";
+  make_tree(tmp.path(), started({{4242, 600}}));
+  make_tree(tmp.path(), {{"run/redis.pid", "4242\n"},
+                         {"proc/4242/cgroup", "1:cpu:/system.slice/redis.service\n0::/\n"},
+                         {"proc/5353/cgroup", "1:cpu:/user.slice/tenant\n0::/\n"}});
+  auto mtime_ago = [&](int64_t s) {
+    const timespec t[2] = {{::time(nullptr) - s, 0}, {::time(nullptr) - s, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, file.c_str(), t, 0), 0);
+  };
+  mtime_ago(300);  // written 5 minutes after its daemon started
+  const SysRoots roots = SysRoots::under(tmp.path());
+  auto cgroups = cgroups_at({{"/", 10},
+                             {"/system.slice", 0},
+                             {"/system.slice/redis.service", 1},
+                             {"/user.slice", 0},
+                             {"/user.slice/tenant", 1}});
+  const std::vector<NamedMatch> redis = {{"redis", by_pid_file(file), true}};
+  MatchRules rules(redis);
+  auto owners_now = [&] {
+    rules.resolve(cpu_hierarchy(), roots);
+    std::vector<std::string> out;
+    for (const auto& c : cgroups) out.push_back(rules.selects(0, c.path) ? "redis" : "-");
+    return out;
+  };
+  EXPECT_THAT(owners_now(), ::testing::ElementsAre("-", "-", "redis", "-", "-"));
+  EXPECT_EQ(rules.note(0), "");
+
+  // redis dies, its file stays; the pid goes to a tenant's process started a minute ago.
+  make_tree(tmp.path(), started({{4242, 60}}));
+  make_tree(tmp.path(), {{"proc/4242/cgroup", "1:cpu:/user.slice/tenant\n0::/\n"}});
+  EXPECT_THAT(owners_now(), ::testing::ElementsAre("-", "-", "-", "-", "-"));
+  EXPECT_THAT(rules.note(0), HasSubstr("is another process than the one it named"));
+
+  // A keel started after that (nothing pinned): the process started after the file was written.
+  MatchRules fresh(redis);
+  fresh.resolve(cpu_hierarchy(), roots);
+  EXPECT_FALSE(fresh.selects(0, "/user.slice/tenant"));
+  EXPECT_THAT(fresh.note(0), HasSubstr("started 240 s after the file was last written: a stale pid file"));
+
+  // redis starts again and writes its file: matched again, pinned anew.
+  make_tree(tmp.path(), started({{5353, 2}}));
+  make_tree(tmp.path(),
+            {{"run/redis.pid", "5353\n"}, {"proc/5353/cgroup", "1:cpu:/system.slice/redis.service\n0::/\n"}});
+  EXPECT_THAT(owners_now(), ::testing::ElementsAre("-", "-", "redis", "-", "-"));
+  EXPECT_EQ(rules.note(0), "");
+}
+
 // The unit selector takes the unit, not a same-named cgroup inside another unit's delegated subtree.
 TEST(MatchWorkloads, ASystemdUnitInsideAnotherUnitsSubtreeIsNotTheUnit) {
   auto cgroups =
@@ -479,6 +548,7 @@ TEST(MatchWorkloads, ASystemdUnitInsideAnotherUnitsSubtreeIsNotTheUnit) {
 // refused with the reason, and the rule matches nothing.
 TEST(MatchWorkloads, APidFileIsTrustedOnlyAsRootsSmallRegularFileOfAWorkloadsProcess) {
   TempDir tmp;
+  make_tree(tmp.path(), started({{4242, 60}, {1, 100000}}));
   make_tree(tmp.path(), {{"run/big.pid", "4242\n" + std::string(100, ' ') + "\n"},
                          {"run/init.pid", "1\n"},
                          {"run/other.pid", "4242\n"},
