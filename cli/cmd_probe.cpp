@@ -17,6 +17,7 @@
 #include "host/fileio.h"
 #include "host/json.h"
 #include "host/resctrl_info.h"
+#include "host/sched_ext.h"
 #include "host/systemd.h"
 #include "inventory/platforms.h"
 
@@ -115,6 +116,7 @@ struct Probe {
   Result<act::FeatureProbe> steal;
   Privileges privs;
   std::vector<FeatureState> features;
+  SchedExt scx{};
 };
 
 // The kernel's part of each feature (found by trying), beside its privilege.
@@ -170,6 +172,7 @@ Probe gather(const SysRoots& roots) {
           false,
           act::probe_sched_feature(roots, act::kSteal),
           current_privileges(roots),
+          {},
           {}};
   if (p.layout)
     for (const auto& h : p.layout->hierarchies)
@@ -179,6 +182,7 @@ Probe gather(const SysRoots& roots) {
   p.resets_affinity =
       p.kernel && *p.kernel < std::make_pair(6, 2) && p.layout &&
       std::ranges::any_of(p.layout->hierarchies, [](const auto& h) { return h.has("cpuset"); });
+  p.scx = read_sched_ext(roots);
   p.features = feature_states(p);
   return p;
 }
@@ -208,6 +212,12 @@ void print_json(const Probe& p) {
   }
   j["cpuset_write_resets_affinity"] = p.resets_affinity;
   j["resctrl"] = p.resctrl && p.resctrl->has_value();
+  j["sched_ext"] = p.scx.state.empty() ? Json(nullptr)
+                                       : Json{{"state", p.scx.state},
+                                              {"ops", p.scx.ops},
+                                              {"switch_all", p.scx.switch_all},
+                                              {"honours_cpu_weight", p.scx.honours_weight()},
+                                              {"honours_cpu_idle", p.scx.honours_idle()}};
   j["steal_task"] = !p.steal                                           ? "error"
                     : p.steal->state == act::FeatureState::unsupported ? "unsupported"
                     : p.steal->state == act::FeatureState::on          ? "on"
@@ -282,6 +292,13 @@ void print_text(const Probe& p) {
         p.kernel->first, p.kernel->second);
   std::printf("resctrl             %s\n", resctrl_text(p).c_str());
   std::printf("steal_task          %s\n", steal_text(p).c_str());
+  std::printf("sched_ext           %s\n",
+              p.scx.state.empty() ? "not in this kernel (the fair class schedules every task)"
+                                  : (p.scx.describe().substr(11) +
+                                     (p.scx.honours_weight() && p.scx.honours_idle()
+                                          ? ""
+                                          : ": keel run switches off the steps that write what it ignores"))
+                                        .c_str());
   std::printf("privileges          %s\n", describe_held(p.privs).c_str());
   for (const auto& st : p.features)
     std::printf("  %-25s %s\n", std::string(st.row->label).c_str(), st.text().c_str());

@@ -14,6 +14,7 @@
 #include "actuators/session.h"
 #include "host/log.h"
 #include "host/resctrl_info.h"
+#include "host/sched_ext.h"
 #include "inventory/platforms.h"
 #include "loop/events.h"
 #include "loop/loop.h"
@@ -56,6 +57,17 @@ void drop_missing(config::Config& cfg, const SysRoots& roots,
       say("IRQ affinity is unavailable (" + why + "): IRQs stay where they are");
       cfg.actuators.irq_affinity = false;
     }
+  // A sched_ext scheduler that ignores cgroup weights or cpu.idle: keel would write them, read them
+  // back and change nothing, so those steps are off (cpusets are CPU affinity, which it keeps).
+  const SchedExt scx = read_sched_ext(roots);
+  if (cfg.actuators.cpu_weight && !scx.honours_weight()) {
+    say(scx.describe() + ": the CPU-weight step is off");
+    cfg.actuators.cpu_weight = false;
+  }
+  if (cfg.actuators.preempt_class != config::PreemptMode::off && !scx.honours_idle()) {
+    say(scx.describe() + ": the best-effort preemption class (cpu.idle) is off");
+    cfg.actuators.preempt_class = config::PreemptMode::off;
+  }
 }
 // "BPF run-time stats: needs CAP_SYS_ADMIN, which keel does not have: keel's own BPF cost is not measured"
 std::string unprivileged(Feature f, const Verdict& v) {
