@@ -175,6 +175,13 @@ void Controller::smooth(const Snapshot& s, Plan& plan) {
       if (sp.slo_migrations_per_s)
         consider(st.migrations_per_s, *sp.slo_migrations_per_s, "migrations", "/s");
       if (sp.slo_mpki && st.mpki) consider(*st.mpki, *sp.slo_mpki, "MPKI", "");
+      // A wait still open (a thread runnable and not run, seen between ticks) counts while it lasts:
+      // no switch-in has ended it, so no histogram holds it yet.
+      if (const double open_us = w.starved_s * 1e6; open_us > 0 && (target - open_us) / target < v.slack) {
+        v.slack = (target - open_us) / target;
+        st.binding = "a thread runnable and not run for " + fmt("%.0f", open_us) + " us vs SLO " +
+                     fmt("%.0f", target) + " us";
+      }
       st.bad = v.slack < policy_.act_below ? st.bad + 1 : 0;
       // Slack only counts where it was measured: a tick with too few waits is a reason to wait, not
       // evidence that the protection can go (the victim's falling demand is, see step()).
@@ -683,7 +690,9 @@ void Controller::take_adopted(const Snapshot& s) {
 // tick's few milliseconds are no evidence of a lull); or a lull of lull_s the demand watch saw between
 // ticks, with no more wake-ups per second than at the peak (a victim starved of CPU still wakes).
 bool Controller::demand_fell(const Snapshot& s, const WorkloadSignals& v, const InstanceState& st) const {
-  if (st.peak_rate <= 0) return false;
+  // A thread runnable and kept off the CPU is starved, not idle: its few wake-ups and little CPU are
+  // the interference's doing (issue 38: keel gave everything back to a victim behind an RT hog).
+  if (st.peak_rate <= 0 || v.starved_s > 0) return false;
   const double rate = static_cast<double>(v.rq_waits) / std::max(1e-3, s.period_s);
   if (v.lull_s >= policy_.lull_s && st.peak_cpu > 0 && rate <= st.peak_rate) return true;
   if (s.period_s < 0.5 * period_s_) return false;
@@ -860,7 +869,7 @@ void Controller::decide(const Snapshot& s, const WorkloadSignals& v, Plan& plan)
   // busy spell. Not while a violation is measured this tick: then it still needs them; unless the
   // demand watch saw a lull with no SLO crossing in it (sensing restarts a lull at each), when what
   // this tick measured came before the lull.
-  const bool lull = v.lull_s >= policy_.lull_s;
+  const bool lull = v.lull_s >= policy_.lull_s && v.starved_s <= 0;
   if (!st.steps.empty() && !(view.violated && measured && !lull) && demand_fell(s, v, st) &&
       park(s, v, st, plan, t.numbers))
     return;

@@ -1763,6 +1763,7 @@ struct Load {
   double lull_s = 0;      // what the demand watch saw between ticks
   double watch_cpu = -1;  // its latest read (negative: none)
   double p99_us = -1;     // this tick's p99 (negative: the replay's by whether it holds cores)
+  double starved_s = 0;   // the longest open wait the demand watch saw
 };
 const Load kBusy{2000, 0.9}, kIdle{3, 0.01};
 
@@ -1786,6 +1787,7 @@ Replay replay_redis(
     w.rq_p99_us = l.p99_us >= 0 ? l.p99_us : p99(held);
     w.cpu_usage = l.cpu;
     w.lull_s = l.lull_s;
+    w.starved_s = l.starved_s;
     if (l.watch_cpu >= 0) w.watch_cpu = l.watch_cpu;
     w.shares = 1024;
     Snapshot s = victim_and_batch(t, topo, w, 1.8);
@@ -1879,6 +1881,30 @@ TEST(ControllerGiveBack, ALullGivesBackThoughTheTickMeasuredAViolationBeforeIt) 
   const auto later = no_lull.ticks("redis", Knob::cpus, Action::Kind::give_back);
   ASSERT_FALSE(later.empty()) << no_lull.log();
   EXPECT_GT(later[0], 8u) << no_lull.log();
+}
+
+// Issue 38: a victim kept runnable and off the CPU (behind an RT hog, 5% of a CPU) wakes seldom and
+// uses little CPU, and its waits, still open, cross no SLO: to the ticks it looked idle and everything
+// went back when it needed it most. The demand watch now sees its threads runnable and not run
+// (starved_s): no give-back while that lasts, in whole ticks or with a lull, and the open wait binds
+// as a violation. The same ticks without it give back at once.
+TEST(ControllerGiveBack, AVictimStarvedOfCpuIsNotIdleAndKeepsItsProtection) {
+  auto with = [](double starved_s) {
+    return replay_redis(14, [starved_s](uint64_t t) {
+      if (t < 8) return kBusy;
+      Load l{4, 0.05};  // few wake-ups, little CPU: as idle looks
+      if (t == 8) l = Load{30, 0.05, 0.3, 0.3};
+      l.starved_s = starved_s;
+      l.p99_us = 40;  // the waits that ended were short: the long one has not ended
+      return l;
+    });
+  };
+  const Replay starved = with(0.5);
+  EXPECT_TRUE(starved.ticks("redis", Knob::cpus, Action::Kind::give_back).empty()) << starved.log();
+  const WorkloadView& v = starved.at(10).workloads.at("redis");
+  EXPECT_LT(v.slack, 0.0) << "an open wait of 500 ms against an SLO of 300 us";
+  const Replay idle = with(0);
+  EXPECT_EQ(idle.ticks("redis", Knob::cpus, Action::Kind::give_back), std::vector<uint64_t>{8}) << idle.log();
 }
 
 // Parked (idle from tick 8), the victim is watched for its demand rising again: a read of 1.4 CPUs busy

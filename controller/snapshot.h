@@ -40,6 +40,10 @@ struct WorkloadSignals {
   double lull_s = 0;
   // CPUs busy over the demand watch's latest read between ticks (about 100 ms), where it watches it.
   std::optional<double> watch_cpu;
+  // The longest one of its threads was runnable without running, as the demand watch saw it between
+  // ticks (two reads, 25-100 ms apart, each finding it runnable with the same CPU time): a victim starved
+  // of CPU, whose open wait no SLO crossing has reported yet. 0: none seen.
+  double starved_s = 0;
   CpuSet cpus;                     // where it may run now (its cpuset's effective CPUs)
   std::optional<uint64_t> shares;  // its CPU weight now, as cpu.shares (v2 weight mapped back)
   // In the preemption class now (every cgroup of it: cpu.idle 1, or openEuler's cpu.qos_level / Anolis's

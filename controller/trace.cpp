@@ -96,7 +96,7 @@ Result<WorkloadSignals> parse_workload(const Json& w, std::set<std::string>& see
     double hi;
     std::optional<double>* to;
   };
-  std::optional<double> p50, p99, wait, migrations, llc, numa, lull;
+  std::optional<double> p50, p99, wait, migrations, llc, numa, lull, starved;
   const Real reals[] = {{"rq_p50_us", kInf, &p50},
                         {"rq_p99_us", kInf, &p99},
                         {"rq_wait_s_per_s", kInf, &wait},
@@ -108,7 +108,8 @@ Result<WorkloadSignals> parse_workload(const Json& w, std::set<std::string>& see
                         {"cpu_usage", CpuSet::kMaxCpu, &ws.cpu_usage},
                         {"throttled_per_s", kInf, &ws.throttled_per_s},
                         {"lull_s", kInf, &lull},
-                        {"watch_cpu", CpuSet::kMaxCpu, &ws.watch_cpu}};
+                        {"watch_cpu", CpuSet::kMaxCpu, &ws.watch_cpu},
+                        {"starved_s", kInf, &starved}};
   if (!waits) return fail(who + waits.error().what);
   if (!shares) return fail(who + shares.error().what);
   for (const Real& r : reals) {
@@ -126,6 +127,7 @@ Result<WorkloadSignals> parse_workload(const Json& w, std::set<std::string>& see
   ws.cross_llc_per_s = llc.value_or(0);
   ws.cross_numa_per_s = numa.value_or(0);
   ws.lull_s = lull.value_or(0);
+  ws.starved_s = starved.value_or(0);
   ws.shares = *shares;
   if (auto f = w.find("fresh"); f != w.end() && f->is_boolean()) ws.fresh = f->get<bool>();
   if (auto c = w.find("in_class"); c != w.end() && c->is_boolean()) ws.in_class = c->get<bool>();
@@ -162,6 +164,7 @@ std::string to_json_line(const Snapshot& s) {
     o["throttled_per_s"] = optional_number(w.throttled_per_s);
     if (w.lull_s > 0) o["lull_s"] = w.lull_s;
     if (w.watch_cpu) o["watch_cpu"] = *w.watch_cpu;
+    if (w.starved_s > 0) o["starved_s"] = w.starved_s;
     o["cpus"] = w.cpus.to_list();
     o["shares"] = w.shares ? Json(*w.shares) : Json(nullptr);
     if (w.in_class) o["in_class"] = *w.in_class;

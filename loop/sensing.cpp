@@ -1,6 +1,7 @@
 #include "loop/sensing.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -35,6 +36,30 @@ void add(SensedCounts::Counts& to, const bpf::CgroupSched& c) {
   to.cross_llc += c.cross_llc;
   to.cross_numa += c.cross_numa;
   for (size_t k = 0; k < to.counters.size(); ++k) to.counters[k] += c.counters[k];
+}
+
+// The threads of a watched instance the demand watch reads for a starved victim, at most.
+constexpr size_t kMaxWatchedThreads = 256;
+
+// A thread's state and CPU time (/proc/TID/stat's state after the command's last ')', schedstat's first
+// field); none when it is gone.
+struct ThreadRead {
+  bool runnable = false;  // R: running or waiting for a CPU
+  uint64_t exec_ns = 0;
+};
+std::optional<ThreadRead> read_thread(const SysRoots& roots, int tid) {
+  const std::filesystem::path dir = roots.proc / std::to_string(tid);
+  auto stat = read_file(dir / "stat", 4096);
+  auto sched = read_file(dir / "schedstat", 256);
+  if (!stat || !sched) return std::nullopt;
+  const size_t close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 >= stat->size()) return std::nullopt;
+  ThreadRead t;
+  t.runnable = (*stat)[close + 2] == 'R';
+  const std::string_view s = trim(*sched);
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), t.exec_ns);
+  if (ec != std::errc()) return std::nullopt;
+  return t;
 }
 
 bool did_something(const bpf::CgroupSched& c) {
@@ -76,6 +101,21 @@ struct Sensing::State {
     bool rose = false;           // at cpu_above or over at the latest read (said once per rise)
   };
   std::unordered_map<std::string, Lull> lulls;
+  // A watched instance's threads as the watch last read them, while it is in a lull: whether each was
+  // runnable, its CPU time, and since when it has been runnable without running.
+  struct Seen {
+    ThreadRead at;
+    std::chrono::steady_clock::time_point seen_at;
+    std::optional<std::chrono::steady_clock::time_point> waiting_since;
+  };
+  std::unordered_map<std::string, std::unordered_map<int, Seen>> threads;
+  // The longest a watched instance's thread has been runnable without running, as the watch saw it since
+  // the last sample (the sample carries it, then it starts again).
+  std::unordered_map<std::string, double> starved_s;
+  // When, if at all, one of `ins`'s threads has been runnable without running since the previous read:
+  // the earliest such wait's start (at most kMaxWatchedThreads threads read).
+  std::optional<std::chrono::steady_clock::time_point> starved(const inv::Instance& ins,
+                                                               std::chrono::steady_clock::time_point now);
   std::vector<InstanceRecord> records;  // the latest sample's, by the Snapshot's index
   // The latest SLO crossing the watch reported of each cgroup: a crossing ends a lull (a victim starved
   // of CPU also keeps little busy, but it still waits over its SLO).
@@ -205,6 +245,38 @@ std::optional<uint64_t> Sensing::State::usage_ns(const inv::Node& n) const {
   return p ? read_usage_ns(*p->dir, p->below) : std::nullopt;
 }
 
+std::optional<std::chrono::steady_clock::time_point> Sensing::State::starved(
+    const inv::Instance& ins, std::chrono::steady_clock::time_point now) {
+  auto& was = threads[ins.name];
+  std::unordered_map<int, Seen> next;
+  std::optional<std::chrono::steady_clock::time_point> since;
+  size_t read = 0;
+  for (const inv::Node* n : ins.cgroups) {
+    auto text = n->dir.read(CgroupFile::threads);
+    if (!text) continue;
+    for (size_t i = 0; i < text->size() && read < kMaxWatchedThreads;) {
+      size_t e = text->find('\n', i);
+      if (e == std::string::npos) e = text->size();
+      int tid = 0;
+      auto [end, ec] = std::from_chars(text->data() + i, text->data() + e, tid);
+      i = e + 1;
+      if (ec != std::errc() || tid <= 0) continue;
+      ++read;
+      auto t = read_thread(roots, tid);
+      if (!t) continue;
+      Seen s{*t, now, std::nullopt};
+      if (auto p = was.find(tid);
+          p != was.end() && t->runnable && p->second.at.runnable && t->exec_ns == p->second.at.exec_ns) {
+        s.waiting_since = p->second.waiting_since.value_or(p->second.seen_at);
+        since = since ? std::min(*since, *s.waiting_since) : *s.waiting_since;
+      }
+      next.emplace(tid, s);
+    }
+  }
+  was = std::move(next);
+  return since;
+}
+
 std::vector<Sensing::DemandWake> Sensing::watch_demand(const std::vector<ctl::DemandWatch>& watch,
                                                        std::chrono::duration<double> lull) {
   State& st = *s_;
@@ -237,6 +309,16 @@ std::vector<Sensing::DemandWake> Sensing::watch_demand(const std::vector<ctl::De
         for (const inv::Node* n : ins->cgroups)
           if (auto c = st.crossed.find(n->dir.id()); c != st.crossed.end() && c->second > *l.since)
             l.since = c->second, l.said = false;
+        // A thread runnable and not run since the last read is a victim starved of CPU (behind an RT
+        // task, an IRQ storm, an overloaded pool), not an idle one: its wait, still open, has crossed
+        // no SLO yet. The lull starts again now, and the sample says how long it has waited.
+        if (auto waiting = st.starved(*ins, now)) {
+          l.since = now, l.said = false;
+          double& s = st.starved_s[w.instance];
+          s = std::max(s, std::chrono::duration<double>(now - *waiting).count());
+        }
+      } else {
+        st.threads.erase(w.instance);
       }
       l.rose = *l.cpus >= w.cpu_above;
       if (l.rose && !was.rose) out.push_back({w.instance, true, *l.cpus});
@@ -248,6 +330,7 @@ std::vector<Sensing::DemandWake> Sensing::watch_demand(const std::vector<ctl::De
     next.emplace(w.instance, l);
   }
   st.lulls = std::move(next);
+  std::erase_if(st.threads, [&](const auto& t) { return !st.lulls.contains(t.first); });
   // Crossings matter only within a lull: older ones than the longest go.
   std::erase_if(st.crossed, [&](const auto& c) { return now - c.second > std::chrono::seconds(10); });
   return out;
@@ -446,6 +529,10 @@ void Sensing::State::signals_of(const InstanceRecord& r, ctl::WorkloadSignals& w
   if (auto l = lulls.find(ins.name); l != lulls.end()) {
     if (l->second.since) w.lull_s = std::chrono::duration<double>(l->second.at - *l->second.since).count();
     w.watch_cpu = l->second.cpus;
+  }
+  if (auto s = starved_s.find(ins.name); s != starved_s.end()) {
+    w.starved_s = s->second;
+    starved_s.erase(s);
   }
 }
 

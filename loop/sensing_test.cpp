@@ -338,6 +338,52 @@ TEST(SensingFakeSensor, AnSloCrossingWithinALullStartsItAgain) {
   EXPECT_LE(signals(*snap, "crit").lull_s, since);
 }
 
+// Issue 38: a victim kept runnable and off the CPU shows no crossing (its wait has not ended) and
+// little CPU use, so the watch saw a lull and keel gave everything back. Its thread runnable (R) at two
+// reads with the same CPU time is a wait still open: the lull starts again at each such read and the
+// sample carries the longest one. Once the thread sleeps (S), the lull runs its 200 ms and is reported.
+TEST(SensingFakeSensor, AThreadRunnableAndNotRunIsAStarvedVictimNotALull) {
+  TempDir tmp;
+  const SysRoots roots = v1_noprefix_host(tmp);
+  auto [sensing, fake] = open(roots, spec_of(kCritAndBatch));
+  fake->advance(std::chrono::milliseconds(0));
+  auto pass = [&](std::chrono::milliseconds d) { fake->advance(d); };
+  auto thread = [&](char state, uint64_t exec_ns) {
+    make_tree(tmp.path(), {{"proc/100/stat", "100 (redis-server) " + std::string(1, state) + " 1 100 100 0"},
+                           {"proc/100/schedstat", std::to_string(exec_ns) + " 900000000 12\n"}});
+  };
+  const std::vector<ctl::DemandWatch> watch{{"crit", 0.5}};
+  const std::chrono::milliseconds lull{200};
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpuacct/svc/crit/cpuacct.usage", "10000000000\n"}});
+  thread('R', 5000000);
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty());  // the baseline
+  for (int read = 0; read < 10; ++read) {                  // 500 ms runnable, never run: no lull
+    pass(std::chrono::milliseconds(50));
+    EXPECT_TRUE(sensing.watch_demand(watch, lull).empty()) << "read " << read;
+  }
+  auto snap = sensing.sample(1);
+  ASSERT_TRUE(snap);
+  EXPECT_NEAR(signals(*snap, "crit").starved_s, 0.45, 0.06) << "from the first read that found it waiting";
+  EXPECT_LT(signals(*snap, "crit").lull_s, 0.2);
+  EXPECT_EQ(signals(*snap, "batch").starved_s, 0.0);
+  // It ran a little (its CPU time moved): that wait ended; running or waiting anew, no lull either.
+  thread('R', 6000000);
+  pass(std::chrono::milliseconds(50));
+  EXPECT_TRUE(sensing.watch_demand(watch, lull).empty());
+  // Asleep: a lull, reported once 200 ms have passed since the last read that found a wait open.
+  thread('S', 6000000);
+  for (int read = 0; read < 2; ++read) {
+    pass(std::chrono::milliseconds(50));
+    EXPECT_TRUE(sensing.watch_demand(watch, lull).empty()) << "read " << read;
+  }
+  pass(std::chrono::milliseconds(50));
+  EXPECT_EQ(sensing.watch_demand(watch, lull).size(), 1u);
+  snap = sensing.sample(2);
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(signals(*snap, "crit").starved_s, 0.0) << "none since the last sample";
+  EXPECT_GE(signals(*snap, "crit").lull_s, 0.2);
+}
+
 // Every tick the sensor learns which cgroups' map entries matter: the critical instance's cgroup with
 // tasks is kept (its entry made when missing), a best-effort one goes before it, one no workload
 // covers before that, a gone one first; what the sensor evicted reaches the tick's counts.
