@@ -8,6 +8,7 @@
 // after keel exits. Observe: the same detection, logged as "would", and no knob file changes.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -924,6 +925,61 @@ TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
   EXPECT_NE(text.find(lull_tick + " enforce give-back crit", from), std::string::npos)
       << "the give-back is not the demand watch's early tick's (" << lull_tick << ")\n"
       << text;
+  EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
+}
+
+// Issue 38, point 9: a victim kept runnable and off its CPU switches its own protection off. Once keel
+// gives the waker a CPU of its own, an RT hog (SCHED_FIFO, pinned there; RT throttling leaves the
+// other tasks of that CPU 5% of each second) keeps the waker runnable and mostly waiting: few wake-ups,
+// little CPU, and its long waits still open, so no crossing. keel took that for its demand falling and
+// gave everything back. Now the demand watch sees the waker runnable and not run: no give-back while the
+// hog runs. (Without it, here: three give-backs in the hog's 6 s, each by a lull the watch saw between
+// the waker's 50 ms windows of CPU.)
+TEST_F(RunPriv, AWakerStarvedByAnRtHogKeepsItsProtection) {
+  if (std::string(trim(slurp("/proc/sys/kernel/sched_rt_runtime_us"))) == "-1")
+    GTEST_SKIP() << "skipped: RT throttling is off here (sched_rt_runtime_us -1): an RT hog would take its "
+                    "CPU whole";
+  testing::TempDir dir;
+  fs::path cfg =
+      write_config(dir.path(), "enforce", "[actuators]\ncpu_weight = false\npreempt_class = \"off\"\n");
+  start_waker();
+  start_noise();
+  fs::path log = dir.path() / "keel.log";
+  pid_t keel = start_keel({"run", "--config", cfg.string(), "--verbose"}, log);
+  std::string cpu;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        cpu = scene_->cpus("crit");
+        return cpu == "0" || cpu == "1";
+      },
+      20s))
+      << slurp(log);
+  std::this_thread::sleep_for(2s);  // protected, and watched for its demand falling
+  const size_t from = slurp(log).size();
+  const pid_t hog = fork();
+  if (hog == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(std::stoi(cpu), &one);
+    sched_param p{};
+    p.sched_priority = 1;
+    if (::sched_setaffinity(0, sizeof one, &one) != 0 || ::sched_setscheduler(0, SCHED_FIFO, &p) != 0)
+      _exit(3);
+    for (;;) {
+    }
+  }
+  ASSERT_GT(hog, 0);
+  pids_.push_back(hog);
+  std::this_thread::sleep_for(6s);
+  int status = 0;
+  EXPECT_EQ(::waitpid(hog, &status, WNOHANG), 0) << "the hog could not become SCHED_FIFO (exit 3)";
+  ::kill(hog, SIGKILL);
+  ::waitpid(hog, nullptr, 0);
+  pids_.erase(std::find(pids_.begin(), pids_.end(), hog));
+  const std::string text = slurp(log).substr(from);
+  EXPECT_EQ(text.find("give-back crit"), std::string::npos) << "given back while the hog starved it\n"
+                                                            << text;
+  EXPECT_EQ(scene_->cpus("crit"), cpu) << "its CPU is still its own\n" << text;
   EXPECT_EQ(stop_keel(keel), 0) << slurp(log);
 }
 
