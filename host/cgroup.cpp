@@ -119,8 +119,9 @@ Result<std::vector<ProcCgroupsEntry>> parse_proc_cgroups(std::string_view text) 
 
 Result<std::vector<ProcessCgroup>> parse_process_cgroups(std::string_view text) {
   using Line = Result<std::optional<ProcessCgroup>>;
+  // Not trimmed: the path is the rest of the line as the kernel wrote it, a trailing space included
+  // (a cgroup named "crit " is not "crit").
   return parse_lines<ProcessCgroup>(text, [](std::string_view line) -> Line {
-    line = trim(line);
     size_t c1 = line.find(':');
     size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
     if (c2 == std::string_view::npos) return fail("want 'HIERARCHY:CONTROLLERS:PATH'");
@@ -548,10 +549,18 @@ Result<std::string> process_cgroup_path(const SysRoots& roots, pid_t pid, const 
   const auto file = roots.proc / std::to_string(pid) / "cgroup";
   auto lines = read_parsed<std::vector<ProcessCgroup>>(file, parse_process_cgroups);
   if (!lines) return std::unexpected(lines.error());
-  auto line = std::ranges::find_if(*lines, [&](const ProcessCgroup& pc) {
+  auto of_hierarchy = [&](const ProcessCgroup& pc) {
     return hierarchy.unified ? pc.hierarchy == 0 && pc.controllers.empty() : pc.hierarchy == hierarchy.id;
-  });
+  };
+  auto line = std::ranges::find_if(*lines, of_hierarchy);
   if (line == lines->end()) return fail("no line for hierarchy " + hierarchy.name(), file.string());
+  // The kernel writes a cgroup's name as it is, a newline included: a tenant's cgroup named
+  // "x\n3:cpuset:/" adds a line that claims another cgroup. Each hierarchy has one line; two are a
+  // forgery, and the process's cgroup is unknown.
+  if (std::ranges::count_if(*lines, of_hierarchy) > 1)
+    return fail("more than one line for hierarchy " + hierarchy.name() +
+                    ": a cgroup name with a newline in it; the process's cgroup is not trusted",
+                file.string());
   const std::string& root = hierarchy.mount_root;
   if (root == "/") return std::move(line->path);
   if (line->path == root) return std::string("/");

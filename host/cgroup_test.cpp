@@ -528,5 +528,28 @@ TEST(ProcessCgroupPath, PicksTheHierarchysLine) {
   EXPECT_EQ(gone.error().err, ENOENT);
 }
 
+// Issue 38: the kernel writes a cgroup's name as it is. A name ending in a space was trimmed, so
+// "/be/crit " resolved to "/be/crit" (another cgroup); a name with a newline adds a line that claims
+// another cgroup for the process (a tenant's process "in the root", for keel to move). The first is
+// the cgroup it is; the second is refused.
+TEST(ProcessCgroupPath, ATenantsCgroupNameCannotPassForAnotherCgroup) {
+  TempDir tmp;
+  make_tree(tmp.path(), {{"proc/7/cgroup", "3:cpuset:/be/crit \n1:cpu:/be/crit \n0::/be/crit \n"},
+                         {"proc/8/cgroup", "3:cpuset:/be/x\n1:cpu:/\n1:cpu:/be/x\n0::/be/x\n"},
+                         {"proc/9/cgroup", "3:cpuset:/be/x\n1:cpu:/be/x\n0::/be/x\n0::/\n"}});
+  const SysRoots roots = SysRoots::under(tmp.path());
+  CgroupHierarchy cpu = tree_hierarchy(roots.cgroup / "cpu");
+  cpu.id = 1;
+  CgroupHierarchy unified;
+  unified.unified = true;
+  EXPECT_EQ(process_cgroup_path(roots, 7, cpu).value_or("?"), "/be/crit ");
+  EXPECT_EQ(process_cgroup_path(roots, 7, unified).value_or("?"), "/be/crit ");
+  auto forged = process_cgroup_path(roots, 8, cpu);
+  ASSERT_FALSE(forged) << *forged;
+  EXPECT_THAT(forged.error().message(), HasSubstr("more than one line for hierarchy"));
+  EXPECT_FALSE(process_cgroup_path(roots, 9, unified));
+  EXPECT_EQ(process_cgroup_path(roots, 9, cpu).value_or("?"), "/be/x") << "its own line, the only one";
+}
+
 }  // namespace
 }  // namespace keel

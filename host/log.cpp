@@ -51,7 +51,22 @@ std::string format(Level l, std::string_view text, bool journal) {
   out += "keel: ";
   const char* word = l == Level::error ? "error: " : l == Level::warning ? "warning: " : nullptr;
   if (!journal && word != nullptr && !text.starts_with(word)) out += word;
-  for (char c : text) out += c == '\n' ? ' ' : c;  // one event, one line
+  // One event, one line; and no control character a tenant's cgroup or container name could carry
+  // reaches a terminal or the journal as itself (ESC sequences, a carriage return that hides what came
+  // before it): each is written \xNN. A newline is a space.
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += ' ';
+    } else if (u < 0x20 || u == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
   out += '\n';
   return out;
 }

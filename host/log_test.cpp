@@ -24,6 +24,11 @@ TEST(Log, LinesCarryTheirLevelAndAreNeverCut) {
   EXPECT_EQ(format(Level::warning, "warning: said once", false), "keel: warning: said once\n");
   EXPECT_EQ(format(Level::info, "status", false), "keel: status\n");
   EXPECT_EQ(format(Level::info, "a\nb", false), "keel: a b\n") << "one event, one line";
+  // Issue 38: only the newline was escaped, so a tenant's cgroup named with ESC sequences or a carriage
+  // return rewrote what an operator's terminal showed of keel's log.
+  EXPECT_EQ(format(Level::info, "cgroup /be/\x1b[2J\x1b]0;owned\x07x\rtick 9 ok\t\x7f", false),
+            "keel: cgroup /be/\\x1b[2J\\x1b]0;owned\\x07x\\x0dtick 9 ok\\x09\\x7f\n");
+  EXPECT_EQ(format(Level::info, "caf\xc3\xa9", false), "keel: caf\xc3\xa9\n") << "UTF-8 stays as it is";
   const std::string name(5000, 'x');
   EXPECT_EQ(format(Level::info, name, false).size(), name.size() + 7);
   EXPECT_EQ(parse_level("warning"), Level::warning);
