@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -68,6 +69,32 @@ std::string format(Level l, std::string_view text, bool journal) {
     }
   }
   out += '\n';
+  return out;
+}
+
+std::vector<std::string> Repeats::filter(uint64_t tick, const std::vector<std::string>& lines) {
+  std::vector<std::string> out;
+  for (const std::string& l : lines) {
+    auto [it, fresh] = seen_.try_emplace(l);
+    Seen& s = it->second;
+    if (fresh || s.last + 1 < tick) {  // new, or back after a tick without it
+      s = Seen{tick + 2, 2, tick, 0, tick};
+      out.push_back(l);
+      continue;
+    }
+    if (s.last == tick) continue;  // twice in one tick: once
+    s.last = tick;
+    ++s.times;
+    if (tick < s.next) continue;
+    out.push_back(l + " (" + std::to_string(s.times) + " times in the last " +
+                  std::to_string(tick - s.since) + " ticks)");
+    s.every = std::min(kMaxEvery, s.every * 2);
+    s.since = tick;
+    s.times = 0;
+    s.next = tick + s.every;
+  }
+  std::erase_if(seen_, [&](const auto& e) { return e.second.last + 1 < tick; });
+  if (seen_.size() > kMaxLines) seen_.clear();
   return out;
 }
 

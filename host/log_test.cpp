@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "tests/support/tmp_tree.h"
 
@@ -35,6 +36,25 @@ TEST(Log, LinesCarryTheirLevelAndAreNeverCut) {
   EXPECT_EQ(parse_level("debug"), Level::debug);
   EXPECT_FALSE(parse_level("verbose"));
   EXPECT_FALSE(parse_level(""));
+}
+
+// Issue 38: a write the kernel refused every tick was logged every tick (a tenant's cgroup can make one
+// fail on purpose and flood the journal). Said once, then after 2, 4, 8, ... ticks with a count; said
+// at once again when it comes back after stopping.
+TEST(Log, ALineThatComesBackEveryTickIsSaidLessAndLessOften) {
+  Repeats r;
+  const std::string e = "cpuset /be left as it is: Device or resource busy";
+  std::vector<uint64_t> said;
+  std::vector<std::string> texts;
+  for (uint64_t tick = 1; tick <= 40; ++tick)
+    for (const auto& l : r.filter(tick, {e, e, "weight of /x: Permission denied"}))
+      if (l.starts_with("cpuset")) said.push_back(tick), texts.push_back(l);
+  EXPECT_EQ(said, (std::vector<uint64_t>{1, 3, 7, 15, 31})) << "not twice in one tick either";
+  EXPECT_EQ(texts[0], e);
+  EXPECT_EQ(texts[1], e + " (2 times in the last 2 ticks)");
+  EXPECT_EQ(texts[4], e + " (16 times in the last 16 ticks)");
+  EXPECT_TRUE(r.filter(41, {}).empty());
+  EXPECT_EQ(r.filter(42, {e}), std::vector<std::string>{e}) << "gone a tick, then back: said at once";
 }
 
 // What reaches fd 2 with `journal_stream` set as systemd would (or not), at level `min`.

@@ -384,7 +384,8 @@ void Loop::tick(uint64_t n) {
         // Gaps name cgroups, which come and go: the set is forgotten (and may be said again) past 1024.
         if (gaps_said_.size() > 1024) gaps_said_ = {gap};
       }
-  for (const auto& e : done.errors) log_error(head + e);
+  // A per-instance error that comes back every tick is said less and less often (logging::Repeats).
+  for (const auto& e : error_repeats_.filter(snap->tick, done.errors)) log_error(head + e);
   tick_report(p_.spec, *snap, sensor_view(*p_.sensing), plan, done,
               {p_.observe, seconds_since(started), unix_now(), process_usage(p_.roots)}, report_, &labels_);
   p_.metrics->publish(report_);

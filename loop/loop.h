@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "config/spec.h"
 #include "controller/controller.h"
+#include "host/log.h"
 #include "host/sys_roots.h"
 #include "host/topology.h"
 #include "loop/events.h"
@@ -102,6 +103,7 @@ class Loop {
   metrics::LabelCap labels_;              // which instances' reports are folded before publishing
   std::map<std::string, bool> violated_;  // per critical instance, for status lines when it turns
   std::set<std::string> gaps_said_;       // class_gaps lines logged already
+  logging::Repeats error_repeats_;        // the reconciler's errors, said less often as they repeat
   bool had_work_ = false;  // the latest tick's plan changed something, or a critical p99 is over its SLO
 };
 
