@@ -422,12 +422,21 @@ void Inventory::match(const std::function<bool(CgroupId)>& ran) {
     return;
   }
   instances_.clear();
-  std::unordered_map<std::string_view, size_t> at;
+  // Same-named leaves of one `each` rule (a tenant's /be/t1/x and another's /be/t2/x) would be one
+  // instance: each of them is named by its path instead.
+  std::unordered_map<std::string_view, unsigned> by_leaf;
+  for (const auto& [id, n] : nodes_)
+    if (n.rule >= 0 && rules_.named_by_leaf(static_cast<size_t>(n.rule))) ++by_leaf[n.instance];
+  std::unordered_map<std::string, size_t> at;
   for (auto& [id, n] : nodes_) {
     const int pick = n.rule;
     if (pick < 0) continue;
-    auto [it, added] = at.try_emplace(n.instance, instances_.size());
-    if (added) instances_.push_back({n.instance, &spec_->workloads[static_cast<size_t>(pick)], {}, true});
+    auto b = by_leaf.find(n.instance);
+    std::string name = b != by_leaf.end() && b->second > 1
+                           ? rules_.instance_name(static_cast<size_t>(pick), n.dir.path(), true)
+                           : n.instance;
+    auto [it, added] = at.try_emplace(name, instances_.size());
+    if (added) instances_.push_back({name, &spec_->workloads[static_cast<size_t>(pick)], {}, true});
     Instance& ins = instances_[it->second];
     ins.cgroups.push_back(&n);
     ins.fresh = ins.fresh && n.joined == tick_;

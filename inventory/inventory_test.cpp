@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 
 #include "config/config.h"
@@ -96,6 +97,28 @@ TEST(InventoryTempTree, MatchesEveryCgroupToItsInstanceFirstRuleWins) {
   ASSERT_TRUE(inv->refresh_tree());
   inv->match({});
   EXPECT_THAT(names(*inv), ElementsAre("redis", "svc/web"));  // no longer fresh
+}
+
+// Issue 38: `each` named an instance by its leaf cgroup, so same-named leaves in different subtrees (a
+// tenant's /svc/t1/x beside another's /svc/t2/x) were one instance, whose knobs and numbers mixed both.
+// Leaves that share a name are each named by their path; the others keep their short names, and when
+// the collision goes the short name comes back.
+TEST(InventoryTempTree, EachKeepsSameNamedLeavesOfDifferentSubtreesApart) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  make_tree(tmp.path() / "sys/fs/cgroup/cpu",
+            {{"svc/t1/x/cgroup.procs", "31\n"}, {"svc/t2/x/cgroup.procs", "32\n"}});
+  const config::Spec spec = spec_of(
+      "[[workload]]\nname = \"svc\"\nmatch = { cgroup = \"/svc/**\", has_tasks = true, each = true }\n");
+  auto inv = Inventory::open(spec, roots);
+  ASSERT_TRUE(inv) << inv.error().message();
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  EXPECT_THAT(names(*inv), ElementsAre("svc/redis*", "svc/t1/x*", "svc/t2/x*", "svc/web*"));
+  std::filesystem::remove_all(tmp.path() / "sys/fs/cgroup/cpu/svc/t2");
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  EXPECT_THAT(names(*inv), ElementsAre("svc/redis", "svc/web", "svc/x"));
 }
 
 // The host's own daemons are measured but spared: a best-effort rule that takes them as one of a glob's
@@ -369,7 +392,13 @@ TEST(InventoryTempTree, V2EveryFileIsTheCgroupsOwn) {
 TEST(InventoryTempTree, ARuleWhoseResolutionChangesIsMatchedAgain) {
   TempDir tmp;
   const SysRoots roots = v1_host(tmp);
-  make_tree(tmp.path(), {{"run/app.pid", "4242\n"}});
+  // The process started before its pid file was written (pid_file's identity check): btime and
+  // starttime (clock ticks) put its start 100 s ago.
+  const int64_t boot = ::time(nullptr) - 1000;
+  make_tree(tmp.path(), {{"run/app.pid", "4242\n"},
+                         {"proc/stat", "btime " + std::to_string(boot) + "\n"},
+                         {"proc/4242/stat", "4242 (app) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 " +
+                                                std::to_string(900 * ::sysconf(_SC_CLK_TCK)) + " 0 0\n"}});
   const config::Spec spec = spec_of("[[workload]]\nname = \"app\"\nmatch = { pid_file = \"" +
                                     (tmp.path() / "run/app.pid").string() + "\" }\n");
   auto inv = Inventory::open(spec, roots);

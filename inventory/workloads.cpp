@@ -327,10 +327,10 @@ std::optional<uint64_t> start_ticks(const SysRoots& roots, pid_t pid) {
 std::optional<int64_t> boot_time(const SysRoots& roots) {
   auto stat = read_file(roots.proc / "stat", 1 << 20);
   if (!stat) return std::nullopt;
-  const size_t at = stat->find("\nbtime ");
+  const size_t at = stat->starts_with("btime ") ? 0 : stat->find("\nbtime ");
   if (at == std::string::npos) return std::nullopt;
   int64_t v = 0;
-  const char* b = stat->data() + at + 7;
+  const char* b = stat->data() + at + (at == 0 ? 6 : 7);
   auto [end, ec] = std::from_chars(b, stat->data() + stat->size(), v);
   if (ec != std::errc() || end == b) return std::nullopt;
   return v;
@@ -505,7 +505,7 @@ bool MatchRules::names_exactly(size_t i) const {
   return literal(m.cgroup) || literal(m.systemd_unit) || !m.pid_file.empty();
 }
 
-std::string MatchRules::instance_name(size_t i, std::string_view path) const {
+std::string MatchRules::instance_name(size_t i, std::string_view path, bool full) const {
   const NamedMatch& r = rules_[i].named;
   const config::Match& m = r.match;
   if (m.by_path) return std::string(path);
@@ -534,7 +534,23 @@ std::string MatchRules::instance_name(size_t i, std::string_view path) const {
     }
     return named(a, &name);
   }
+  // `full`: the path below a cgroup glob's fixed part ("/svc/**" names /svc/a/x "a/x"), for leaves that
+  // share a name (the inventory asks where two would be one instance).
+  if (full && !m.cgroup.empty()) {
+    std::string_view glob = m.cgroup;
+    const size_t meta = glob.find_first_of("*?[{");
+    std::string_view fixed = glob.substr(0, meta == std::string_view::npos ? glob.size() : meta);
+    fixed = fixed.substr(0, fixed.rfind('/') == std::string_view::npos ? 0 : fixed.rfind('/'));
+    if (path.starts_with(fixed) && path.size() > fixed.size() + 1 && path[fixed.size()] == '/')
+      return r.name + "/" + std::string(path.substr(fixed.size() + 1));
+  }
+  if (full) return r.name + "/" + std::string(path.substr(1));
   return r.name + "/" + std::string(path_leaf(path));
+}
+
+bool MatchRules::named_by_leaf(size_t i) const {
+  const config::Match& m = rules_[i].named.match;
+  return m.each && !m.by_path && m.docker.empty() && m.podman.empty() && m.vm.empty() && m.pod.empty();
 }
 
 WorkloadMatches match_workloads(const std::vector<config::Workload>& workloads,

@@ -112,8 +112,11 @@ class MatchRules {
   // Whether rule i names one cgroup (a cgroup path or systemd unit without a glob, or a pid file), not
   // a family of them: a host daemon is a best-effort workload's only when its rule names it so.
   bool names_exactly(size_t i) const;
-  // The instance a cgroup it matches belongs to: the workload's name, or "<workload>/<leaf>" with each.
-  std::string instance_name(size_t i, std::string_view path) const;
+  // The instance a cgroup it matches belongs to: the workload's name, or "<workload>/<leaf>" with each
+  // (`full`: "<workload>/<path below the glob's fixed part>", for leaves that share a name).
+  std::string instance_name(size_t i, std::string_view path, bool full = false) const;
+  // Whether rule i names each cgroup by its leaf (`each` without a platform's names).
+  bool named_by_leaf(size_t i) const;
 
   // What the platform's state says of a cgroup (`keel workloads`' PLATFORM column), as last resolved.
   const Platforms& platforms() const { return platforms_; }
