@@ -148,12 +148,24 @@ bool Inventory::due(uint64_t last, CgroupId id, bool idle) const {
 
 // ---- The tree ----
 
-bool Inventory::admit(const std::string& path) {
+bool Inventory::admit(const Node& parent, const std::string& path) {
   if (auto why = beyond_walk_bounds(path)) {
     skipped_.add(*why, path);
     return false;
   }
-  if (nodes_.size() >= options_.max_cgroups) {
+  // Admission is not first come: whoever can make cgroups (a user with a systemd session, a container
+  // with a delegated subtree) could fill the budget, and a critical container (re)started after that
+  // would never be seen. A user's subtrees share half the budget; a cgroup a critical rule would take
+  // comes in past a full one.
+  const bool user =
+      parent.trust == Trust::user || trust_of(parent.trust, path, CgroupDir::Delegation::none) == Trust::user;
+  if (user && user_nodes_ >= options_.max_cgroups / 2) {
+    skipped_.add(CgroupSkips::too_many, path);
+    return false;
+  }
+  if (nodes_.size() >= options_.max_cgroups &&
+      (nodes_.size() >= options_.max_cgroups + options_.critical_reserve ||
+       !rules_.critical_could_take(path))) {
     skipped_.add(CgroupSkips::too_many, path);
     return false;
   }
@@ -191,6 +203,7 @@ Node* Inventory::add(Node* parent, CgroupDir dir) {
     n.trust = trust_of(parent->trust, n.dir.path(), own);
   }
   if (parent != nullptr) parent->children.push_back(&n);
+  if (n.trust == Trust::user) ++user_nodes_;
   by_path_.emplace(n.dir.path(), &n);
   watch(&n);
   return &n;
@@ -231,6 +244,7 @@ void Inventory::remove(Node* top) {
     }
     if (auto p = by_path_.find(n->dir.path()); p != by_path_.end() && p->second == n) by_path_.erase(p);
     removed_.push_back(n->dir.id());
+    if (n->trust == Trust::user) --user_nodes_;
     free_slots_.push_back(n->slot);
     nodes_.erase(n->dir.id());
     tree_changed_ = true;
@@ -271,7 +285,7 @@ Result<void> Inventory::relist(Node* top, bool deep) {
         continue;
       }
       if (known != by_path_.end()) remove(known->second);  // made again under its name
-      if (!admit(path)) continue;
+      if (!admit(*n, path)) continue;
       auto child = n->dir.child(e.name);
       if (!child) {  // gone since the listing, or not to be held
         if (child.error().err == EMFILE || child.error().err == ENFILE) ++unheld_;
@@ -309,7 +323,7 @@ bool Inventory::drain_events() {
         if (known != by_path_.end()) remove(known->second);
         continue;
       }
-      if (known == by_path_.end() && !admit(path)) continue;
+      if (known == by_path_.end() && !admit(*parent, path)) continue;
       auto child = parent->dir.child(ev->name);  // IN_CREATE, IN_MOVED_TO
       if (!child) {
         if (child.error().err == EMFILE || child.error().err == ENFILE) ++unheld_;

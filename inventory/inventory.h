@@ -82,6 +82,7 @@ class Inventory {
     unsigned resync_ticks = 64;        // the whole tree re-listed this often, even with inotify
     bool inotify = true;               // false: re-list every directory every tick (tests; the fallback)
     size_t max_cgroups = kMaxCgroups;  // the walk's count bound (host/cgroup.h; smaller in tests)
+    size_t critical_reserve = 1024;    // admitted beyond it for cgroups a critical rule would take
     // The cgroup keel itself runs in, which no rule takes (keel never classes, weighs or pins itself);
     // none: its own, from /proc/<pid>/cgroup.
     std::optional<std::string> self = std::nullopt;
@@ -106,6 +107,7 @@ class Inventory {
   const std::vector<Instance>& instances() const { return instances_; }  // by name
   const Node* find(CgroupId id) const;
   size_t cgroups() const { return nodes_.size(); }
+  size_t user_cgroups() const { return user_nodes_; }  // of them, in a user's subtree (Trust::user)
   // One more than the largest Node::slot in use.
   size_t slots() const { return slots_; }
   template <class F>
@@ -162,7 +164,11 @@ class Inventory {
  private:
   Inventory() = default;
   Node* add(Node* parent, CgroupDir dir);
-  bool admit(const std::string& path);  // within the walk's bounds, else counted as skipped
+  // Within the walk's bounds and the budgets (max_cgroups, of which a user's subtrees take at most half;
+  // a cgroup a critical rule would take comes in beyond it, up to kCriticalReserve more), else counted
+  // as skipped.
+  bool admit(const Node& parent, const std::string& path);
+  size_t user_nodes_ = 0;  // nodes of Trust::user
   void say_skipped();
   bool takes(size_t rule, const Node& n);  // MatchRules::selects, saying why trust refused it
   void remove(Node* n);

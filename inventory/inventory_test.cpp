@@ -523,13 +523,49 @@ TEST(InventoryTempTree, CgroupsPastTheCountBoundAreLeftOutAndComeInWhenThereIsRo
   // 5 cgroups of v1_host, /many and 10 below it: 16, of which 12 are kept.
   auto inv = Inventory::open(spec, roots, {.resync_ticks = 1, .inotify = false, .max_cgroups = 12});
   ASSERT_TRUE(inv) << inv.error().message();
-  EXPECT_EQ(inv->cgroups(), 12u);
-  EXPECT_EQ(inv->skipped().count[CgroupSkips::too_many], 4u);
-  EXPECT_THAT(inv->skipped().message(), ::testing::HasSubstr("4 past the first 12 cgroups"));
+  // 12, and /svc/redis, which the critical rule takes, past them (listed after /many here).
+  EXPECT_EQ(inv->cgroups(), 13u);
+  EXPECT_EQ(inv->skipped().count[CgroupSkips::too_many], 3u);
+  EXPECT_THAT(inv->skipped().message(), ::testing::HasSubstr("3 past the first 12 cgroups"));
   for (int i = 0; i < 10; ++i) fs::remove_all(tmp.path() / "sys/fs/cgroup/cpu/many" / std::to_string(i));
   ASSERT_TRUE(inv->refresh_tree());
   EXPECT_EQ(inv->cgroups(), 6u);
   EXPECT_TRUE(inv->skipped().empty());
+}
+
+// Issue 38: admission was first come. Whoever can make cgroups (a user's systemd session, a container
+// with a delegated subtree) filled the budget, and a critical container started after that was never
+// seen. A user's subtrees now share half the budget, and a cgroup a critical rule would take comes in
+// past a full one.
+TEST(InventoryTempTree, AUserCannotFillTheBudgetAndACriticalCgroupIsAdmittedPastAFullOne) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  const std::string user = "sys/fs/cgroup/cpu/user.slice/user-1000.slice/user@1000.service/";
+  for (int i = 0; i < 20; ++i)
+    make_tree(tmp.path(), {{user + "app-" + std::to_string(i) + "/cgroup.procs", ""}});
+  const config::Spec spec = spec_of(R"(
+[[workload]]
+name = "crit"
+match = { cgroup = "/svc/crit*" }
+class = "critical"
+slo = { runqueue_p99 = "200us" }
+)");
+  auto inv = Inventory::open(spec, roots, {.resync_ticks = 1, .inotify = false, .max_cgroups = 16});
+  ASSERT_TRUE(inv) << inv.error().message();
+  EXPECT_EQ(inv->user_cgroups(), 8u) << "half the budget";
+  EXPECT_LT(inv->cgroups(), 16u) << "room left for the host's cgroups";
+  // The host's own cgroups fill the rest; the critical one made after them still comes in.
+  for (int i = 0; i < 10; ++i)
+    make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/many/" + std::to_string(i) + "/cgroup.procs", ""}});
+  ASSERT_TRUE(inv->refresh_tree());
+  EXPECT_EQ(inv->cgroups(), 16u);
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/crit2/cgroup.procs", "77\n"},
+                         {"sys/fs/cgroup/cpu/svc/other/cgroup.procs", ""}});
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  ASSERT_EQ(inv->instances().size(), 1u);
+  EXPECT_EQ(inv->instances()[0].cgroups[0]->dir.path(), "/svc/crit2");
+  EXPECT_EQ(inv->cgroups(), 17u) << "the critical one past the budget, not the other";
 }
 
 }  // namespace

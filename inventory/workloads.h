@@ -109,6 +109,12 @@ class MatchRules {
   const char* refused(size_t i, Trust trust) const;
   // Whether rule i's selectors take `path`, trust aside.
   bool selects_path(size_t i, std::string_view path) const;
+  // Whether a critical rule's selectors take `path`, trust aside (the inventory admits it first).
+  bool critical_could_take(std::string_view path) const {
+    for (size_t i = 0; i < rules_.size(); ++i)
+      if (rules_[i].named.critical && selects_path(i, path)) return true;
+    return false;
+  }
   // Whether rule i names one cgroup (a cgroup path or systemd unit without a glob, or a pid file), not
   // a family of them: a host daemon is a best-effort workload's only when its rule names it so.
   bool names_exactly(size_t i) const;

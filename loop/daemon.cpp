@@ -437,6 +437,10 @@ int Daemon::stop() {
       return kOk;
     }
   }
+  // The loop, the inventory's descriptors and watches and the BPF sensor go before the final restore,
+  // so a keel a tenant ran short of file descriptors still has them for giving every knob back.
+  loop_.reset();
+  sensing_.reset();
   auto back = session_->finish();
   if (!observe_ || back.restored + back.failed.size() > 0)
     notice("run: stopped; " + std::to_string(back.restored) + " knobs restored, " +
