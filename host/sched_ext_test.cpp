@@ -44,8 +44,8 @@ TEST(SchedExt, ALoadedSchedulerIgnoresTheKnobsItDoesNotImplement) {
                         {"sys/kernel/sched_ext/switch_all", "1\n"}});
   EXPECT_TRUE(flatcg.honours_weight());
   EXPECT_FALSE(flatcg.honours_idle());
-  SchedExt lookalike = at({{"sys/kernel/sched_ext/state", "enabled\n"},
-                           {"sys/kernel/sched_ext/root/ops", "flatcgx\n"}});
+  SchedExt lookalike =
+      at({{"sys/kernel/sched_ext/state", "enabled\n"}, {"sys/kernel/sched_ext/root/ops", "flatcgx\n"}});
   EXPECT_FALSE(lookalike.honours_weight()) << "a name that only starts like it";
   // Partial mode: only SCHED_EXT-policy tasks are in it; the fair class (and its knobs) has the rest.
   SchedExt partial = at({{"sys/kernel/sched_ext/state", "enabled\n"},
