@@ -237,10 +237,10 @@ std::string journal_record(const JournalEntry& e, bool add) {
   return with_crc(std::move(body));
 }
 
-std::string wrote_record(const JournalEntry& e, std::string_view value) {
+std::string wrote_record(const JournalEntry& e, std::optional<std::string_view> value) {
   return with_crc(std::string("w ") + to_string(e.path.root) + " " +
-                  encode(e.path.rel.relative_path().string()) + " " + std::to_string(e.dir_inode) + " =" +
-                  encode(value));
+                  encode(e.path.rel.relative_path().string()) + " " + std::to_string(e.dir_inode) +
+                  (value ? " =" + encode(*value) : std::string(" ?")));
 }
 
 std::string format_journal(const std::string& boot_id, const std::vector<JournalEntry>& entries,
@@ -588,10 +588,7 @@ Result<void> Journal::forget_written(const KnobPath& k, uint64_t dir_inode) {
   if (e == nullptr || w == wrote_.end()) return {};
   KeelWrote old = std::move(w->second);
   wrote_.erase(w);
-  const std::string line =
-      with_crc(std::string("w ") + to_string(e->path.root) + " " +
-               encode(e->path.rel.relative_path().string()) + " " + std::to_string(e->dir_inode) + " ?");
-  auto r = persist(line, 1, /*sync=*/false);
+  auto r = persist(wrote_record(*e, std::nullopt), 1, /*sync=*/false);
   if (!r && must_rewrite_) r = rewrite();
   if (!r) wrote_[k] = std::move(old);
   return r;

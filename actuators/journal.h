@@ -151,7 +151,7 @@ Result<ParsedJournal> parse_journal(std::string_view text);
 Result<std::optional<ParsedJournal>> peek_journal(const std::filesystem::path& state_dir);
 // One record of format 4 (for appends; `add` false: the entry dropped).
 std::string journal_record(const JournalEntry& e, bool add);
-// The record saying keel writes `value` to `e`'s knob.
-std::string wrote_record(const JournalEntry& e, std::string_view value);
+// The record saying keel writes `value` to `e`'s knob (none: its value is no longer known).
+std::string wrote_record(const JournalEntry& e, std::optional<std::string_view> value);
 
 }  // namespace keel::act

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "host/fileio.h"
+#include "host/proc_stat.h"
 
 namespace keel::act {
 
@@ -62,21 +63,11 @@ std::optional<ProcInfo> proc_info(const fs::path& proc, pid_t pid) {
   const fs::path dir = proc / std::to_string(pid);
   auto stat = read_file(dir / "stat");
   if (!stat) return std::nullopt;
-  const size_t open = stat->find('('), close = stat->rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
+  auto fields = parse_proc_stat(*stat);
+  if (!fields) return std::nullopt;
   ProcInfo p;
-  p.comm = printable(std::string_view(*stat).substr(open + 1, close - open - 1), 64);
-  // After ") ": state ppid pgrp session tty_nr tpgid flags.
-  std::string_view rest = std::string_view(*stat).substr(close + 1);
-  unsigned long flags = 0;
-  for (int field = 3; field <= 9; ++field) {
-    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-    size_t end = rest.find(' ');
-    std::string_view tok = rest.substr(0, end);
-    if (field == 9) std::from_chars(tok.data(), tok.data() + tok.size(), flags);
-    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
-  }
-  p.kernel = (flags & kPfKthread) != 0;
+  p.comm = printable(fields->comm, 64);
+  p.kernel = (fields->number(9).value_or(0) & kPfKthread) != 0;
   if (auto status = read_file(dir / "status")) {
     const std::string key = "Cpus_allowed_list:";
     if (size_t at = status->find(key); at != std::string::npos) {

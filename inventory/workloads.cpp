@@ -17,6 +17,7 @@
 #include "host/fd.h"
 #include "host/fileio.h"
 #include "host/json.h"
+#include "host/proc_stat.h"
 
 namespace keel {
 
@@ -301,26 +302,12 @@ Result<std::string> read_pid_file(const std::filesystem::path& file) {
   return text->substr(0, text->find('\n'));
 }
 
-// /proc/PID/stat's starttime (field 22: clock ticks after boot); the command may hold spaces and
-// parentheses, so the fields are counted after its last ')'.
+// /proc/PID/stat's starttime (field 22: clock ticks after boot).
 std::optional<uint64_t> start_ticks(const SysRoots& roots, pid_t pid) {
   auto stat = read_file(roots.proc / std::to_string(pid) / "stat", 4096);
   if (!stat) return std::nullopt;
-  const size_t close = stat->rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::string_view rest = std::string_view(*stat).substr(close + 1);
-  for (int field = 3;; ++field) {
-    rest.remove_prefix(std::min(rest.size(), rest.find_first_not_of(' ')));
-    const std::string_view token = rest.substr(0, rest.find(' '));
-    if (token.empty()) return std::nullopt;
-    if (field == 22) {
-      uint64_t v = 0;
-      auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
-      if (ec != std::errc() || end != token.data() + token.size()) return std::nullopt;
-      return v;
-    }
-    rest.remove_prefix(token.size());
-  }
+  auto fields = parse_proc_stat(*stat);
+  return fields ? fields->number(22) : std::nullopt;
 }
 
 // The boot time (/proc/stat's btime, seconds since the epoch).

@@ -10,6 +10,7 @@
 #include "bpf/skeleton.h"
 #include "host/cgroup_stats.h"
 #include "host/fileio.h"
+#include "host/proc_stat.h"
 
 namespace keel::loop {
 
@@ -52,10 +53,11 @@ std::optional<ThreadRead> read_thread(const SysRoots& roots, int tid) {
   auto stat = read_file(dir / "stat", 4096);
   auto sched = read_file(dir / "schedstat", 256);
   if (!stat || !sched) return std::nullopt;
-  const size_t close = stat->rfind(')');
-  if (close == std::string::npos || close + 2 >= stat->size()) return std::nullopt;
+  auto fields = parse_proc_stat(*stat);
+  auto state = fields ? fields->field(3) : std::nullopt;
+  if (!state) return std::nullopt;
   ThreadRead t;
-  t.runnable = (*stat)[close + 2] == 'R';
+  t.runnable = *state == "R";
   const std::string_view s = trim(*sched);
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), t.exec_ns);
   if (ec != std::errc()) return std::nullopt;

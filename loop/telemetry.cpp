@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "host/fileio.h"
+#include "host/proc_stat.h"
 
 namespace keel::loop {
 
@@ -208,35 +209,16 @@ std::optional<ProcessUsage> process_usage(const SysRoots& roots) {
   auto stat = read_file(roots.proc / "self/stat");
   auto statm = read_file(roots.proc / "self/statm");
   if (!stat || !statm) return std::nullopt;
-  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so fields count from the last
-  // ')'; state is field 3, utime 14 and stime 15 (clock ticks).
-  auto close = stat->rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::vector<std::string_view> fields;
-  std::string_view rest(*stat);
-  rest.remove_prefix(close + 1);
-  for (size_t i = 0; i < rest.size();) {
-    size_t start = rest.find_first_not_of(" \n", i);
-    if (start == std::string_view::npos) break;
-    size_t end = rest.find_first_of(" \n", start);
-    if (end == std::string_view::npos) end = rest.size();
-    fields.push_back(rest.substr(start, end - start));
-    i = end;
-  }
-  auto number = [](std::string_view f) -> std::optional<double> {
-    unsigned long long v = 0;
-    auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
-    if (ec != std::errc() || p != f.data() + f.size()) return std::nullopt;
-    return static_cast<double>(v);
-  };
-  if (fields.size() < 13) return std::nullopt;  // fields[0] is field 3
-  auto utime = number(fields[11]), stime = number(fields[12]);
+  // utime is field 14 and stime 15 (clock ticks).
+  auto parsed = parse_proc_stat(*stat);
+  if (!parsed) return std::nullopt;
+  auto utime = parsed->number(14), stime = parsed->number(15);
   std::istringstream m(*statm);
   double size = 0, resident = 0;
   if (!utime || !stime || !(m >> size >> resident)) return std::nullopt;
   const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
-  return ProcessUsage{(*utime + *stime) / hz, resident * page};
+  return ProcessUsage{static_cast<double>(*utime + *stime) / hz, resident * page};
 }
 
 }  // namespace keel::loop
