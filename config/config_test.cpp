@@ -715,6 +715,13 @@ TEST(Match, PodsByNamespaceAndNameContainersPodmanAndVmsByName) {
   says(R"({ pod = "6f1c2a9e-3b7d-4e52-9a81-0c4d5e6f7a8b", container = "redis" })",
        "match.container needs the pod as NAMESPACE/NAME");
   says(R"({ pod = "*/*", container = "Redis!" })", "is not a container name");
+  // A critical rule's namespace is written out: any tenant could make a pod of that name elsewhere.
+  const std::string critical = "class = \"critical\"\nslo = { runqueue_p99 = \"200us\" }\n";
+  ok(R"({ pod = "trading/matching-engine-*" })", critical);
+  says(R"({ pod = "*/redis-0" })", "takes pods from any namespace that fits the glob", critical);
+  says(R"({ pod = "trad?ng/redis-0", container = "redis" })", "a critical workload needs its namespace",
+       critical);
+  ok(R"({ pod = "*/redis-0" })");  // best-effort: a glob takes nothing from anyone
   says(R"({ vm = "a/b" })", "is not a libvirt domain name");
   says(R"({ podman = "-x" })", "is not a container name or id");
   says(R"({ cgroup = "/a" })", "bounds.vcpu_pinning places a VM's vCPU threads: it needs match.vm",

@@ -272,6 +272,17 @@ class Validator {
       error(w.name_pos, who + "name " + in_quotes(w.name) + " is reserved (the metrics' label for " +
                             (w.name == "other" ? "cgroups no workload matches" : "host-wide knobs") + ")");
     if (w.match.pos.line != 0) check_match(who, w.match);  // line 0: no match table was read
+    if (w.klass == WorkloadClass::critical && w.match.selector_pos.line != 0 && !w.match.pod.empty()) {
+      // Namespaces are Kubernetes' tenancy boundary: a glob there takes any tenant's pod of that name.
+      std::string_view ns = std::string_view(w.match.pod).substr(0, w.match.pod.find('/'));
+      if (w.match.pod.find('/') != std::string::npos && ns.find_first_of("*?[") != std::string_view::npos)
+        error(w.match.selector_pos,
+              who + "match.pod = " + in_quotes(w.match.pod) +
+                  " takes pods from any namespace that fits the glob: a critical workload needs its namespace "
+                  "written out (e.g. \"trading/" +
+                  w.match.pod.substr(w.match.pod.find('/') + 1) +
+                  "\"), or any tenant who can create a pod of that name there is made critical");
+    }
     // A value that is in the file but did not parse has been reported already.
     bool slo_written = w.slo.runqueue_p99 || w.slo.runqueue_p99_pos.line != 0;
     if (w.klass == WorkloadClass::critical && !slo_written)

@@ -545,27 +545,43 @@ Result<std::vector<Cgroup>> enumerate_cgroups(const CgroupHierarchy& hierarchy, 
   return out;
 }
 
-Result<std::string> process_cgroup_path(const SysRoots& roots, pid_t pid, const CgroupHierarchy& hierarchy) {
+Result<std::vector<std::string>> process_cgroup_paths(const SysRoots& roots, pid_t pid,
+                                                      std::span<const CgroupHierarchy* const> hierarchies) {
   const auto file = roots.proc / std::to_string(pid) / "cgroup";
   auto lines = read_parsed<std::vector<ProcessCgroup>>(file, parse_process_cgroups);
   if (!lines) return std::unexpected(lines.error());
-  auto of_hierarchy = [&](const ProcessCgroup& pc) {
-    return hierarchy.unified ? pc.hierarchy == 0 && pc.controllers.empty() : pc.hierarchy == hierarchy.id;
-  };
-  auto line = std::ranges::find_if(*lines, of_hierarchy);
-  if (line == lines->end()) return fail("no line for hierarchy " + hierarchy.name(), file.string());
-  // The kernel writes a cgroup's name as it is, a newline included: a tenant's cgroup named
-  // "x\n3:cpuset:/" adds a line that claims another cgroup. Each hierarchy has one line; two are a
-  // forgery, and the process's cgroup is unknown.
-  if (std::ranges::count_if(*lines, of_hierarchy) > 1)
-    return fail("more than one line for hierarchy " + hierarchy.name() +
-                    ": a cgroup name with a newline in it; the process's cgroup is not trusted",
-                file.string());
-  const std::string& root = hierarchy.mount_root;
-  if (root == "/") return std::move(line->path);
-  if (line->path == root) return std::string("/");
-  if (line->path.starts_with(root + "/")) return line->path.substr(root.size());
-  return fail("cgroup " + line->path + " is outside the mounted subtree " + root, file.string());
+  std::vector<std::string> paths;
+  for (const CgroupHierarchy* hierarchy : hierarchies) {
+    auto of_hierarchy = [&](const ProcessCgroup& pc) {
+      return hierarchy->unified ? pc.hierarchy == 0 && pc.controllers.empty() : pc.hierarchy == hierarchy->id;
+    };
+    auto line = std::ranges::find_if(*lines, of_hierarchy);
+    if (line == lines->end()) return fail("no line for hierarchy " + hierarchy->name(), file.string());
+    // The kernel writes a cgroup's name as it is, a newline included: a tenant's cgroup named
+    // "x\n3:cpuset:/" adds a line that claims another cgroup. Each hierarchy has one line; two are a
+    // forgery, and the process's cgroup is unknown.
+    if (std::ranges::count_if(*lines, of_hierarchy) > 1)
+      return fail("more than one line for hierarchy " + hierarchy->name() +
+                      ": a cgroup name with a newline in it; the process's cgroup is not trusted",
+                  file.string());
+    const std::string& root = hierarchy->mount_root;
+    if (root == "/")
+      paths.push_back(line->path);
+    else if (line->path == root)
+      paths.emplace_back("/");
+    else if (line->path.starts_with(root + "/"))
+      paths.push_back(line->path.substr(root.size()));
+    else
+      return fail("cgroup " + line->path + " is outside the mounted subtree " + root, file.string());
+  }
+  return paths;
+}
+
+Result<std::string> process_cgroup_path(const SysRoots& roots, pid_t pid, const CgroupHierarchy& hierarchy) {
+  const CgroupHierarchy* one[] = {&hierarchy};
+  auto paths = process_cgroup_paths(roots, pid, one);
+  if (!paths) return std::unexpected(paths.error());
+  return std::move(paths->front());
 }
 
 }  // namespace keel

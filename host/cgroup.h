@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -137,5 +138,9 @@ Result<void> enumerate_cgroups(const CgroupHierarchy& hierarchy, std::vector<Cgr
 // The path of process `pid`'s cgroup in `hierarchy`, from <proc>/<pid>/cgroup, relative to the
 // hierarchy's mount. Fails with ENOENT when the process is gone.
 Result<std::string> process_cgroup_path(const SysRoots& roots, pid_t pid, const CgroupHierarchy& hierarchy);
+// Its paths in several hierarchies from one read of the file: one moment of one process (a pid read
+// twice may be two processes' when it is reused between the reads).
+Result<std::vector<std::string>> process_cgroup_paths(const SysRoots& roots, pid_t pid,
+                                                      std::span<const CgroupHierarchy* const> hierarchies);
 
 }  // namespace keel

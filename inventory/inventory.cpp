@@ -515,15 +515,25 @@ std::optional<std::string> Inventory::cpuset_cgroup(const Node& n) const {
         S_ISDIR(st.st_mode)) {
       n.cpuset = 1;
     } else if (auto procs = n.dir.read(CgroupFile::procs)) {
-      // Not laid out alike (only some hierarchies have the cgroup): the cpuset of its first task.
-      pid_t pid = 0;
-      std::from_chars(procs->data(), procs->data() + procs->size(), pid);
-      if (pid > 0)
-        if (auto p = process_cgroup_path(roots_, pid, *cpuset_); p && *p != "/") {
+      // Not laid out alike (only some hierarchies have the cgroup): the cpuset of one of its tasks. A pid
+      // read from cgroup.procs may be reused by another process before its /proc/PID/cgroup is read, so
+      // a task counts only when that same read puts it in this cgroup; the first few are tried.
+      const CgroupHierarchy* both[] = {defining_.get(), cpuset_};
+      std::string_view rest = *procs;
+      for (int tried = 0; tried < 4 && !rest.empty(); ++tried) {
+        pid_t pid = 0;
+        auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+        if (ec != std::errc() || pid <= 0) break;
+        rest.remove_prefix(std::min(rest.size(), static_cast<size_t>(end - rest.data()) + 1));
+        auto p = process_cgroup_paths(roots_, pid, both);
+        if (!p || (*p)[0] != path) continue;  // gone, or another process's by now
+        if ((*p)[1] != "/") {
           n.cpuset = 2;
           if (!n.apart) n.apart = std::make_unique<Node::Apart>();
-          n.apart->cpuset_path = std::move(*p);
+          n.apart->cpuset_path = std::move((*p)[1]);
         }
+        break;
+      }
     }
   }
   if (n.cpuset == 1) return path;

@@ -124,7 +124,7 @@ TEST(InventoryTempTree, EachKeepsSameNamedLeavesOfDifferentSubtreesApart) {
 
 // The host's own daemons are measured but spared: a best-effort rule that takes them as one of a glob's
 // family marks them spared (never classed, weighed down or narrowed), one that names a service exactly
-// does not, a critical rule never does; keel's own cgroup is no rule's, however it is named.
+// does not, a critical rule never does, and what a service made below itself is not spared; keel's own cgroup is no rule's, however it is named.
 TEST(InventoryTempTree, HostDaemonsTakenByAGlobAreSparedAndKeelsOwnCgroupIsNoRules) {
   TempDir tmp;
   const SysRoots roots = v1_host(tmp);
@@ -133,7 +133,9 @@ TEST(InventoryTempTree, HostDaemonsTakenByAGlobAreSparedAndKeelsOwnCgroupIsNoRul
                                                {"system.slice/backup.service/cgroup.procs", "21\n"},
                                                {"system.slice/crit.service/cgroup.procs", "22\n"},
                                                {"system.slice/keel.service/cgroup.procs", "23\n"},
-                                               {"system.slice/docker-ab12.scope/cgroup.procs", "24\n"}});
+                                               {"system.slice/docker-ab12.scope/cgroup.procs", "24\n"},
+                                               {"system.slice/ci-runner.service/cgroup.procs", "25\n"},
+                                               {"system.slice/ci-runner.service/job-7/cgroup.procs", "26\n"}});
   const config::Spec spec = spec_of(R"(
 [[workload]]
 name = "crit"
@@ -159,7 +161,9 @@ match = { cgroup = "/**", has_tasks = true, each = true }
   std::vector<std::string> seen;
   for (const Instance& i : inv->instances())
     for (const Node* n : i.cgroups) seen.push_back(i.name + (n->spared ? " spared" : ""));
-  EXPECT_THAT(seen, ElementsAre("backup", "crit", "system/docker-ab12.scope", "system/init.scope spared",
+  // A CI runner's job (a cgroup the service made below itself) is tenants' work: best-effort.
+  EXPECT_THAT(seen, ElementsAre("backup", "crit", "system/ci-runner.service spared", "system/docker-ab12.scope",
+                                "system/init.scope spared", "system/job-7",
                                 "system/redis", "system/systemd-journald.service spared", "system/web"));
   EXPECT_EQ(inv->self(), "/system.slice/keel.service");
 }
@@ -360,6 +364,24 @@ TEST(InventoryTempTree, WhereEachFileIsReadAndTheCpusetThatGovernsACgroup) {
   ASSERT_NE(root, nullptr);
   EXPECT_EQ(root->dir.path(), "/");
   EXPECT_EQ(inv->cpuset_cgroup(*root), std::nullopt);  // the host's, never a workload's
+}
+
+// The cpuset of a cgroup laid out apart is its task's, and only of a task that is still in the cgroup:
+// the first pid of cgroup.procs was reused by a process elsewhere (in /other, pinned to CPU 0) before its
+// /proc/PID/cgroup was read. Its cpuset is not taken; the next task's is.
+TEST(InventoryTempTree, ACpusetFromAReusedPidIsNotTaken) {
+  TempDir tmp;
+  const SysRoots roots = v1_host(tmp);
+  make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/web/cgroup.procs", "5000\n4242\n"},
+                         {"proc/5000/cgroup", "3:cpuset:/other\n2:cpuacct:/other\n1:cpu:/other\n"},
+                         {"sys/fs/cgroup/cpuset/other/cpuset.cpus", "0\n"}});
+  auto inv = Inventory::open(spec_of(kEachWithTasks), roots);
+  ASSERT_TRUE(inv);
+  ASSERT_TRUE(inv->refresh_tree());
+  inv->match({});
+  const Node& web = *inv->instances()[1].cgroups[0];
+  ASSERT_EQ(web.dir.path(), "/svc/web");
+  EXPECT_EQ(inv->cpuset_cgroup(web), "/pinned");
 }
 
 TEST(InventoryTempTree, V2EveryFileIsTheCgroupsOwn) {

@@ -113,7 +113,9 @@ bool host_daemon_path(std::string_view cgroup_path) {
   if (e != "system.slice") return false;
   for (e = next(); e.ends_with(".slice"); e = next()) {
   }
-  return e.size() > 8 && e.ends_with(".service");
+  // The service's own cgroup only: systemd makes nothing below a service, so a cgroup there is one the
+  // service made in its delegated subtree (a podman quadlet's container, a CI runner's job), its work.
+  return e.size() > 8 && e.ends_with(".service") && next().empty();
 }
 
 std::string_view path_leaf(std::string_view path) { return leaf(path); }

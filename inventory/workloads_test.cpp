@@ -193,12 +193,15 @@ TEST(PathShapes, SystemdUnitsLiveInSlicesOnly) {
   EXPECT_FALSE(systemd_unit_path("/docker/" + kId + "/system.slice/redis-server.service"));
 }
 
-TEST(PathShapes, HostDaemonsAreInitAndSystemServicesNotContainersScopes) {
+TEST(PathShapes, HostDaemonsAreInitAndSystemServicesNotContainersScopesNorWhatAServiceMadeBelowIt) {
   EXPECT_TRUE(host_daemon_path("/init.scope"));
   EXPECT_TRUE(host_daemon_path("/system.slice/systemd-journald.service"));
   EXPECT_TRUE(host_daemon_path("/system.slice/containerd.service"));
   EXPECT_TRUE(host_daemon_path("/system.slice/system-getty.slice/getty@tty1.service"));
-  EXPECT_TRUE(host_daemon_path("/system.slice/docker.service/inner"));  // inside a service: still its
+  // Below a service is its delegated subtree: a podman quadlet's container, a CI runner's job.
+  EXPECT_FALSE(host_daemon_path("/system.slice/app.service/libpod-payload-" + kId));
+  EXPECT_FALSE(host_daemon_path("/system.slice/gitlab-runner.service/job-1/build"));
+  EXPECT_FALSE(host_daemon_path("/system.slice/docker.service/inner"));
   EXPECT_FALSE(host_daemon_path("/"));
   EXPECT_FALSE(host_daemon_path("/system.slice"));
   EXPECT_FALSE(host_daemon_path("/system.slice/docker-" + kId + ".scope"));
