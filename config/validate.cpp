@@ -276,12 +276,13 @@ class Validator {
       // Namespaces are Kubernetes' tenancy boundary: a glob there takes any tenant's pod of that name.
       std::string_view ns = std::string_view(w.match.pod).substr(0, w.match.pod.find('/'));
       if (w.match.pod.find('/') != std::string::npos && ns.find_first_of("*?[") != std::string_view::npos)
-        error(w.match.selector_pos,
-              who + "match.pod = " + in_quotes(w.match.pod) +
-                  " takes pods from any namespace that fits the glob: a critical workload needs its namespace "
-                  "written out (e.g. \"trading/" +
-                  w.match.pod.substr(w.match.pod.find('/') + 1) +
-                  "\"), or any tenant who can create a pod of that name there is made critical");
+        error(
+            w.match.selector_pos,
+            who + "match.pod = " + in_quotes(w.match.pod) +
+                " takes pods from any namespace that fits the glob: a critical workload needs its namespace "
+                "written out (e.g. \"trading/" +
+                w.match.pod.substr(w.match.pod.find('/') + 1) +
+                "\"), or any tenant who can create a pod of that name there is made critical");
     }
     // A value that is in the file but did not parse has been reported already.
     bool slo_written = w.slo.runqueue_p99 || w.slo.runqueue_p99_pos.line != 0;

@@ -124,18 +124,20 @@ TEST(InventoryTempTree, EachKeepsSameNamedLeavesOfDifferentSubtreesApart) {
 
 // The host's own daemons are measured but spared: a best-effort rule that takes them as one of a glob's
 // family marks them spared (never classed, weighed down or narrowed), one that names a service exactly
-// does not, a critical rule never does, and what a service made below itself is not spared; keel's own cgroup is no rule's, however it is named.
+// does not, a critical rule never does, and what a service made below itself is not spared; keel's own
+// cgroup is no rule's, however it is named.
 TEST(InventoryTempTree, HostDaemonsTakenByAGlobAreSparedAndKeelsOwnCgroupIsNoRules) {
   TempDir tmp;
   const SysRoots roots = v1_host(tmp);
-  make_tree(tmp.path() / "sys/fs/cgroup/cpu", {{"init.scope/cgroup.procs", "1\n"},
-                                               {"system.slice/systemd-journald.service/cgroup.procs", "20\n"},
-                                               {"system.slice/backup.service/cgroup.procs", "21\n"},
-                                               {"system.slice/crit.service/cgroup.procs", "22\n"},
-                                               {"system.slice/keel.service/cgroup.procs", "23\n"},
-                                               {"system.slice/docker-ab12.scope/cgroup.procs", "24\n"},
-                                               {"system.slice/ci-runner.service/cgroup.procs", "25\n"},
-                                               {"system.slice/ci-runner.service/job-7/cgroup.procs", "26\n"}});
+  make_tree(tmp.path() / "sys/fs/cgroup/cpu",
+            {{"init.scope/cgroup.procs", "1\n"},
+             {"system.slice/systemd-journald.service/cgroup.procs", "20\n"},
+             {"system.slice/backup.service/cgroup.procs", "21\n"},
+             {"system.slice/crit.service/cgroup.procs", "22\n"},
+             {"system.slice/keel.service/cgroup.procs", "23\n"},
+             {"system.slice/docker-ab12.scope/cgroup.procs", "24\n"},
+             {"system.slice/ci-runner.service/cgroup.procs", "25\n"},
+             {"system.slice/ci-runner.service/job-7/cgroup.procs", "26\n"}});
   const config::Spec spec = spec_of(R"(
 [[workload]]
 name = "crit"
@@ -162,8 +164,8 @@ match = { cgroup = "/**", has_tasks = true, each = true }
   for (const Instance& i : inv->instances())
     for (const Node* n : i.cgroups) seen.push_back(i.name + (n->spared ? " spared" : ""));
   // A CI runner's job (a cgroup the service made below itself) is tenants' work: best-effort.
-  EXPECT_THAT(seen, ElementsAre("backup", "crit", "system/ci-runner.service spared", "system/docker-ab12.scope",
-                                "system/init.scope spared", "system/job-7",
+  EXPECT_THAT(seen, ElementsAre("backup", "crit", "system/ci-runner.service spared",
+                                "system/docker-ab12.scope", "system/init.scope spared", "system/job-7",
                                 "system/redis", "system/systemd-journald.service spared", "system/web"));
   EXPECT_EQ(inv->self(), "/system.slice/keel.service");
 }
