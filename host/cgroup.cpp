@@ -319,7 +319,132 @@ Result<CgroupLayout> discover(const SysRoots& roots) {
   layout.hierarchies = std::move(v1);
   for (CgroupHierarchy& h : v2) layout.hierarchies.push_back(std::move(h));
   layout.mode = mode_of(layout.hierarchies);
+  for (CgroupHierarchy& h : layout.hierarchies) {
+    auto root = host_cgroup_path(roots, h.unified ? 0 : h.id, h.mount_root);
+    if (!root)
+      return fail("the mount of hierarchy " + h.name() + " at " + h.mount.string() + " shows " +
+                      h.mount_root + ", above the hierarchy's root",
+                  mountinfo_path.string());
+    h.mount_root = std::move(*root);
+  }
   return layout;
+}
+
+std::optional<std::string> host_cgroup_path(const SysRoots& roots, uint32_t hierarchy,
+                                            std::string_view path) {
+  auto ns = std::ranges::find(roots.cgroupns_roots, hierarchy, &std::pair<uint32_t, std::string>::first);
+  if (ns == roots.cgroupns_roots.end()) return std::string(path);
+  std::vector<std::string_view> parts;
+  auto add = [&](std::string_view p) {
+    for (size_t at = 0; at < p.size();) {
+      size_t end = std::min(p.find('/', at), p.size());
+      std::string_view e = p.substr(at, end - at);
+      at = end + 1;
+      if (e.empty()) continue;
+      if (e != "..") {
+        parts.push_back(e);
+      } else if (parts.empty()) {
+        return false;
+      } else {
+        parts.pop_back();
+      }
+    }
+    return true;
+  };
+  // The kernel writes ".." only for levels above the namespace's root; no cgroup can be named "..".
+  if (!add(ns->second) || !add(path)) return std::nullopt;
+  std::string out;
+  for (std::string_view e : parts) (out += '/') += e;
+  return out.empty() ? std::string("/") : out;
+}
+
+namespace {
+
+// The cgroup at `depth` levels below the hierarchy's root whose path ends with `tail` (its elements)
+// and whose cgroup.procs lists `pid`: the walk goes through every cgroup above that depth (bounded as
+// every walk is) and follows only `tail` below it.
+std::optional<std::string> cgroup_holding(const std::filesystem::path& mount, size_t depth,
+                                          const std::vector<std::string>& tail, pid_t pid) {
+  std::vector<std::string> level{""};  // paths from the root: "" is the root itself
+  size_t seen = 0;
+  for (size_t d = 0; d < depth && !level.empty(); ++d) {
+    std::vector<std::string> next;
+    for (const std::string& p : level) {
+      std::error_code ec;
+      for (std::filesystem::directory_iterator it(mount / p.substr(p.empty() ? 0 : 1), ec), end;
+           !ec && it != end; it.increment(ec)) {
+        if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
+        std::string child = p + "/" + it->path().filename().string();
+        if (++seen > kMaxCgroups || beyond_walk_bounds(child)) continue;
+        next.push_back(std::move(child));
+      }
+    }
+    level = std::move(next);
+  }
+  const std::string want = std::to_string(pid);
+  for (const std::string& p : level) {
+    std::string at = p;
+    for (const std::string& e : tail) at += "/" + e;
+    if (beyond_walk_bounds(at.empty() ? "/" : at)) continue;
+    auto procs = read_file(mount / (at.empty() ? std::string(".") : at.substr(1)) / "cgroup.procs");
+    if (!procs) continue;
+    for (std::string_view rest = *procs; !rest.empty();) {
+      size_t nl = std::min(rest.find('\n'), rest.size());
+      if (rest.substr(0, nl) == want) return p.empty() ? std::string("/") : p;
+      rest.remove_prefix(std::min(rest.size(), nl + 1));
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<SysRoots> with_cgroupns(SysRoots roots) {
+  roots.cgroupns_roots.clear();
+  // Not by comparing <proc>/self/ns/cgroup with pid 1's: reading another process's namespace needs
+  // CAP_SYS_PTRACE over it, which keel does not hold. A mount whose root the kernel shows as "/.." is
+  // above keel's namespace's root.
+  auto layout = discover(roots);
+  if (!layout) return std::unexpected(layout.error());
+  if (std::ranges::none_of(layout->hierarchies,
+                           [](const CgroupHierarchy& h) { return h.mount_root.starts_with("/.."); }))
+    return roots;  // the host's namespace, or one whose mounts are all its own
+  const auto self_file = roots.proc / "self/cgroup";
+  auto lines = read_parsed<std::vector<ProcessCgroup>>(self_file, parse_process_cgroups);
+  if (!lines) return std::unexpected(lines.error());
+  std::vector<std::pair<uint32_t, std::string>> found;
+  for (const CgroupHierarchy& h : layout->hierarchies) {
+    if (!h.mount_root.starts_with("/..")) continue;  // within the namespace: paths are as shown
+    size_t depth = 0;
+    std::string_view m = h.mount_root;
+    for (; m.starts_with("/.."); m.remove_prefix(3)) ++depth;
+    if (!m.empty())
+      return fail("hierarchy " + h.name() + " is mounted at " + h.mount.string() + " from " + h.mount_root +
+                      ", not its root: keel's cgroup namespace's root cannot be found in it",
+                  (roots.proc / "self/mountinfo").string());
+    const uint32_t id = h.unified ? 0 : h.id;
+    auto line = std::ranges::find_if(*lines, [&](const ProcessCgroup& pc) {
+      return h.unified ? pc.hierarchy == 0 && pc.controllers.empty() : pc.hierarchy == id;
+    });
+    if (line == lines->end()) return fail("no line for hierarchy " + h.name(), self_file.string());
+    std::vector<std::string> tail;
+    for (size_t at = 0; at < line->path.size();) {
+      size_t end = std::min(line->path.find('/', at), line->path.size());
+      if (end > at) tail.push_back(line->path.substr(at, end - at));
+      at = end + 1;
+    }
+    if (std::ranges::find(tail, "..") != tail.end())
+      return fail("keel's own cgroup " + line->path + " is outside its cgroup namespace", self_file.string());
+    auto root = cgroup_holding(h.mount, depth, tail, ::getpid());
+    if (!root)
+      return fail("no cgroup " + std::to_string(depth) + " levels below the root of hierarchy " + h.name() +
+                      " at " + h.mount.string() + " holds keel's process (" + std::to_string(::getpid()) +
+                      ") at " + line->path + ": keel's cgroup namespace's root is not known",
+                  self_file.string());
+    found.emplace_back(id, std::move(*root));
+  }
+  roots.cgroupns_roots = std::move(found);
+  return roots;
 }
 
 // ---- Cgroups ----
@@ -564,15 +689,18 @@ Result<std::vector<std::string>> process_cgroup_paths(const SysRoots& roots, pid
       return fail("more than one line for hierarchy " + hierarchy->name() +
                       ": a cgroup name with a newline in it; the process's cgroup is not trusted",
                   file.string());
+    // In a cgroup namespace of keel's own the kernel shows paths from its root: the host's path.
+    auto shown = host_cgroup_path(roots, hierarchy->unified ? 0 : hierarchy->id, line->path);
+    if (!shown) return fail("cgroup " + line->path + " is above its hierarchy's root", file.string());
     const std::string& root = hierarchy->mount_root;
     if (root == "/")
-      paths.push_back(line->path);
-    else if (line->path == root)
+      paths.push_back(std::move(*shown));
+    else if (*shown == root)
       paths.emplace_back("/");
-    else if (line->path.starts_with(root + "/"))
-      paths.push_back(line->path.substr(root.size()));
+    else if (shown->starts_with(root + "/"))
+      paths.push_back(shown->substr(root.size()));
     else
-      return fail("cgroup " + line->path + " is outside the mounted subtree " + root, file.string());
+      return fail("cgroup " + *shown + " is outside the mounted subtree " + root, file.string());
   }
   return paths;
 }

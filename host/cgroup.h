@@ -87,6 +87,17 @@ struct CgroupLayout {
 // hierarchy are left out.
 Result<CgroupLayout> discover(const SysRoots& roots);
 
+// `roots` with cgroupns_roots set when keel runs in a cgroup namespace of its own, unchanged in the
+// host's. A mount of a whole hierarchy shows its root as "/.." once per level of the namespace's root
+// (mountinfo's root field); that root is the cgroup at that depth, below which
+// <proc>/self/cgroup's path holds keel's own process (its cgroup.procs lists keel's pid: no tenant can
+// put keel's process in a cgroup of theirs). Fails when a hierarchy's root cannot be found that way.
+Result<SysRoots> with_cgroupns(SysRoots roots);
+// A path the kernel showed relative to keel's cgroup namespace, as the host's: with the namespace's
+// root at /kubepods/pod1/c1, "/../../../init.scope" is "/init.scope" and "/" is "/kubepods/pod1/c1".
+// nullopt for a path above the hierarchy's root. Unchanged in the host's namespace.
+std::optional<std::string> host_cgroup_path(const SysRoots& roots, uint32_t hierarchy, std::string_view path);
+
 // ---- Cgroups ----
 
 struct CgroupId {

@@ -309,6 +309,76 @@ TEST(Discover, UnderARootTheMountsThereAreTheHostsNotTheContainersOwn) {
   EXPECT_EQ(process_cgroup_path(roots, 77, *cpu).value_or("?"), "/system.slice/redis.service");
 }
 
+// keel in a pod with a cgroup namespace of its own (cgroup v2's default on Kubernetes), the host's
+// cgroup tree bound at /host/sys/fs/cgroup: the kernel shows that mount's root and every process's
+// cgroup relative to the pod's cgroup ("/../../.."). The namespace's root is the cgroup three levels
+// down whose cgroup.procs lists keel's pid (not a sibling's, nor one at another depth), and the kernel's
+// paths read back as the host's.
+TEST(Cgroupns, APodsNamespaceRootIsFoundByKeelsPidAndItsPathsReadAsTheHosts) {
+  TempDir tmp;
+  SysRoots roots = SysRoots::under(tmp.path());
+  const std::string at = roots.cgroup.string();
+  const std::string me = std::to_string(::getpid());
+  const std::string pod = "kubepods.slice/kubepods-pod1.slice/cri-containerd-c1.scope";
+  make_tree(
+      tmp.path(),
+      {{"proc/self/mountinfo",
+        "90 80 0:40 / /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n"  // the pod's own: its root
+        "95 80 0:40 /../../.. " +
+            at + " rw - cgroup2 cgroup2 rw\n"},
+       {"proc/cgroups", "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t0\t9\t1\n"},
+       {"proc/self/cgroup", "0::/\n"},
+       {"proc/" + me + "/cgroup", "0::/\n"},
+       {"proc/1/cgroup", "0::/../../../init.scope\n"},
+       {"proc/77/cgroup", "0::/../../../system.slice/redis.service\n"},
+       {"proc/78/cgroup", "0::/sidecar\n"},
+       {"proc/79/cgroup", "0::/../../../..\n"},
+       {"sys/fs/cgroup/cgroup.controllers", "cpuset cpu\n"},
+       {"sys/fs/cgroup/cgroup.procs", "1\n"},
+       {"sys/fs/cgroup/init.scope/cgroup.procs", "1\n"},
+       {"sys/fs/cgroup/system.slice/redis.service/cgroup.procs", "77\n"},
+       // A sibling pod at the same depth and a cgroup at another depth list the same pid: in a
+       // temporary tree anything can, on a host only keel's own cgroup does.
+       {"sys/fs/cgroup/kubepods.slice/kubepods-pod2.slice/cri-containerd-c2.scope/cgroup.procs", "12\n"},
+       {"sys/fs/cgroup/kubepods.slice/kubepods-pod1.slice/cgroup.procs", me + "\n"},
+       {"sys/fs/cgroup/" + pod + "/cgroup.procs", "5\n" + me + "\n"},
+       {"sys/fs/cgroup/" + pod + "/sidecar/cgroup.procs", "78\n"}});
+  // Before: the kernel's paths taken as they are name the wrong cgroups.
+  auto before = discover(roots);
+  ASSERT_TRUE(before) << before.error().message();
+  EXPECT_EQ(before->unified()->mount_root, "/../../..");
+  auto ns = with_cgroupns(roots);
+  ASSERT_TRUE(ns) << ns.error().message();
+  ASSERT_EQ(ns->cgroupns_roots.size(), 1u);
+  EXPECT_EQ(ns->cgroupns_roots[0].first, 0u);
+  EXPECT_EQ(ns->cgroupns_roots[0].second, "/" + pod);
+  auto layout = discover(*ns);
+  ASSERT_TRUE(layout) << layout.error().message();
+  const CgroupHierarchy* unified = layout->unified();
+  ASSERT_NE(unified, nullptr);
+  EXPECT_EQ(unified->mount, roots.cgroup);
+  EXPECT_EQ(unified->mount_root, "/");
+  EXPECT_EQ(process_cgroup_path(*ns, ::getpid(), *unified).value_or("?"), "/" + pod);  // itself
+  EXPECT_EQ(process_cgroup_path(*ns, 1, *unified).value_or("?"), "/init.scope");
+  EXPECT_EQ(process_cgroup_path(*ns, 77, *unified).value_or("?"), "/system.slice/redis.service");
+  EXPECT_EQ(process_cgroup_path(*ns, 78, *unified).value_or("?"), "/" + pod + "/sidecar");
+  auto above = process_cgroup_path(*ns, 79, *unified);
+  ASSERT_FALSE(above);
+  EXPECT_THAT(above.error().message(), HasSubstr("above its hierarchy's root"));
+  EXPECT_EQ(host_cgroup_path(*ns, 0, "/../.."), "/kubepods.slice");
+  EXPECT_EQ(host_cgroup_path(*ns, 1, "/../.."), "/../..");  // no namespace root known for hierarchy 1
+  // Keel's process gone from every cgroup at that depth: the root is not known, and that is said.
+  make_tree(tmp.path(), {{"sys/fs/cgroup/" + pod + "/cgroup.procs", "5\n"}});
+  auto lost = with_cgroupns(roots);
+  ASSERT_FALSE(lost);
+  EXPECT_THAT(lost.error().message(), HasSubstr("3 levels below the root of hierarchy unified"));
+  // In the host's namespace the mount shows "/": nothing to find, nothing read differently.
+  make_tree(tmp.path(), {{"proc/self/mountinfo", "95 80 0:40 / " + at + " rw - cgroup2 cgroup2 rw\n"}});
+  auto host = with_cgroupns(roots);
+  ASSERT_TRUE(host) << host.error().message();
+  EXPECT_TRUE(host->cgroupns_roots.empty());
+}
+
 TEST(Discover, ErrorsNameTheFile) {
   TempDir tmp;
   auto missing = discover(SysRoots::under(tmp.path()));

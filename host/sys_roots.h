@@ -1,7 +1,11 @@
 // Every kernel path keel touches is built from these roots; tests point them at temporary trees.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace keel {
 
@@ -24,6 +28,12 @@ struct SysRoots {
   // systemd's private manager socket (root only), where keel asks systemd for a unit's runtime
   // property (host/systemd.h).
   std::filesystem::path systemd_bus = "/run/systemd/private";
+  // keel's own cgroup namespace when it is not the host's (a container's default on cgroup v2): per
+  // hierarchy (its id, 0 the unified one), the cgroup at the namespace's root as a path from the
+  // hierarchy's root. The kernel shows cgroups relative to it ("/../../init.scope") in /proc/PID/cgroup
+  // and mountinfo; host/cgroup.h reads them back as the host's paths (with_cgroupns finds it). Empty:
+  // the host's namespace.
+  std::vector<std::pair<uint32_t, std::string>> cgroupns_roots;
 
   // The running host.
   static SysRoots host() { return SysRoots{}; }

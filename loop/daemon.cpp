@@ -142,6 +142,7 @@ class Daemon {
   config::Config cfg_;
   RunOptions o_;
   SysRoots roots_;
+  std::string cgroupns_error_;  // why keel's cgroup namespace's root was not found ("" found, or the host's)
   bool observe_;
   const char* mode_;
   std::filesystem::path state_;
@@ -182,6 +183,12 @@ bool Daemon::prepare() {
   // One arena: the exporter's threads would each keep one as large as the biggest scrape they built
   // (megabytes on a large host), for a few scrapes a minute that need no malloc parallelism.
   ::mallopt(M_ARENA_MAX, 1);
+  // In a cgroup namespace of its own (a Kubernetes pod's on cgroup v2) keel reads the kernel's paths,
+  // which are relative to that namespace, back as the host's.
+  if (auto ns = with_cgroupns(roots_))
+    roots_ = std::move(*ns);
+  else
+    cgroupns_error_ = ns.error().message();
   auto topo = Topology::detect(roots_);
   if (!topo) {
     log_error("run: " + topo.error().message());
@@ -327,17 +334,21 @@ void Daemon::say_started() const {
          (endpoint_ ? ", metrics on http://" + endpoint_->address() + "/metrics" : ", metrics off") +
          (health_listener_ ? ", health on http://" + health_listener_->address() + "/healthz" : ""));
   // In a cgroup namespace of its own (a container's default on cgroup v2) /proc/PID/cgroup names
-  // cgroups relative to that namespace: pid_file rules, keel's own cgroup and the root cgroup's tasks
-  // would be read wrong. Said, not guessed around (deploy/README.md).
-  std::error_code e1, e2;
-  const auto own = std::filesystem::read_symlink(roots_.proc / "self/ns/cgroup", e1);
-  const auto init = std::filesystem::read_symlink(roots_.proc / "1/ns/cgroup", e2);
-  if (!e1 && !e2 && own != init)
-    warn("run: keel runs in a cgroup namespace of its own (" + own.string() + ", pid 1's is " +
-         init.string() +
-         "): /proc/PID/cgroup paths are relative to it, so pid_file rules match nothing, keel's own cgroup "
+  // cgroups relative to that namespace: read back as the host's paths where its root was found, said
+  // where it was not (pid_file rules, keel's own cgroup and the root cgroup's tasks would be read wrong).
+  if (!roots_.cgroupns_roots.empty()) {
+    std::string where;
+    for (const auto& [id, root] : roots_.cgroupns_roots)
+      where += (where.empty() ? "" : ", ") +
+               (id == 0 ? std::string("unified") : "hierarchy " + std::to_string(id)) + " " + root;
+    notice("run: keel runs in a cgroup namespace of its own, rooted at " + where +
+           ": the kernel's cgroup paths are read from there as the host's");
+  } else if (!cgroupns_error_.empty()) {
+    warn("run: keel runs in a cgroup namespace of its own and " + cgroupns_error_ +
+         ": /proc/PID/cgroup paths are relative to it, so pid_file rules match nothing, keel's own cgroup "
          "is not left out of the rules and the root cgroup's tasks are not moved; run keel in the host's "
          "cgroup namespace (docker --cgroupns=host; deploy/README.md)");
+  }
 }
 
 void Daemon::adopt_handover() {

@@ -2,12 +2,14 @@
 // daemon of its own (Debian's docker.io: no iptables, no bridge, data and exec roots in a temporary
 // directory), an image made with `docker import` from the Debian package's files and the libraries the
 // binary links (no registry is reachable here) with the Dockerfile's ENTRYPOINT and CMD, the host's
-// PID, network and cgroup namespaces, the host's /sys and /proc trees under /host (the kernel trees keel
+// PID and network namespaces and a cgroup namespace of its own (what containerd and CRI-O give every
+// container on cgroup v2; Kubernetes has no field for the host's), the host's /sys and /proc trees
+// under /host (the kernel trees keel
 // writes read-write), the ConfigMap's config at /etc/keel, a read-only root file system, and the
 // DaemonSet's arguments (`keel run --root /host ...`, observe mode). keel must see a workload that
-// runs on the host, outside any container (its run-queue waits counted under its name), see its own
-// container as a docker workload, serve /readyz, /healthz and its own process metrics, write no knob,
-// and stop cleanly on `docker stop`. Root only; skipped without dockerd.
+// runs on the host, outside any container (its run-queue waits counted under its name), find its own
+// container's cgroup through its namespace and leave it out of every rule, serve /readyz, /healthz and its
+// own process metrics, write no knob, and stop cleanly on `docker stop`. Root only; skipped without dockerd.
 //
 // Capabilities: docker 20.10 knows neither CAP_BPF nor CAP_PERFMON by name, so the container gets
 // CAP_SYS_ADMIN (their superset, what kernels before 5.8 need) instead of the DaemonSet's BPF and
@@ -207,7 +209,7 @@ TEST_F(ContainerPriv, KeelInAContainerLaidOutAsTheDaemonSetSeesTheHostsWorkloads
   if (fs::is_directory("/sys/fs/resctrl")) mounts += " -v /sys/fs/resctrl:/host/sys/fs/resctrl";
   container_ = "keel-ctest-" + std::to_string(::getpid());
   auto [rrc, rout] = run_command(docker_ + "run -d --name " + container_ +
-                                 " --pid host --network host --cgroupns host --read-only --user 0:0"
+                                 " --pid host --network host --cgroupns private --read-only --user 0:0"
                                  " --cap-drop ALL --cap-add SYS_ADMIN --security-opt seccomp=unconfined"
                                  " --security-opt no-new-privileges" +
                                  mounts + " keel:container-test" + args);
@@ -237,8 +239,14 @@ TEST_F(ContainerPriv, KeelInAContainerLaidOutAsTheDaemonSetSeesTheHostsWorkloads
     host_waits = sample(scrape, host_series);
   }
   EXPECT_GT(host_waits, 100) << host_series << "\n" << logs() << scrape;
-  // keel is no rule's workload: its own cgroup, which the catch-all rule would take, is left out.
+  // keel is no rule's workload: its own cgroup, which the catch-all rule would take, is left out. In
+  // its own cgroup namespace it finds that cgroup (the kernel shows it as "/") by its pid.
   EXPECT_LT(sample(scrape, own_series), 0) << own_series << "\n" << logs() << scrape;
+  const std::string own_path = v2_ ? "/system.slice/docker-" + id + ".scope" : "/docker/" + id;
+  EXPECT_NE(logs().find("inventory: keel's own cgroup " + own_path + " is no rule's"), std::string::npos)
+      << logs();
+  EXPECT_NE(logs().find("run: keel runs in a cgroup namespace of its own, rooted at"), std::string::npos)
+      << logs();
   EXPECT_EQ(sample(scrape, "keel_sensor_available{sensor=\"runqueue\"}"), 1) << scrape;
   EXPECT_GT(sample(scrape, "process_resident_memory_bytes"), 1e6) << scrape;
   EXPECT_EQ(testing::http_get(port, "/healthz").status, 200);
