@@ -1,10 +1,13 @@
 #include "host/systemd.h"
 
 #include <systemd/sd-bus.h>
+#include <time.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "host/cpuset.h"
@@ -16,10 +19,14 @@ namespace keel {
 namespace {
 
 constexpr std::array<std::string_view, 2> kNames = {"CPUWeight", "StartupAllowedCPUs"};
-constexpr uint64_t kCallTimeoutUs = 5'000'000;  // systemd answers in ms; a busy one (a reload) in seconds
+// One deadline over all of it: connecting, authenticating (sd-bus would otherwise wait for that up to
+// its own 90 s) and the call. systemd answers in ms; a busy one (a reload) in seconds.
+constexpr uint64_t kDeadlineUs = 5'000'000;
 
 struct BusDeleter {
-  void operator()(sd_bus* b) const { sd_bus_flush_close_unref(b); }
+  void operator()(sd_bus* b) const {
+    sd_bus_close_unref(b);
+  }  // no flush: it waits for authentication unbounded
 };
 struct MessageDeleter {
   void operator()(sd_bus_message* m) const { sd_bus_message_unref(m); }
@@ -27,21 +34,73 @@ struct MessageDeleter {
 using Bus = std::unique_ptr<sd_bus, BusDeleter>;
 using Message = std::unique_ptr<sd_bus_message, MessageDeleter>;
 
+uint64_t now_us() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
+
 // sd-bus's address syntax: a path's bytes other than [A-Za-z0-9_/.-] percent-encoded.
 std::string bus_address(const std::filesystem::path& socket) {
   return "unix:path=" + percent_encode(socket.string(), "_/.-");
 }
 
-Result<Bus> connect(const SysRoots& roots) {
-  const std::string where = roots.systemd_bus.string();
+// The connection, kept between calls (one per socket: tests point SysRoots at others), and the lock
+// that makes one call at a time use it.
+struct Connection {
+  std::mutex lock;
+  std::string address;
+  Bus bus;
+  // After a question ran out of time, the next ones within kQuietUs fail at once: a wedged manager costs
+  // a tick one deadline, not one per unit asked (keel's watchdog is 30 s).
+  uint64_t quiet_until = 0;
+  std::string quiet_why;
+};
+constexpr uint64_t kQuietUs = 30'000'000;
+Connection& connection() {
+  static Connection c;
+  return c;
+}
+
+// The kept connection when it is still open, else a new one, authenticated before `deadline`.
+Result<sd_bus*> connect(Connection& c, const SysRoots& roots, uint64_t deadline) {
+  const std::string where = roots.systemd_bus.string(), address = bus_address(roots.systemd_bus);
+  if (c.bus && (c.address != address || sd_bus_is_open(c.bus.get()) <= 0)) c.bus.reset();
+  if (c.bus) return c.bus.get();
+  if (c.address == address && now_us() < c.quiet_until)
+    return fail(
+        c.quiet_why + "; not asked again for " + std::to_string(kQuietUs / 1'000'000) + " s after that",
+        where, ETIMEDOUT);
   sd_bus* raw = nullptr;
   int r = sd_bus_new(&raw);
   if (r < 0) return fail("cannot make a D-Bus connection", where, -r);
   Bus bus(raw);
-  if ((r = sd_bus_set_address(bus.get(), bus_address(roots.systemd_bus).c_str())) < 0 ||
-      (r = sd_bus_start(bus.get())) < 0)
+  if ((r = sd_bus_set_address(bus.get(), address.c_str())) < 0 || (r = sd_bus_start(bus.get())) < 0)
     return fail("cannot connect to systemd's manager", where, -r);
-  return bus;
+  while ((r = sd_bus_is_ready(bus.get())) == 0) {
+    if ((r = sd_bus_process(bus.get(), nullptr)) < 0) break;
+    if (r > 0) continue;
+    const uint64_t now = now_us();
+    if (now >= deadline) {
+      c.address = address;
+      c.quiet_until = now + kQuietUs;
+      c.quiet_why = "systemd's manager did not complete the connection (authentication) within " +
+                    std::to_string(kDeadlineUs / 1'000'000) + " s";
+      return fail(c.quiet_why, where, ETIMEDOUT);
+    }
+    if ((r = sd_bus_wait(bus.get(), deadline - now)) < 0) break;
+  }
+  if (r < 0) return fail("cannot connect to systemd's manager", where, -r);
+  c.address = address;
+  c.bus = std::move(bus);
+  return c.bus.get();
+}
+
+// After a failed call: a connection that timed out or broke is not kept (the next call connects again).
+void forget_if_broken(Connection& c, int r) {
+  if (r == -ETIMEDOUT || r == -ECONNRESET || r == -ENOTCONN || r == -EPIPE || r == -ECONNREFUSED || !c.bus ||
+      sd_bus_is_open(c.bus.get()) <= 0)
+    c.bus.reset();
 }
 
 // An sd-bus failure as keel's error, with systemd's own reason where it gave one (then errno only for a
@@ -68,6 +127,10 @@ Result<std::vector<uint8_t>> cpu_bytes(std::string_view list) {
   }
   return bytes;
 }
+
+Result<void> call_set_property(Connection& c, const SysRoots& roots, uint64_t deadline,
+                               const std::string& what, const std::string& u, UnitProperty p,
+                               const std::string& name, uint64_t weight, const std::vector<uint8_t>& cpus);
 
 }  // namespace
 
@@ -114,12 +177,27 @@ Result<void> set_unit_property(const SysRoots& roots, std::string_view unit, Uni
     if (!b) return fail(what + ": " + b.error().message());
     cpus = std::move(*b);
   }
-  auto bus = connect(roots);
+  const uint64_t deadline = now_us() + kDeadlineUs;
+  Connection& c = connection();
+  std::lock_guard hold(c.lock);
+  // A kept connection systemd has closed meanwhile (a daemon-reexec) fails at once: once more, anew.
+  for (int attempt = 0;; ++attempt) {
+    const bool kept = c.bus != nullptr;
+    auto r = call_set_property(c, roots, deadline, what, u, p, name, weight, cpus);
+    if (r || attempt > 0 || !kept || c.bus != nullptr) return r;
+  }
+}
+
+namespace {
+
+Result<void> call_set_property(Connection& c, const SysRoots& roots, uint64_t deadline,
+                               const std::string& what, const std::string& u, UnitProperty p,
+                               const std::string& name, uint64_t weight, const std::vector<uint8_t>& cpus) {
+  auto bus = connect(c, roots, deadline);
   if (!bus) return std::unexpected(bus.error());
   sd_bus_message* raw = nullptr;
-  int r = sd_bus_message_new_method_call(bus->get(), &raw, "org.freedesktop.systemd1",
-                                         "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
-                                         "SetUnitProperties");
+  int r = sd_bus_message_new_method_call(*bus, &raw, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                         "org.freedesktop.systemd1.Manager", "SetUnitProperties");
   if (r < 0) return fail(what + ": cannot build the call", roots.systemd_bus.string(), -r);
   Message call(raw);
   sd_bus_message* m = call.get();
@@ -138,20 +216,41 @@ Result<void> set_unit_property(const SysRoots& roots, std::string_view unit, Uni
   if (r < 0) return fail(what + ": cannot build the call", roots.systemd_bus.string(), -r);
   sd_bus_error e = SD_BUS_ERROR_NULL;
   sd_bus_message* reply = nullptr;
-  r = sd_bus_call(bus->get(), m, kCallTimeoutUs, &e, &reply);
+  const uint64_t now = now_us();
+  r = now < deadline ? sd_bus_call(*bus, m, deadline - now, &e, &reply) : -ETIMEDOUT;
   sd_bus_message_unref(reply);
-  if (r < 0) return bus_fail(what, roots, e, r);
+  if (r < 0) {
+    forget_if_broken(c, r);
+    if (r == -ETIMEDOUT && !sd_bus_error_is_set(&e)) {
+      c.quiet_until = now_us() + kQuietUs;
+      c.quiet_why =
+          "systemd's manager did not answer within " + std::to_string(kDeadlineUs / 1'000'000) + " s";
+      return fail(what + ": " + c.quiet_why, roots.systemd_bus.string(), ETIMEDOUT);
+    }
+    return bus_fail(what, roots, e, r);
+  }
   return {};
 }
 
+}  // namespace
+
 Result<std::string> systemd_version(const SysRoots& roots) {
-  auto bus = connect(roots);
+  const uint64_t deadline = now_us() + kDeadlineUs;
+  Connection& c = connection();
+  std::lock_guard hold(c.lock);
+  auto bus = connect(c, roots, deadline);
   if (!bus) return std::unexpected(bus.error());
   sd_bus_error e = SD_BUS_ERROR_NULL;
   char* version = nullptr;
-  int r = sd_bus_get_property_string(bus->get(), "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+  // sd_bus_get_property_string has no timeout of its own: the bus's method call timeout, what is left.
+  const uint64_t now = now_us();
+  sd_bus_set_method_call_timeout(*bus, now < deadline ? deadline - now : 1);
+  int r = sd_bus_get_property_string(*bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                      "org.freedesktop.systemd1.Manager", "Version", &e, &version);
-  if (r < 0) return bus_fail("systemd's Version", roots, e, r);
+  if (r < 0) {
+    forget_if_broken(c, r);
+    return bus_fail("systemd's Version", roots, e, r);
+  }
   std::string v(version);
   std::free(version);
   return v;

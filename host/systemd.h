@@ -3,7 +3,8 @@
 // a unit's runtime property (SetUnitProperties with runtime=true: kept in /run/systemd/system.control
 // until reboot, through daemon-reload), so that systemd itself enables a cgroup controller for the
 // unit, as it keeps doing whenever it realises the unit again; keel never writes a cgroup.subtree_control
-// behind systemd.
+// behind systemd. One connection is kept between questions; each question has 5 s over connecting,
+// authenticating and the call, and after one ran out of time the next within 30 s fail at once.
 #pragma once
 
 #include <optional>

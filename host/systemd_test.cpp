@@ -5,11 +5,19 @@
 #include "host/systemd.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <future>
 #include <thread>
+#include <vector>
 
 #include "host/fileio.h"
 #include "tests/support/scene.h"
@@ -57,6 +65,64 @@ TEST(Systemd, ABadUnitOrValueIsRefusedBeforeSystemdIsAsked) {
   EXPECT_NE(none.error().message().find(roots.systemd_bus.string()), std::string::npos)
       << none.error().message();
   EXPECT_FALSE(systemd_version(roots));
+}
+
+// A peer on systemd's socket that takes the connection and never answers (a manager stuck in a
+// reload, a wedged socket) costs a question at most keel's deadline of 5 s over connecting,
+// authenticating and the call, not sd-bus's own 90 s wait for authentication; the questions after it
+// within 30 s fail at once without connecting (a tick that asks for many units pays one deadline).
+TEST(Systemd, APeerThatNeverAnswersCostsOneDeadlineAndTheNextQuestionsNone) {
+  testing::TempDir t;
+  SysRoots roots = SysRoots::under(t.path());
+  fs::create_directories(roots.systemd_bus.parent_path());
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(roots.systemd_bus.string().size(), sizeof(addr.sun_path));
+  std::strcpy(addr.sun_path, roots.systemd_bus.c_str());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  std::atomic<int> accepted{0};
+  std::atomic<bool> done{false};
+  std::vector<int> held;
+  std::thread peer([&] {
+    while (!done) {
+      pollfd p{listener, POLLIN, 0};
+      if (::poll(&p, 1, 50) == 1) {
+        int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd >= 0) {
+          held.push_back(fd);  // taken, read from never
+          ++accepted;
+        }
+      }
+    }
+  });
+  auto ask = [&] {
+    auto f = std::async(std::launch::async, [&] {
+      return set_unit_property(roots, "a.service", UnitProperty::cpu_weight, "100");
+    });
+    // A hang guard, not a timing test: without the deadline this waits sd-bus's 90 s.
+    EXPECT_EQ(f.wait_for(60s), std::future_status::ready) << "no answer from set_unit_property";
+    return f.get();
+  };
+  auto first = ask();
+  ASSERT_FALSE(first);
+  EXPECT_NE(first.error().message().find("did not complete the connection (authentication) within 5 s"),
+            std::string::npos)
+      << first.error().message();
+  auto second = ask();
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().message().find("within 5 s; not asked again for 30 s"), std::string::npos)
+      << second.error().message();
+  EXPECT_EQ(accepted.load(), 1);  // not even connected
+  auto version = std::async(std::launch::async, [&] { return systemd_version(roots); });
+  ASSERT_EQ(version.wait_for(60s), std::future_status::ready);
+  EXPECT_FALSE(version.get());
+  done = true;
+  peer.join();
+  for (int fd : held) ::close(fd);
+  ::close(listener);
 }
 
 // On the v2 guest: a service in a slice of its own, made without any CPU property, has neither the cpu

@@ -3,11 +3,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <unordered_set>
 
@@ -73,6 +75,26 @@ Result<Inventory> Inventory::open(const config::Spec& spec, const SysRoots& root
   inv.options_ = options;
   inv.options_.refresh_ticks = std::max(1u, options.refresh_ticks);
   inv.options_.resync_ticks = std::max(1u, options.resync_ticks);
+  if (inv.options_.open_files == 0) {
+    rlimit r{};
+    inv.options_.open_files = ::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY
+                                  ? static_cast<size_t>(r.rlim_cur)
+                                  : SIZE_MAX;
+  }
+  if (const size_t files = inv.options_.open_files; files != SIZE_MAX) {
+    const size_t kept = std::min<size_t>(1024, files / 4);
+    inv.options_.critical_reserve = std::min(inv.options_.critical_reserve, files / 8);
+    const size_t room = files - kept - inv.options_.critical_reserve;
+    if (room < inv.options_.max_cgroups) {
+      inv.options_.max_cgroups = room;
+      logging::line(logging::Level::warning,
+                    "inventory: the open-files limit " + std::to_string(files) + " holds " +
+                        std::to_string(room) + " cgroups (each is held open; " + std::to_string(kept) +
+                        " files stay for the rest of keel, " + std::to_string(inv.options_.critical_reserve) +
+                        " for cgroups a critical rule would take): more are left out; raise RLIMIT_NOFILE "
+                        "(LimitNOFILE= under systemd)");
+    }
+  }
   auto layout = discover(roots);
   if (!layout) return std::unexpected(layout.error());
   inv.layout_ = std::move(*layout);

@@ -83,6 +83,11 @@ class Inventory {
     bool inotify = true;               // false: re-list every directory every tick (tests; the fallback)
     size_t max_cgroups = kMaxCgroups;  // the walk's count bound (host/cgroup.h; smaller in tests)
     size_t critical_reserve = 1024;    // admitted beyond it for cgroups a critical rule would take
+    // The open-files limit the budgets must fit in, every admitted cgroup being held open (0: this
+    // process's RLIMIT_NOFILE at open). A quarter of it, at most 1024, stays for the rest of keel (BPF,
+    // perf events, the metrics' clients, the journal, writes and the final restore); the budgets are
+    // lowered to fit in the rest, the critical reserve an eighth of it at most.
+    size_t open_files = 0;
     // The cgroup keel itself runs in, which no rule takes (keel never classes, weighs or pins itself);
     // none: its own, from /proc/<pid>/cgroup.
     std::optional<std::string> self = std::nullopt;

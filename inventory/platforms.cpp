@@ -26,6 +26,21 @@ bool is_hex(std::string_view s) {
 }
 bool is_container_id(std::string_view s) { return s.size() == 64 && is_hex(s); }
 
+// Whether a cgroup name carries a container id: a run of exactly 64 hex digits ("libpod-payload-<id>",
+// "docker-<id>.scope", "<id>").
+bool has_container_id(std::string_view name) {
+  size_t run = 0;
+  for (size_t i = 0; i <= name.size(); ++i) {
+    if (i < name.size() && std::isxdigit(static_cast<unsigned char>(name[i]))) {
+      ++run;
+      continue;
+    }
+    if (run == 64) return true;
+    run = 0;
+  }
+  return false;
+}
+
 // The last `n`-th path element (0 = leaf); empty when the path is not that deep.
 std::string_view element_from_end(std::string_view path, int n) {
   for (;;) {
@@ -113,9 +128,12 @@ bool host_daemon_path(std::string_view cgroup_path) {
   if (e != "system.slice") return false;
   for (e = next(); e.ends_with(".slice"); e = next()) {
   }
-  // The service's own cgroup only: systemd makes nothing below a service, so a cgroup there is one the
-  // service made in its delegated subtree (a podman quadlet's container, a CI runner's job), its work.
-  return e.size() > 8 && e.ends_with(".service") && next().empty();
+  if (e.size() <= 8 || !e.ends_with(".service")) return false;
+  // Below it, what the service made in its delegated subtree: its own subgroups (udevd's "udev") are
+  // the daemon's, a container it runs (a podman quadlet's libpod-payload-<id>) is not.
+  for (e = next(); !e.empty(); e = next())
+    if (has_container_id(e)) return false;
+  return true;
 }
 
 std::string_view path_leaf(std::string_view path) { return leaf(path); }

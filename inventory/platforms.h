@@ -37,8 +37,9 @@ bool systemd_unit_path(std::string_view cgroup_path);
 bool systemd_runs(const SysRoots& roots);
 // Whether the path is the host's own: init.scope, or a system service (a ".service" unit whose slices
 // are system.slice's: journald, logind, dbus, udev, sshd, dockerd, containerd, kubelet). Containers' and
-// VMs' scopes in system.slice (docker-<id>.scope, machine-*.scope) are not, nor is a cgroup below a
-// service: that is the service's delegated subtree (a quadlet's container, a CI runner's jobs).
+// VMs' scopes in system.slice (docker-<id>.scope, machine-*.scope) are not, nor is a container a
+// service runs below its own cgroup (a podman quadlet's libpod-payload-<id>); the service's own
+// subgroups (udevd's "udev") are the daemon's.
 bool host_daemon_path(std::string_view cgroup_path);
 // A pod uid in one spelling (lower case, dashes), "" when it is not one.
 std::string pod_uid_key(std::string_view uid);

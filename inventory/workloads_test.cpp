@@ -193,15 +193,17 @@ TEST(PathShapes, SystemdUnitsLiveInSlicesOnly) {
   EXPECT_FALSE(systemd_unit_path("/docker/" + kId + "/system.slice/redis-server.service"));
 }
 
-TEST(PathShapes, HostDaemonsAreInitAndSystemServicesNotContainersScopesNorWhatAServiceMadeBelowIt) {
+TEST(PathShapes, HostDaemonsAreInitAndSystemServicesNotContainersScopesNorAServicesContainers) {
   EXPECT_TRUE(host_daemon_path("/init.scope"));
   EXPECT_TRUE(host_daemon_path("/system.slice/systemd-journald.service"));
   EXPECT_TRUE(host_daemon_path("/system.slice/containerd.service"));
   EXPECT_TRUE(host_daemon_path("/system.slice/system-getty.slice/getty@tty1.service"));
-  // Below a service is its delegated subtree: a podman quadlet's container, a CI runner's job.
+  // Below a service, its own subgroups are the daemon's; a container it runs there (a podman
+  // quadlet's) is not.
+  EXPECT_TRUE(host_daemon_path("/system.slice/systemd-udevd.service/udev"));
   EXPECT_FALSE(host_daemon_path("/system.slice/app.service/libpod-payload-" + kId));
-  EXPECT_FALSE(host_daemon_path("/system.slice/gitlab-runner.service/job-1/build"));
-  EXPECT_FALSE(host_daemon_path("/system.slice/docker.service/inner"));
+  EXPECT_FALSE(host_daemon_path("/system.slice/app.service/supervisor/libpod-" + kId + ".scope"));
+  EXPECT_TRUE(host_daemon_path("/system.slice/app.service/" + kId.substr(1)));  // 63 digits: no id
   EXPECT_FALSE(host_daemon_path("/"));
   EXPECT_FALSE(host_daemon_path("/system.slice"));
   EXPECT_FALSE(host_daemon_path("/system.slice/docker-" + kId + ".scope"));

@@ -1,6 +1,7 @@
 #include "loop/reconciler.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <set>
 
 #include "actuators/cgroup_knobs.h"
@@ -110,9 +111,11 @@ std::string Reconciler::missing_controller(const inv::Node& n, const CgroupHiera
   const std::string unit(path_leaf(n.dir.path()));
   const std::string ask = std::string(to_string(prop)) + "=" + value;
   std::string said;
+  bool timed_out = false;
   if (value.empty()) {
     said = why + " (systemd owns it, and the hierarchy's CPUs are unreadable to ask it for " + ask + ")";
   } else if (auto r = w_->set_unit_property(n.dir, prop, value); !r) {
+    timed_out = r.error().err == ETIMEDOUT;
     said = why + " and systemd refused to enable it (" + r.error().message() +
            "): keel does not write cgroup.subtree_control behind systemd; give the unit a property that "
            "makes systemd enable it (systemctl set-property " +
@@ -126,6 +129,8 @@ std::string Reconciler::missing_controller(const inv::Node& n, const CgroupHiera
            "cgroup.subtree_control): its " +
            c + " files come with systemd's next realisation of the unit";
   }
+  // A manager that did not answer in time (a reload, a wedged bus) is asked again at a later tick.
+  if (timed_out) return said;
   if (asked_.size() >= 4096) asked_.clear();  // units come and go: asked again at worst
   asked_.emplace(key, said);
   return said;

@@ -470,6 +470,56 @@ TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersGetsThemFromSystemdNeverBehin
   EXPECT_TRUE(asked.empty());
 }
 
+// A question systemd did not answer in time (a reload, a wedged bus: host/systemd.h's deadline) is
+// asked again at a later tick; one systemd refused is said and not asked again.
+TEST_F(ReconcilerV2Tree, AUnitPropertySystemdDidNotAnswerIsAskedAgainARefusedOneIsNot) {
+  const std::string slice = "sys/fs/cgroup/system.slice/";
+  std::vector<std::pair<std::string, std::string>> files = {
+      {slice + "cgroup.subtree_control", "memory pids\n"},
+      {slice + "cgroup.controllers", "cpuset cpu memory pids\n"}};
+  for (const char* u : {"crit.service", "batch.service"}) {
+    files.push_back({slice + u + "/cgroup.procs", "300\n"});
+    files.push_back({slice + u + "/cgroup.controllers", "memory pids\n"});
+  }
+  testing::make_tree(t_.path(), files);
+  cfg_.workloads[0].match.cgroup = "/system.slice/crit.service";
+  cfg_.workloads[1].match.cgroup = "/system.slice/batch.service";
+  spec_ = config::compile(cfg_, topo_.online());
+  inv_ = inventory(spec_);
+  std::vector<std::string> asked;
+  bool answering = false;
+  act::DirOps ops = act::DirOps::real();
+  ops.unit_property = [&](const SysRoots&, std::string_view unit, UnitProperty p,
+                          std::string_view) -> Result<void> {
+    asked.push_back(std::string(unit) + " " + std::string(to_string(p)));
+    if (unit == "batch.service") return fail("Access denied", "/run/systemd/private", EPERM);
+    if (!answering)
+      return fail("systemd's manager did not answer within 5 s", "/run/systemd/private", ETIMEDOUT);
+    return {};
+  };
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j) << j.error().message();
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j, ops);
+  w.set_reapplied_by_owner([](std::string_view path) { return path.starts_with("/system.slice/"); });
+  Reconciler r(spec_, topo_, w);
+  Plan p = acting();
+  p.desired["batch"].preempt = true;
+  r.apply(p, *inv_);
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked, (std::vector<std::string>{"batch.service CPUWeight", "batch.service StartupAllowedCPUs",
+                                             "crit.service CPUWeight", "crit.service StartupAllowedCPUs"}));
+  asked.clear();
+  answering = true;
+  p.tick = 2;
+  r.apply(p, *inv_);
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked, (std::vector<std::string>{"crit.service CPUWeight", "crit.service StartupAllowedCPUs"}));
+  asked.clear();
+  p.tick = 3;
+  r.apply(p, *inv_);
+  EXPECT_TRUE(asked.empty());
+}
+
 // kubelet's static CPU manager on a tree with its exact files (kubelet does not run here):
 // cpu_manager_state gives CPUs 2-3 to a Guaranteed pod's container, config.yaml reserves CPU 0. A plan
 // that hands those to keel's workloads loses them (with a note), and the Guaranteed pod's own cpuset
