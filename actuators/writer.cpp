@@ -340,18 +340,28 @@ Result<bool> KnobWriter::remove_dir(const KnobPath& k) {
   return true;
 }
 
-Result<bool> KnobWriter::set_unit_property(const CgroupDir& unit_dir, UnitProperty p,
-                                           std::string_view value) {
+Result<std::function<Result<void>()>> KnobWriter::prepare_unit_property(const CgroupDir& unit_dir,
+                                                                        UnitProperty p,
+                                                                        std::string_view value) {
   const std::string& path = unit_dir.path();
-  const std::string unit = path.substr(path.rfind('/') + 1);
+  std::string unit = path.substr(path.rfind('/') + 1);
   if (!valid_unit_name(unit)) return fail("not a systemd unit's cgroup: " + unit_dir.path());
   auto k = cgroup_knob(roots_, unit_dir.hierarchy(), unit_dir.path(), to_string(p));
   if (!k) return std::unexpected(k.error());
-  if (mode_ == Mode::observe) return true;
+  if (mode_ == Mode::observe) return std::function<Result<void>()>();
   if (!dirs_.unit_property) return fail("no systemd to ask for " + unit + " " + std::string(to_string(p)));
   if (auto r = journal_first(JournalEntry{EntryKind::unit_property, *k, "", ValueKind::text, 0}); !r)
     return std::unexpected(r.error());
-  if (auto r = dirs_.unit_property(roots_, unit, p, value); !r) return std::unexpected(r.error());
+  return std::function<Result<void>()>([ask = dirs_.unit_property, roots = roots_, unit = std::move(unit), p,
+                                        v = std::string(value)] { return ask(roots, unit, p, v); });
+}
+
+Result<bool> KnobWriter::set_unit_property(const CgroupDir& unit_dir, UnitProperty p,
+                                           std::string_view value) {
+  auto ask = prepare_unit_property(unit_dir, p, value);
+  if (!ask) return std::unexpected(ask.error());
+  if (*ask)
+    if (auto r = (*ask)(); !r) return std::unexpected(r.error());
   return true;
 }
 

@@ -94,6 +94,11 @@ class KnobWriter {
   // true (would). An error names the unit, the property and systemd's reason; the journal keeps the
   // entry (restore asks for "not set", which is no change where nothing was set).
   Result<bool> set_unit_property(const CgroupDir& unit_dir, UnitProperty p, std::string_view value);
+  // The same in two steps, for asking off the tick thread: journals it first (here, on the writer's
+  // thread) and returns the question, which only talks to systemd and may be asked from another thread;
+  // observe mode: nothing journaled, an empty function (would ask).
+  Result<std::function<Result<void>()>> prepare_unit_property(const CgroupDir& unit_dir, UnitProperty p,
+                                                              std::string_view value);
   // Creates a directory keel will own (journaled as created before mkdir). False when it existed.
   Result<bool> make_dir(const KnobPath& k);
   // Removes a directory keel created (a resctrl group given back; its tasks fall back to the

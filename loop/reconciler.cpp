@@ -110,13 +110,31 @@ std::string Reconciler::missing_controller(const inv::Node& n, const CgroupHiera
   }
   const std::string unit(path_leaf(n.dir.path()));
   const std::string ask = std::string(to_string(prop)) + "=" + value;
+  // Asked off the tick thread (a question may take its 5 s deadline): posted at one tick, its answer
+  // said at a later one.
+  std::optional<Result<void>> answer = questions_.take(key);
+  if (!answer && questions_.pending(key))
+    return why + ": keel asked systemd to enable it (" + unit + " " + ask +
+           " at runtime), waiting for its answer";
+  if (!answer && !value.empty()) {
+    auto question = w_->prepare_unit_property(n.dir, prop, value);
+    if (!question) {
+      answer = std::unexpected(question.error());
+    } else if (!*question) {
+      answer = Result<void>{};  // observe: would ask
+    } else {
+      questions_.post(key, std::move(*question));
+      return why + ": keel asked systemd to enable it (" + unit + " " + ask +
+             " at runtime), waiting for its answer";
+    }
+  }
   std::string said;
   bool timed_out = false;
   if (value.empty()) {
     said = why + " (systemd owns it, and the hierarchy's CPUs are unreadable to ask it for " + ask + ")";
-  } else if (auto r = w_->set_unit_property(n.dir, prop, value); !r) {
-    timed_out = r.error().err == ETIMEDOUT;
-    said = why + " and systemd refused to enable it (" + r.error().message() +
+  } else if (!*answer) {
+    timed_out = answer->error().err == ETIMEDOUT;
+    said = why + " and systemd refused to enable it (" + answer->error().message() +
            "): keel does not write cgroup.subtree_control behind systemd; give the unit a property that "
            "makes systemd enable it (systemctl set-property " +
            unit + " " + ask + ")";

@@ -24,6 +24,7 @@
 #include "host/cgroup.h"
 #include "host/topology.h"
 #include "inventory/inventory.h"
+#include "loop/questions.h"
 
 namespace keel::loop {
 
@@ -51,6 +52,8 @@ class Reconciler {
   // A reloaded config: the values found stay (knobs of instances the new config no longer has go back
   // to them at the next apply, like those of instances that went away).
   void respec(config::Spec spec) { spec_ = std::move(spec); }
+  // Waits for the questions to systemd in flight (tests: their answers are said at the next apply).
+  void settle() { questions_.drain(); }
 
  private:
   void cpus(const ctl::Plan& plan, const inv::Inventory& inv, Reconciled& out);
@@ -91,9 +94,11 @@ class Reconciler {
   // parent is systemd's (it rewrites subtree_control whenever it realises the slice): keel asks systemd
   // for the unit property that makes it enable the controller (host/systemd.h: CPUWeight=100,
   // StartupAllowedCPUs=<every CPU>), once per cgroup and controller, journaled and given back like every
-  // knob; the files come at a later tick. Elsewhere the note names the parent to enable it in.
+  // knob; the question is asked off the tick thread and its answer said at a later tick, and the files
+  // come at a later one still. Elsewhere the note names the parent to enable it in.
   std::string missing_controller(const inv::Node& n, const CgroupHierarchy& h, std::string_view controller);
   std::map<std::pair<CgroupId, UnitProperty>, std::string> asked_;  // systemd asked: what it answered
+  Questions questions_;                                             // those being asked, off the tick thread
   void spare(Reconciled& out, const inv::Instance& ins, const inv::Node& n);  // says a host daemon is spared
   void adopt_journaled(const inv::Inventory& inv, Reconciled& out);
   bool adopting_ = false;

@@ -6,9 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <set>
 #include <string>
@@ -27,6 +31,7 @@ namespace {
 
 using testing::slurp;
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 
 CpuSet L(const char* s) { return *CpuSet::parse_list(s); }
 
@@ -431,6 +436,12 @@ TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersGetsThemFromSystemdNeverBehin
   Reconciler r(spec_, topo_, w);
   auto done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
+  // Asked off the tick thread: the tick says it waits for the answer, a later tick says the answer.
+  EXPECT_NE(all_notes(done).find("keel asked systemd to enable it (crit.service CPUWeight=100 at runtime), "
+                                 "waiting for its answer"),
+            std::string::npos)
+      << all_notes(done);
+  r.settle();
   std::sort(asked.begin(), asked.end());
   EXPECT_EQ(asked,
             (std::vector<std::string>{"batch.service CPUWeight=100", "batch.service StartupAllowedCPUs=0-7",
@@ -441,16 +452,19 @@ TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersGetsThemFromSystemdNeverBehin
     EXPECT_EQ(e.original, "") << e.path.str();
   }
   EXPECT_EQ(file("system.slice/cgroup.subtree_control"), "memory pids\n");
+  asked.clear();
+  p.tick = 2;
+  done = r.apply(p, *inv_);
   EXPECT_NE(
       all_notes(done).find("keel asked systemd to enable it (crit.service CPUWeight=100 at runtime, given "
                            "back when keel stops"),
       std::string::npos)
       << all_notes(done);
   EXPECT_EQ(all_notes(done).find("echo +"), std::string::npos) << all_notes(done);
-  // Asked once: the tick before systemd realised the units asks nothing more.
-  asked.clear();
-  p.tick = 2;
+  // Asked once: the ticks before systemd realised the units ask nothing more.
+  p.tick = 3;
   done = r.apply(p, *inv_);
+  r.settle();
   EXPECT_TRUE(asked.empty());
   // systemd realised them: the controllers' files are there, and keel acts on them.
   for (const char* u : {"crit.service", "batch.service"}) {
@@ -461,7 +475,7 @@ TEST_F(ReconcilerV2Tree, AUnitWithoutTheControllersGetsThemFromSystemdNeverBehin
   testing::make_tree(t_.path(), {{slice + "cgroup.subtree_control", "cpuset cpu memory pids\n"}});
   ASSERT_TRUE(inv_->refresh_tree());
   inv_->match({});
-  p.tick = 3;
+  p.tick = 4;
   done = r.apply(p, *inv_);
   EXPECT_TRUE(done.errors.empty()) << done.errors.front();
   EXPECT_EQ(file("system.slice/crit.service/cpuset.cpus"), "0-1");
@@ -504,20 +518,93 @@ TEST_F(ReconcilerV2Tree, AUnitPropertySystemdDidNotAnswerIsAskedAgainARefusedOne
   Reconciler r(spec_, topo_, w);
   Plan p = acting();
   p.desired["batch"].preempt = true;
-  r.apply(p, *inv_);
+  r.apply(p, *inv_);  // asked
+  r.settle();
   std::sort(asked.begin(), asked.end());
   EXPECT_EQ(asked, (std::vector<std::string>{"batch.service CPUWeight", "batch.service StartupAllowedCPUs",
                                              "crit.service CPUWeight", "crit.service StartupAllowedCPUs"}));
   asked.clear();
   answering = true;
-  p.tick = 2;
-  r.apply(p, *inv_);
+  for (uint64_t tick : {2, 3}) {  // the answers taken, then the timed-out ones asked again
+    p.tick = tick;
+    r.apply(p, *inv_);
+    r.settle();
+  }
   std::sort(asked.begin(), asked.end());
   EXPECT_EQ(asked, (std::vector<std::string>{"crit.service CPUWeight", "crit.service StartupAllowedCPUs"}));
   asked.clear();
-  p.tick = 3;
-  r.apply(p, *inv_);
+  for (uint64_t tick : {4, 5}) {
+    p.tick = tick;
+    r.apply(p, *inv_);
+    r.settle();
+  }
   EXPECT_TRUE(asked.empty());
+}
+
+// The question to systemd is asked off the tick thread: a systemd that takes long to answer (here: not
+// until the test lets it) holds no tick; the answer is said at the tick after it came.
+TEST_F(ReconcilerV2Tree, ASystemdThatTakesLongToAnswerHoldsNoTick) {
+  const std::string slice = "sys/fs/cgroup/system.slice/";
+  testing::make_tree(t_.path(), {{slice + "cgroup.subtree_control", "memory pids\n"},
+                                 {slice + "cgroup.controllers", "cpuset cpu memory pids\n"},
+                                 {slice + "crit.service/cgroup.procs", "300\n"},
+                                 {slice + "crit.service/cgroup.controllers", "memory pids\n"}});
+  cfg_.workloads[0].match.cgroup = "/system.slice/crit.service";
+  spec_ = config::compile(cfg_, topo_.online());
+  inv_ = inventory(spec_);
+  std::promise<void> answer;
+  std::shared_future<void> answered = answer.get_future().share();
+  std::atomic<int> asked{0};
+  act::DirOps ops = act::DirOps::real();
+  ops.unit_property = [&](const SysRoots&, std::string_view unit, UnitProperty,
+                          std::string_view) -> Result<void> {
+    if (unit != "crit.service") return {};
+    ++asked;
+    answered.wait();
+    return {};
+  };
+  auto j = act::Journal::open(t_.path() / "state", act::read_boot_id(roots_.proc));
+  ASSERT_TRUE(j) << j.error().message();
+  act::KnobWriter w(roots_, act::Mode::enforce, &*j, ops);
+  w.set_reapplied_by_owner([](std::string_view path) { return path.starts_with("/system.slice/"); });
+  Reconciler r(spec_, topo_, w);
+  Plan p = acting();
+  auto notes = [](const Reconciled& done) {
+    std::string all;
+    for (const auto& n : done.notes) all += n + "\n";
+    return all;
+  };
+  for (uint64_t tick : {1, 2}) {
+    p.tick = tick;
+    // A hang guard, not a timing test: asked on the tick thread, this apply would wait for the answer.
+    auto done = std::async(std::launch::async, [&] { return r.apply(p, *inv_); });
+    if (done.wait_for(30s) != std::future_status::ready) {
+      answer.set_value();  // lets the tick end, so the test fails rather than hangs
+      FAIL() << "the tick waited for systemd";
+    }
+    const Reconciled got = done.get();
+    EXPECT_TRUE(got.errors.empty()) << got.errors.front();
+    if (tick == 1) {
+      EXPECT_NE(notes(got).find("waiting for its answer"), std::string::npos) << notes(got);
+    }
+  }
+  EXPECT_GE(asked.load(), 1);
+  // The journal holds the property before systemd is asked.
+  EXPECT_EQ(std::ranges::count_if(j->entries(),
+                                  [](const act::JournalEntry& e) {
+                                    return e.kind == act::EntryKind::unit_property &&
+                                           e.path.str().find("crit.service") != std::string::npos;
+                                  }),
+            2);
+  answer.set_value();
+  r.settle();
+  p.tick = 3;
+  const Reconciled after = r.apply(p, *inv_);
+  EXPECT_NE(
+      notes(after).find("keel asked systemd to enable it (crit.service CPUWeight=100 at runtime, given back"),
+      std::string::npos)
+      << notes(after);
+  EXPECT_EQ(asked.load(), 2);  // CPUWeight and StartupAllowedCPUs, each once
 }
 
 // kubelet's static CPU manager on a tree with its exact files (kubelet does not run here):
