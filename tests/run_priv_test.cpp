@@ -878,7 +878,16 @@ TEST_F(RunPriv, InterferenceMidPeriodWakesKeelForAnEarlyTick) {
   const int acted_tick = std::stoi(text.substr(tick_at + 5));
   std::printf("acted in tick %d, %.2f s after the noise started\n", acted_tick, acted_s);
   EXPECT_GE(acted_tick, 2);
-  for (int k = 2; k <= acted_tick; ++k)
+  // Early ticks whose windows (a tenth of a second after a crossing) measured the SLO met change
+  // nothing; after two in a row the loop waits for the periodic tick by design (loop.cpp), and that
+  // tick may be the one that acts. Under emulation the short windows do measure it met at times (tick
+  // 3 at 1163 us and tick 4 at 581 us against 1500 us, 1 run in the guest); the act then comes in the
+  // periodic tick after the loop said so, and every tick before it was early.
+  const bool waited_for_periodic =
+      acted_tick >= 4 && text.find("tick " + std::to_string(acted_tick - 1) +
+                                   " early: 2 early ticks in a row for SLO crossings "
+                                   "changed nothing") != std::string::npos;
+  for (int k = 2; k <= acted_tick - (waited_for_periodic ? 1 : 0); ++k)
     EXPECT_NE(text.find("tick " + std::to_string(k) + " early: crit waited"), std::string::npos)
         << "tick " << k << " (of those up to the act) was not an early one\n"
         << text;
