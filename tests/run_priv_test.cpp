@@ -312,23 +312,31 @@ TEST_F(RunPriv, EnforceGivesTheWakerItsOwnCpuAndEverythingBackAfterwards) {
   start_noise();
   // The uncontrolled baseline: the kernel's count of the waker's run-queue wait must show the noise, or
   // the test proves nothing.
-  std::this_thread::sleep_for(1s);
-  const TaskCounts s0 = task_counts(waker);
-  const double steal0 = testing::steal_ns();
-  std::this_thread::sleep_for(2s);
-  const TaskCounts s1 = task_counts(waker);
-  const double steal1 = testing::steal_ns();
-  uint64_t t_keel = now_ns();
-  size_t n_before = 0;
-  double p99_before = p99_between(*log_, t_keel - 2'000'000'000ull, t_keel, &n_before);
-  const double wait_before = mean_wait_us(s0, s1);
-  std::printf("waker with noise, no keel: mean run-queue wait %.0f us over %" PRIu64
-              " times on a CPU; lateness p99 %.0f us over %zu wake-ups (steal %.0f ms)\n",
-              wait_before, s1.slices - s0.slices, p99_before, n_before, (steal1 - steal0) / 1e6);
   // A mean over every time on a CPU (most short waits); 100 us is many times this waker's wait alone.
   // Under an emulator (the v2 guest under TCG) waits are the emulator's: printed, not judged, and the
-  // waker wakes less often (454 times in 2 s there), so fewer wake-ups make the sample.
+  // waker wakes less often (454 times in 2 s there), so fewer wake-ups make the sample. The baseline is
+  // a fact of the machine, not of keel (which is not running yet): a window in which the noise did not
+  // reach the waker (34 us once in a CI run, where 100-300 us is usual) is measured again, up to three.
   const bool timing = !testing::emulated_cpus();
+  std::this_thread::sleep_for(1s);
+  TaskCounts s0, s1;
+  double wait_before = 0, p99_before = 0;
+  size_t n_before = 0;
+  uint64_t t_keel = 0;
+  for (int window = 1; window <= 3; ++window) {
+    s0 = task_counts(waker);
+    const double steal0 = testing::steal_ns();
+    std::this_thread::sleep_for(2s);
+    s1 = task_counts(waker);
+    const double steal1 = testing::steal_ns();
+    t_keel = now_ns();
+    p99_before = p99_between(*log_, t_keel - 2'000'000'000ull, t_keel, &n_before);
+    wait_before = mean_wait_us(s0, s1);
+    std::printf("waker with noise, no keel (window %d): mean run-queue wait %.0f us over %" PRIu64
+                " times on a CPU; lateness p99 %.0f us over %zu wake-ups (steal %.0f ms)\n",
+                window, wait_before, s1.slices - s0.slices, p99_before, n_before, (steal1 - steal0) / 1e6);
+    if (!timing || wait_before - wait_alone > 100.0) break;
+  }
   ASSERT_GT(n_before, timing ? 500u : 200u);
   if (timing) {
     ASSERT_GT(wait_before - wait_alone, 100.0) << "the noise did not delay the waker: nothing to control";
