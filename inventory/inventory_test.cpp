@@ -379,7 +379,8 @@ TEST(InventoryTempTree, ACpusetFromAReusedPidIsNotTaken) {
   make_tree(tmp.path(), {{"sys/fs/cgroup/cpu/svc/web/cgroup.procs", "5000\n4242\n"},
                          {"proc/5000/cgroup", "3:cpuset:/other\n2:cpuacct:/other\n1:cpu:/other\n"},
                          {"sys/fs/cgroup/cpuset/other/cpuset.cpus", "0\n"}});
-  auto inv = Inventory::open(spec_of(kEachWithTasks), roots);
+  const config::Spec spec = spec_of(kEachWithTasks);  // outlives the inventory
+  auto inv = Inventory::open(spec, roots);
   ASSERT_TRUE(inv);
   ASSERT_TRUE(inv->refresh_tree());
   inv->match({});
