@@ -1094,9 +1094,11 @@ TEST_F(CpuCgroups, BatchAndKeyByKeyReadsSeeTheSameCgroupsAndCounts) {
   pid_t p = start(false, cgs[0], 1);
   for (const auto& cg : cgs) {
     move(p, cg);
-    // Two wake-ups in it: the second's wait, at least, is charged there.
+    // Three wake-ups in it: the first counted may be one that began before the move (the counter is
+    // read after it), and the last one's wait, at least, is charged there (with two, a CI run once found
+    // 149 of 150 cgroups).
     const uint64_t woke = counter_->load();
-    ASSERT_TRUE(testing::eventually([&] { return counter_->load() >= woke + 2; }, std::chrono::seconds(5),
+    ASSERT_TRUE(testing::eventually([&] { return counter_->load() >= woke + 3; }, std::chrono::seconds(5),
                                     std::chrono::milliseconds(1)))
         << cg;
   }
